@@ -1,0 +1,65 @@
+"""The error tree of resplog.
+
+    ResplogError
+    ├── DomainError            a command or a log breaks a rule of the aggregate
+    │   ├── InvalidTransition  the response's state does not allow it (e.g. terminal)
+    │   ├── NotFound           no such response (or not visible to the caller)
+    │   ├── Conflict           another writer appended first (wrong expected version)
+    │   ├── InvalidRequest     the request is malformed or unsupported (-> HTTP 400)
+    │   └── CorruptEvent       a stored row cannot be decoded (names stream and position)
+    └── EngineError            the generation engine failed (raised by engine adapters)
+
+HTTP status and exit codes are assigned in exactly one place each
+(`adapters/http/errors.py`, `adapters/cli.py`).
+"""
+
+from __future__ import annotations
+
+
+class ResplogError(Exception):
+    """Base of every error resplog raises on purpose."""
+
+
+class DomainError(ResplogError):
+    """A rule of the response aggregate was broken."""
+
+
+class InvalidTransition(DomainError):
+    """The response's current state does not allow this command or event."""
+
+
+class NotFound(DomainError):
+    """The response does not exist, was deleted, or belongs to someone else."""
+
+
+class Conflict(DomainError):
+    """An append lost the race: the stream was not at the expected version."""
+
+
+class InvalidRequest(DomainError):
+    """The request is malformed or asks for something unsupported."""
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+class CorruptEvent(DomainError):
+    """A stored event cannot be decoded; never skipped silently."""
+
+    def __init__(self, stream_id: str, position: int, reason: str):
+        super().__init__(f"corrupt event in stream {stream_id} at position {position}: {reason}")
+        self.stream_id = stream_id
+        self.position = position
+        self.reason = reason
+
+
+class EngineError(ResplogError):
+    """The generation engine failed; `code` is machine-readable, the message says what."""
+
+    def __init__(self, message: str, *, code: str = "engine_error"):
+        super().__init__(message)
+        self.message = message
+        self.code = code

@@ -1,0 +1,357 @@
+"""The event vocabulary of a response stream: one msgspec tagged union, and its codec.
+
+Every event is stored exactly as a client receives it over SSE (its JSON, with
+`sequence_number` equal to its log position), so a replay is the same bytes as the live
+stream. Facts that clients must not see (the request's input items and owner, the internal
+reason of a failure or cancellation) ride on the same row in a separate `facts` document,
+never in the numbered sequence: positions stay dense and the wire bytes stay OpenAI's.
+Tags never change; a new field gets a default; a breaking change gets a new tag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from domain.errors import CorruptEvent
+from domain.objects import (
+    ContentPart,
+    InputItem,
+    OutputItem,
+    ResponseObject,
+    SummaryText,
+)
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every stored event; `sequence_number` is its position in the stream."""
+
+    sequence_number: int
+
+
+# --- domain facts (stored beside the wire event, never sent) --------------------------------
+
+
+class RequestFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What the client sent that the `response` snapshot does not echo."""
+
+    owner: str
+    input: list[InputItem]
+    stream: bool = False
+    include: list[str] = msgspec.field(default_factory=list)
+    # Extra request parameters kept verbatim for audit (e.g. `stream_options`).
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class EndFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a response ended the way it did, for operators (may hold internal detail)."""
+
+    reason: str
+    detail: str | None = None
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+class ResponseCreated(Event, frozen=True, kw_only=True, tag="response.created", omit_defaults=True):
+    response: ResponseObject
+    facts: RequestFacts | None = None
+
+
+class ResponseQueued(Event, frozen=True, kw_only=True, tag="response.queued"):
+    response: ResponseObject
+
+
+class ResponseInProgress(Event, frozen=True, kw_only=True, tag="response.in_progress"):
+    response: ResponseObject
+
+
+class ResponseCompleted(Event, frozen=True, kw_only=True, tag="response.completed"):
+    response: ResponseObject
+
+
+class ResponseFailed(Event, frozen=True, kw_only=True, tag="response.failed", omit_defaults=True):
+    response: ResponseObject
+    facts: EndFacts | None = None
+
+
+class ResponseIncomplete(
+    Event, frozen=True, kw_only=True, tag="response.incomplete", omit_defaults=True
+):
+    response: ResponseObject
+    facts: EndFacts | None = None
+
+
+class ResponseCancelled(
+    Event, frozen=True, kw_only=True, tag="response.cancelled", omit_defaults=True
+):
+    """OpenAI has no stream event for cancellation; this one carries the final snapshot."""
+
+    response: ResponseObject
+    facts: EndFacts | None = None
+
+
+# --- output items and content parts ---------------------------------------------------------
+
+
+class OutputItemAdded(Event, frozen=True, kw_only=True, tag="response.output_item.added"):
+    output_index: int
+    item: OutputItem
+
+
+class OutputItemDone(Event, frozen=True, kw_only=True, tag="response.output_item.done"):
+    output_index: int
+    item: OutputItem
+
+
+class ContentPartAdded(Event, frozen=True, kw_only=True, tag="response.content_part.added"):
+    item_id: str
+    output_index: int
+    content_index: int
+    part: ContentPart
+
+
+class ContentPartDone(Event, frozen=True, kw_only=True, tag="response.content_part.done"):
+    item_id: str
+    output_index: int
+    content_index: int
+    part: ContentPart
+
+
+class OutputTextDelta(Event, frozen=True, kw_only=True, tag="response.output_text.delta"):
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    logprobs: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class OutputTextDone(Event, frozen=True, kw_only=True, tag="response.output_text.done"):
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+    logprobs: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class RefusalDelta(Event, frozen=True, kw_only=True, tag="response.refusal.delta"):
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class RefusalDone(Event, frozen=True, kw_only=True, tag="response.refusal.done"):
+    item_id: str
+    output_index: int
+    content_index: int
+    refusal: str
+
+
+class FunctionCallArgumentsDelta(
+    Event, frozen=True, kw_only=True, tag="response.function_call_arguments.delta"
+):
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class FunctionCallArgumentsDone(
+    Event, frozen=True, kw_only=True, tag="response.function_call_arguments.done"
+):
+    item_id: str
+    output_index: int
+    name: str
+    arguments: str
+
+
+class ReasoningTextDelta(Event, frozen=True, kw_only=True, tag="response.reasoning_text.delta"):
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class ReasoningTextDone(Event, frozen=True, kw_only=True, tag="response.reasoning_text.done"):
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+
+
+class ReasoningSummaryPartAdded(
+    Event, frozen=True, kw_only=True, tag="response.reasoning_summary_part.added"
+):
+    item_id: str
+    output_index: int
+    summary_index: int
+    part: SummaryText
+
+
+class ReasoningSummaryPartDone(
+    Event, frozen=True, kw_only=True, tag="response.reasoning_summary_part.done"
+):
+    item_id: str
+    output_index: int
+    summary_index: int
+    part: SummaryText
+
+
+class ReasoningSummaryTextDelta(
+    Event, frozen=True, kw_only=True, tag="response.reasoning_summary_text.delta"
+):
+    item_id: str
+    output_index: int
+    summary_index: int
+    delta: str
+
+
+class ReasoningSummaryTextDone(
+    Event, frozen=True, kw_only=True, tag="response.reasoning_summary_text.done"
+):
+    item_id: str
+    output_index: int
+    summary_index: int
+    text: str
+
+
+LifecycleEvent = (
+    ResponseCreated
+    | ResponseQueued
+    | ResponseInProgress
+    | ResponseCompleted
+    | ResponseFailed
+    | ResponseIncomplete
+    | ResponseCancelled
+)
+TerminalEvent = ResponseCompleted | ResponseFailed | ResponseIncomplete | ResponseCancelled
+
+AnyEvent = (
+    LifecycleEvent
+    | OutputItemAdded
+    | OutputItemDone
+    | ContentPartAdded
+    | ContentPartDone
+    | OutputTextDelta
+    | OutputTextDone
+    | RefusalDelta
+    | RefusalDone
+    | FunctionCallArgumentsDelta
+    | FunctionCallArgumentsDone
+    | ReasoningTextDelta
+    | ReasoningTextDone
+    | ReasoningSummaryPartAdded
+    | ReasoningSummaryPartDone
+    | ReasoningSummaryTextDelta
+    | ReasoningSummaryTextDone
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    ResponseCreated,
+    ResponseQueued,
+    ResponseInProgress,
+    ResponseCompleted,
+    ResponseFailed,
+    ResponseIncomplete,
+    ResponseCancelled,
+    OutputItemAdded,
+    OutputItemDone,
+    ContentPartAdded,
+    ContentPartDone,
+    OutputTextDelta,
+    OutputTextDone,
+    RefusalDelta,
+    RefusalDone,
+    FunctionCallArgumentsDelta,
+    FunctionCallArgumentsDone,
+    ReasoningTextDelta,
+    ReasoningTextDone,
+    ReasoningSummaryPartAdded,
+    ReasoningSummaryPartDone,
+    ReasoningSummaryTextDelta,
+    ReasoningSummaryTextDone,
+)
+
+
+def tag_of(cls: type[Event]) -> str:
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+TAGS: dict[str, type[Event]] = {tag_of(cls): cls for cls in EVENT_TYPES}
+LIFECYCLE_TAGS: frozenset[str] = frozenset(
+    tag_of(c)
+    for c in (
+        ResponseCreated,
+        ResponseQueued,
+        ResponseInProgress,
+        ResponseCompleted,
+        ResponseFailed,
+        ResponseIncomplete,
+        ResponseCancelled,
+    )
+)
+TERMINAL_TAGS: frozenset[str] = frozenset(
+    tag_of(c) for c in (ResponseCompleted, ResponseFailed, ResponseIncomplete, ResponseCancelled)
+)
+
+# --- codec ----------------------------------------------------------------------------------
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(AnyEvent)
+_facts_decoders: dict[str, msgspec.json.Decoder[Any]] = {
+    tag_of(ResponseCreated): msgspec.json.Decoder(RequestFacts),
+    tag_of(ResponseFailed): msgspec.json.Decoder(EndFacts),
+    tag_of(ResponseIncomplete): msgspec.json.Decoder(EndFacts),
+    tag_of(ResponseCancelled): msgspec.json.Decoder(EndFacts),
+}
+_FACTS_CARRIERS = (ResponseCreated, ResponseFailed, ResponseIncomplete, ResponseCancelled)
+
+
+class Encoded(msgspec.Struct, frozen=True):
+    """An event as the log stores it: its tag, the exact wire bytes, the hidden facts."""
+
+    type: str
+    data: bytes
+    facts: bytes | None
+
+
+def encode(event: AnyEvent) -> Encoded:
+    """Encode an event into its wire bytes and (separately) its domain facts."""
+    tag = tag_of(type(event))
+    if isinstance(event, _FACTS_CARRIERS) and event.facts is not None:
+        facts = _encoder.encode(event.facts)
+        wire = msgspec.structs.replace(event, facts=None)
+        return Encoded(tag, _encoder.encode(wire), facts)
+    return Encoded(tag, _encoder.encode(event), None)
+
+
+def encode_json(value: Any) -> bytes:
+    return _encoder.encode(value)
+
+
+def decode(
+    data: bytes | str, facts: bytes | str | None, *, stream_id: str, position: int
+) -> AnyEvent:
+    """Decode a stored row; a corrupt or unknown row raises `CorruptEvent` naming it."""
+    try:
+        event = _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise CorruptEvent(stream_id, position, str(exc)) from exc
+    if event.sequence_number != position:
+        raise CorruptEvent(
+            stream_id, position, f"sequence_number {event.sequence_number} != position"
+        )
+    if facts is not None:
+        tag = tag_of(type(event))
+        decoder = _facts_decoders.get(tag)
+        if decoder is None:
+            raise CorruptEvent(stream_id, position, f"{tag} carries no facts")
+        try:
+            fact_value = decoder.decode(facts)
+        except msgspec.DecodeError as exc:
+            raise CorruptEvent(stream_id, position, f"facts: {exc}") from exc
+        event = msgspec.structs.replace(event, facts=fact_value)
+    return event

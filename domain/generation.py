@@ -1,0 +1,122 @@
+"""What an engine is asked to generate (`Prompt`) and what it yields (semantic deltas).
+
+Every engine, whatever its protocol, speaks in these deltas; one pure builder
+(`domain.response.emit`) turns them into OpenAI stream events, so event shapes are the same
+for every engine.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from domain.objects import (
+    FunctionTool,
+    InputItem,
+    OutputItem,
+    ReasoningConfig,
+    TextConfig,
+    ToolChoice,
+)
+
+
+class Turn(msgspec.Struct, frozen=True, kw_only=True):
+    """One earlier response of the conversation: what was sent and what came back."""
+
+    response_id: str
+    instructions: str | None
+    input: list[InputItem]
+    output: list[OutputItem]
+
+
+class Prompt(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored request, resolved against its conversation, ready for an engine to render."""
+
+    response_id: str
+    model: str
+    instructions: str | None
+    history: list[Turn]  # oldest first; the chain of `previous_response_id`
+    input: list[InputItem]
+    tools: list[FunctionTool]
+    tool_choice: ToolChoice
+    parallel_tool_calls: bool
+    max_output_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    reasoning: ReasoningConfig
+    text: TextConfig
+
+
+# --- semantic deltas --------------------------------------------------------------------------
+
+
+class Delta(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of what an engine yields."""
+
+
+class ReasoningDelta(Delta, frozen=True, kw_only=True):
+    """Chain-of-thought text (harmony's `analysis` channel, chat `reasoning_content`)."""
+
+    text: str
+
+
+class SummaryDelta(Delta, frozen=True, kw_only=True):
+    """Reasoning summary text."""
+
+    text: str
+
+
+class TextDelta(Delta, frozen=True, kw_only=True):
+    """Assistant message text; `commentary` is a preamble said before tool calls."""
+
+    text: str
+    phase: Literal["commentary", "final_answer"] | None = None
+
+
+class RefusalDelta(Delta, frozen=True, kw_only=True):
+    text: str
+
+
+class FunctionCallStart(Delta, frozen=True, kw_only=True):
+    """The model starts calling function `name`; arguments follow as `ArgumentsDelta`."""
+
+    name: str
+    call_id: str | None = None  # the engine's id if it has one; else one is derived
+
+
+class ArgumentsDelta(Delta, frozen=True, kw_only=True):
+    text: str
+
+
+class EndItem(Delta, frozen=True, kw_only=True):
+    """The current output item is complete (a message, a reasoning block, a call)."""
+
+
+class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+FinishReason = Literal["stop", "length", "content_filter"]
+
+
+class Finished(Delta, frozen=True, kw_only=True):
+    """The engine is done; nothing follows. `length` means the token budget ran out."""
+
+    reason: FinishReason
+    usage: TokenUsage
+
+
+AnyDelta = (
+    ReasoningDelta
+    | SummaryDelta
+    | TextDelta
+    | RefusalDelta
+    | FunctionCallStart
+    | ArgumentsDelta
+    | EndItem
+    | Finished
+)

@@ -1,0 +1,239 @@
+"""The OpenAI Responses object model: the response, its output and input items, tools.
+
+These are the shapes the log stores and clients receive, so field names and order follow
+the OpenAI API. They are frozen msgspec Structs; stored data must stay readable forever, so
+none of them forbids unknown fields and every field added later gets a default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+ResponseStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "incomplete"})
+
+
+class _Obj(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every object: frozen, keyword-only."""
+
+
+# --- content parts -------------------------------------------------------------------------
+
+
+class InputText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="input_text"):
+    text: str
+
+
+class OutputText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="output_text"):
+    text: str
+    annotations: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    logprobs: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class Refusal(_Obj, frozen=True, kw_only=True, tag_field="type", tag="refusal"):
+    refusal: str
+
+
+class ReasoningText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="reasoning_text"):
+    text: str
+
+
+class SummaryText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="summary_text"):
+    text: str
+
+
+MessagePart = OutputText | Refusal
+InputPart = InputText | OutputText | Refusal
+ContentPart = OutputText | Refusal | ReasoningText
+
+
+# --- output items ---------------------------------------------------------------------------
+
+
+class OutputMessage(_Obj, frozen=True, kw_only=True, tag_field="type", tag="message"):
+    id: str
+    status: ItemStatus
+    role: Literal["assistant"] = "assistant"
+    content: list[MessagePart] = msgspec.field(default_factory=list)
+    # "commentary" for a preamble the model says before calling tools, else "final_answer".
+    phase: Literal["commentary", "final_answer"] | None = None
+
+
+class ReasoningItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="reasoning"):
+    id: str
+    summary: list[SummaryText] = msgspec.field(default_factory=list)
+    content: list[ReasoningText] = msgspec.field(default_factory=list)
+    encrypted_content: str | None = None
+    status: ItemStatus | None = None
+
+
+class FunctionCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="function_call"):
+    id: str | None = None
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus | None = None
+
+
+OutputItem = OutputMessage | ReasoningItem | FunctionCall
+
+
+# --- input items (what a client sends; stored in the request facts) -------------------------
+
+
+class InputMessage(_Obj, frozen=True, kw_only=True, tag_field="type", tag="message"):
+    id: str
+    role: Literal["user", "system", "developer", "assistant"]
+    content: list[InputPart]
+    status: ItemStatus | None = "completed"
+
+
+class FunctionCallOutput(
+    _Obj, frozen=True, kw_only=True, tag_field="type", tag="function_call_output"
+):
+    id: str
+    call_id: str
+    output: str
+    status: ItemStatus | None = "completed"
+
+
+class InputFunctionCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="function_call"):
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus | None = "completed"
+
+
+class InputReasoning(_Obj, frozen=True, kw_only=True, tag_field="type", tag="reasoning"):
+    id: str
+    summary: list[SummaryText] = msgspec.field(default_factory=list)
+    content: list[ReasoningText] = msgspec.field(default_factory=list)
+    encrypted_content: str | None = None
+    status: ItemStatus | None = None
+
+
+InputItem = InputMessage | FunctionCallOutput | InputFunctionCall | InputReasoning
+
+
+# --- configuration echoed on the response ---------------------------------------------------
+
+
+class FunctionTool(_Obj, frozen=True, kw_only=True, tag_field="type", tag="function"):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class FunctionToolChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="function"):
+    name: str
+
+
+class AllowedToolsChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="allowed_tools"):
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]]
+
+
+ToolChoice = Literal["none", "auto", "required"] | FunctionToolChoice | AllowedToolsChoice
+
+
+class FormatText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="text"):
+    pass
+
+
+class FormatJsonObject(_Obj, frozen=True, kw_only=True, tag_field="type", tag="json_object"):
+    pass
+
+
+class FormatJsonSchema(_Obj, frozen=True, kw_only=True, tag_field="type", tag="json_schema"):
+    name: str
+    schema: dict[str, Any]
+    description: str | None = None
+    strict: bool | None = None
+
+
+TextFormat = FormatText | FormatJsonObject | FormatJsonSchema
+
+
+class TextConfig(_Obj, frozen=True, kw_only=True):
+    format: TextFormat = msgspec.field(default_factory=FormatText)
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class ReasoningConfig(_Obj, frozen=True, kw_only=True):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+# --- the response ---------------------------------------------------------------------------
+
+
+class InputTokensDetails(_Obj, frozen=True, kw_only=True):
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class OutputTokensDetails(_Obj, frozen=True, kw_only=True):
+    reasoning_tokens: int = 0
+
+
+class Usage(_Obj, frozen=True, kw_only=True):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails = msgspec.field(default_factory=InputTokensDetails)
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails = msgspec.field(default_factory=OutputTokensDetails)
+    total_tokens: int
+
+
+class ResponseError(_Obj, frozen=True, kw_only=True):
+    # OpenAI's Response.error.code is a closed set; engine failures map to "server_error"
+    # and the message says what happened.
+    code: str
+    message: str
+
+
+class IncompleteDetails(_Obj, frozen=True, kw_only=True):
+    reason: Literal["max_output_tokens", "content_filter"]
+
+
+class ResponseObject(_Obj, frozen=True, kw_only=True):
+    """The OpenAI `Response` object: what `GET /v1/responses/{id}` returns."""
+
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: ResponseStatus
+    background: bool = False
+    completed_at: int | None = None
+    error: ResponseError | None = None
+    incomplete_details: IncompleteDetails | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    model: str
+    output: list[OutputItem] = msgspec.field(default_factory=list)
+    parallel_tool_calls: bool = True
+    previous_response_id: str | None = None
+    prompt_cache_key: str | None = None
+    reasoning: ReasoningConfig = msgspec.field(default_factory=ReasoningConfig)
+    safety_identifier: str | None = None
+    service_tier: str = "default"
+    store: bool = True
+    temperature: float | None = None
+    text: TextConfig = msgspec.field(default_factory=TextConfig)
+    tool_choice: ToolChoice = "auto"
+    tools: list[FunctionTool] = msgspec.field(default_factory=list)
+    top_logprobs: int | None = None
+    top_p: float | None = None
+    truncation: Literal["auto", "disabled"] = "disabled"
+    usage: Usage | None = None
+    user: str | None = None
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES

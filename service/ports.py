@@ -1,0 +1,126 @@
+"""The ports the use-cases need: the event log (read, tail, group-committed append), the
+response read model, and the generation engine. Adapters implement them; only the
+composition roots (the app factory and the CLI) pick which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+import msgspec
+
+from domain.events import TERMINAL_TAGS, AnyEvent, decode
+from domain.generation import AnyDelta, Prompt
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    """One row of the log. `data` is the exact JSON a client receives for it."""
+
+    stream_id: str
+    position: int
+    type: str
+    data: bytes
+    facts: bytes | None
+    recorded_at: float  # unix seconds
+
+    @property
+    def terminal(self) -> bool:
+        return self.type in TERMINAL_TAGS
+
+    def event(self) -> AnyEvent:
+        """Decode into the typed event; raises `CorruptEvent` naming stream and position."""
+        return decode(self.data, self.facts, stream_id=self.stream_id, position=self.position)
+
+
+class ResponseRow(msgspec.Struct, frozen=True, kw_only=True):
+    """The read-model row of one response, written in the same transaction as its events.
+
+    `snapshot` is the response object as of `snapshot_version` (the last lifecycle event);
+    once the response is terminal it is the final object and equals the fold of the log.
+    """
+
+    id: str
+    owner: str
+    status: str
+    model: str
+    background: bool
+    store: bool
+    previous_response_id: str | None
+    created_at: float
+    updated_at: float
+    version: int
+    snapshot_version: int
+    snapshot: bytes
+    cancel_requested: bool = False
+    deleted: bool = False
+
+
+class EventStore(Protocol):
+    """Reads of the log; the same contract on PostgreSQL and SQLite."""
+
+    async def read(
+        self, stream_id: str, after: int = -1, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """Events of one stream with position > `after`, in order."""
+        ...
+
+    def subscribe(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
+        """Every committed event with position > `after`, exactly once, in order, live;
+        the iterator ends after the terminal event."""
+        ...
+
+
+class EventWriter(Protocol):
+    """The write side: appends are group-committed with other streams' appends."""
+
+    async def append(
+        self,
+        stream_id: str,
+        expected_version: int,
+        events: Sequence[AnyEvent],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Append `events` after position `expected_version` (-1 creates the stream).
+
+        With `durable` the call returns once the events are committed, else once they are
+        queued (it still waits when the stream's queue is full). A wrong expected version
+        raises `Conflict` and writes nothing of that append; an append that follows a
+        failed one on the same stream raises the same error.
+        """
+        ...
+
+
+class ResponseIndex(Protocol):
+    """Queries and flags on the read model."""
+
+    async def get(self, response_id: str) -> ResponseRow | None: ...
+
+    async def mark_deleted(self, response_id: str) -> bool:
+        """Hide the response from the API (its log stays, for audit)."""
+        ...
+
+    async def request_cancel(self, response_id: str) -> bool:
+        """Flag the response for cancellation, for whichever process owns its stream."""
+        ...
+
+
+class Engine(Protocol):
+    """A generation engine: renders a `Prompt` and yields semantic deltas.
+
+    The iterator ends with exactly one `Finished`, or raises `EngineError`. Closing it early
+    (`aclose()`) aborts the generation on the engine.
+    """
+
+    name: str
+
+    def models(self) -> list[str]:
+        """Model names this engine serves."""
+        ...
+
+    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]: ...
+
+    async def ready(self) -> bool:
+        """Whether the engine answers."""
+        ...
