@@ -1,0 +1,189 @@
+"""The `resplog` command group (a composition root): serve, migrate, and the admin tools.
+
+Every option can also come from its `RESPLOG_*` environment variable. Errors print one
+line to stderr and exit non-zero: 1 for a failure, 2 for bad usage (click's own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from domain.errors import ResplogError
+from service.settings import DEFAULT_DATABASE_URL, Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger("resplog")
+
+
+def database_option(func: F) -> F:
+    return click.option(
+        "--database-url",
+        envvar="RESPLOG_DATABASE_URL",
+        default=DEFAULT_DATABASE_URL,
+        show_default=True,
+        help="SQLAlchemy URL: postgresql+asyncpg://… or sqlite+aiosqlite:///path "
+        "(postgresql:// and sqlite:/// mean the same).",
+    )(func)
+
+
+class Group(click.Group):
+    """Turns resplog's own errors into one line on stderr and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ResplogError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--log-level",
+    envvar="RESPLOG_LOG_LEVEL",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def main(log_level: str) -> None:
+    """resplog: a durable OpenAI Responses API server over a replayable event log."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@main.command()
+@database_option
+def migrate(database_url: str) -> None:
+    """Upgrade the database to the newest schema (PostgreSQL or SQLite)."""
+    from adapters.store.migrate import upgrade
+
+    upgrade(database_url)
+    click.echo(f"database at head: {_redact(database_url)}")
+
+
+@main.command()
+@database_option
+@click.option("--host", envvar="RESPLOG_HOST", default="127.0.0.1", show_default=True)
+@click.option("--port", envvar="RESPLOG_PORT", default=8000, show_default=True, type=int)
+@click.option(
+    "--engine",
+    envvar="RESPLOG_ENGINE",
+    default="scripted",
+    show_default=True,
+    type=click.Choice(["scripted", "sglang", "openai-chat"]),
+    help="Generation engine; `scripted` plays back a deterministic script (no GPU).",
+)
+@click.option(
+    "--engine-url",
+    envvar="RESPLOG_ENGINE_URL",
+    default=None,
+    help="Base URL of the engine server (sglang, or a /v1/chat/completions server).",
+)
+@click.option("--engine-api-key", envvar="RESPLOG_ENGINE_API_KEY", default=None)
+@click.option(
+    "--model",
+    envvar="RESPLOG_MODEL",
+    default=None,
+    help="Model name to serve (default: what the engine reports).",
+)
+@click.option(
+    "--scripted-delay-ms",
+    envvar="RESPLOG_SCRIPTED_DELAY_MS",
+    default=20.0,
+    show_default=True,
+    type=float,
+    help="Scripted engine: pause between deltas.",
+)
+@click.option(
+    "--scripted-tokens",
+    envvar="RESPLOG_SCRIPTED_TOKENS",
+    default=None,
+    type=int,
+    help="Scripted engine: number of answer tokens (default: the script's own).",
+)
+@click.option(
+    "--max-body-bytes",
+    envvar="RESPLOG_MAX_BODY_BYTES",
+    default=8 * 1024 * 1024,
+    show_default=True,
+    type=int,
+)
+@click.option(
+    "--flush-interval-ms",
+    envvar="RESPLOG_FLUSH_INTERVAL_MS",
+    default=5.0,
+    show_default=True,
+    type=float,
+    help="Group-commit interval of the log writer.",
+)
+@click.option(
+    "--shutdown-grace-s",
+    envvar="RESPLOG_SHUTDOWN_GRACE_S",
+    default=10.0,
+    show_default=True,
+    type=float,
+)
+def serve(
+    database_url: str,
+    host: str,
+    port: int,
+    engine: str,
+    engine_url: str | None,
+    engine_api_key: str | None,
+    model: str | None,
+    scripted_delay_ms: float,
+    scripted_tokens: int | None,
+    max_body_bytes: int,
+    flush_interval_ms: float,
+    shutdown_grace_s: float,
+) -> None:
+    """Run the HTTP API server."""
+    import uvicorn
+
+    from adapters.http.app import create_app
+    from adapters.store.migrate import ensure_migrated
+
+    settings = Settings(
+        database_url=database_url,
+        host=host,
+        port=port,
+        engine=engine,
+        engine_url=engine_url,
+        engine_api_key=engine_api_key,
+        model=model,
+        scripted_delay_ms=scripted_delay_ms,
+        scripted_tokens=scripted_tokens,
+        max_body_bytes=max_body_bytes,
+        flush_interval_ms=flush_interval_ms,
+        shutdown_grace_s=shutdown_grace_s,
+    )
+    asyncio.run(ensure_migrated(database_url))
+    if engine == "scripted":
+        log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
+    config = uvicorn.Config(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=int(shutdown_grace_s) + 5,
+    )
+    log.info("resplog listening on http://%s:%d (database %s)", host, port, _redact(database_url))
+    uvicorn.Server(config).run()
+
+
+def _redact(url: str) -> str:
+    """A URL fit for logs: any password replaced."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url

@@ -1,0 +1,197 @@
+"""The scripted engine: plays back a deterministic script derived from the request.
+
+Not a model, and never presented as one (its model card says `scripted`): it is the
+zero-GPU default for demos, tests and benchmarks. A request with callable tools gets a
+function call (unless the last input is a tool's output); otherwise it gets a short
+reasoning block and an answer that quotes the input. `delay_s` paces the deltas and
+`tokens` fixes the answer's length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from domain.generation import (
+    AnyDelta,
+    ArgumentsDelta,
+    EndItem,
+    Finished,
+    FunctionCallStart,
+    Prompt,
+    ReasoningDelta,
+    TextDelta,
+    TokenUsage,
+)
+from domain.objects import (
+    AllowedToolsChoice,
+    FunctionCallOutput,
+    FunctionTool,
+    FunctionToolChoice,
+    InputItem,
+    InputMessage,
+    InputText,
+    OutputMessage,
+    OutputText,
+)
+
+log = logging.getLogger("resplog.engine.scripted")
+
+
+def _words(text: str) -> list[str]:
+    """Split into word tokens that keep their leading space, so joining restores text."""
+    out: list[str] = []
+    for i, word in enumerate(text.split(" ")):
+        out.append(word if i == 0 else " " + word)
+    return [w for w in out if w]
+
+
+def _item_text(item: InputItem) -> str:
+    if isinstance(item, InputMessage):
+        return " ".join(p.text for p in item.content if isinstance(p, InputText | OutputText))
+    if isinstance(item, FunctionCallOutput):
+        return item.output
+    return ""
+
+
+def _prompt_words(prompt: Prompt) -> tuple[int, int]:
+    """(all prompt words, words of the earlier turns): a stand-in for token counts."""
+    history = 0
+    for turn in prompt.history:
+        history += len((turn.instructions or "").split())
+        history += sum(len(_item_text(i).split()) for i in turn.input)
+        for out in turn.output:
+            if isinstance(out, OutputMessage):
+                history += sum(
+                    len(p.text.split()) for p in out.content if isinstance(p, OutputText)
+                )
+    current = len((prompt.instructions or "").split())
+    current += sum(len(_item_text(i).split()) for i in prompt.input)
+    return history + current, history
+
+
+def _tool_to_call(prompt: Prompt) -> FunctionTool | None:
+    if not prompt.tools or prompt.tool_choice == "none":
+        return None
+    if prompt.input and isinstance(prompt.input[-1], FunctionCallOutput):
+        return None
+    choice = prompt.tool_choice
+    if isinstance(choice, FunctionToolChoice):
+        return next(t for t in prompt.tools if t.name == choice.name)
+    if isinstance(choice, AllowedToolsChoice):
+        names = {t.get("name") for t in choice.tools}
+        return next((t for t in prompt.tools if t.name in names), None)
+    return prompt.tools[0]
+
+
+def _example(schema: dict[str, Any], text: str) -> object:
+    kind = schema.get("type")
+    if schema.get("enum"):
+        return schema["enum"][0]
+    return {
+        "string": text[:40],
+        "integer": len(text.split()),
+        "number": 1.0,
+        "boolean": True,
+        "array": [],
+        "object": {},
+    }.get(str(kind), text[:40])
+
+
+def _arguments(tool: FunctionTool, text: str) -> str:
+    props = (tool.parameters or {}).get("properties") or {}
+    args = {
+        name: _example(spec if isinstance(spec, dict) else {}, text) for name, spec in props.items()
+    }
+    return json.dumps(args, separators=(",", ":"))
+
+
+def _last_user_text(prompt: Prompt) -> str:
+    for item in reversed(prompt.input):
+        if isinstance(item, InputMessage) and item.role == "user":
+            return _item_text(item)
+    return ""
+
+
+def script(prompt: Prompt, tokens: int | None) -> list[AnyDelta]:
+    """The deterministic deltas for a prompt (without the final `Finished`)."""
+    text = _last_user_text(prompt)
+    reasoning: list[AnyDelta] = [
+        ReasoningDelta(text=w) for w in _words(f"The user wrote {len(text.split())} words.")
+    ]
+    tool = _tool_to_call(prompt)
+    if tool is not None:
+        args = _arguments(tool, text)
+        chunks = [args[i : i + 8] for i in range(0, len(args), 8)]
+        return [
+            *reasoning,
+            EndItem(),
+            FunctionCallStart(name=tool.name),
+            *(ArgumentsDelta(text=c) for c in chunks),
+            EndItem(),
+        ]
+    last = prompt.input[-1] if prompt.input else None
+    if isinstance(last, FunctionCallOutput):
+        answer = f"The function returned: {last.output}"
+    else:
+        answer = f"You said: {text}" if text else "Hello from the scripted engine."
+    words = _words(answer)
+    if tokens is not None:
+        words = [words[i % len(words)] for i in range(tokens)]
+    return [*reasoning, EndItem(), *(TextDelta(text=w) for w in words), EndItem()]
+
+
+class ScriptedEngine:
+    """Plays back `script(prompt)`; records generations it started and aborted."""
+
+    name = "scripted"
+
+    def __init__(
+        self, *, delay_s: float = 0.0, tokens: int | None = None, model: str = "scripted"
+    ) -> None:
+        self.delay_s = delay_s
+        self.tokens = tokens
+        self.model = model
+        self.started: list[str] = []
+        self.aborted: list[str] = []
+
+    def models(self) -> list[str]:
+        return [self.model]
+
+    async def ready(self) -> bool:
+        return True
+
+    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        return self._play(prompt)
+
+    async def _play(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        self.started.append(prompt.response_id)
+        budget = prompt.max_output_tokens
+        prompt_words, cached = _prompt_words(prompt)
+        emitted = reasoning = 0
+        cut = finished = False
+        try:
+            for delta in script(prompt, self.tokens):
+                counts = not isinstance(delta, EndItem | FunctionCallStart)
+                if counts and budget is not None and emitted >= budget:
+                    cut = True
+                    break
+                await asyncio.sleep(self.delay_s)
+                yield delta
+                emitted += counts
+                reasoning += isinstance(delta, ReasoningDelta)
+            usage = TokenUsage(
+                input_tokens=prompt_words,
+                cached_tokens=cached,
+                output_tokens=emitted,
+                reasoning_tokens=reasoning,
+            )
+            finished = True
+            yield Finished(reason="length" if cut else "stop", usage=usage)
+        finally:
+            if not finished:
+                self.aborted.append(prompt.response_id)
+                log.info("scripted engine: aborted %s after %d deltas", prompt.response_id, emitted)

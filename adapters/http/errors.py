@@ -1,0 +1,124 @@
+"""The one place errors become HTTP: OpenAI's `{"error": {...}}` shape and status codes.
+
+No internal detail (trace, SQL, path) reaches a client; a server error is logged with the
+request id that its body and `x-request-id` header carry.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from domain.errors import (
+    Conflict,
+    CorruptEvent,
+    EngineError,
+    InvalidRequest,
+    InvalidTransition,
+    NotFound,
+)
+from service.wire import ErrorBody, ErrorDetail
+
+log = logging.getLogger("resplog.http")
+
+
+class Unavailable(Exception):
+    """The database (or another dependency) cannot be reached right now."""
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[bytes]:
+    body = msgspec.json.encode(ErrorBody(ErrorDetail(message, type_, param, code)))
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def request_id(request: Request[Any, Any, Any]) -> str:
+    rid = request.scope.get("state", {}).get("request_id")
+    return rid if isinstance(rid, str) else "-"
+
+
+_KEY = re.compile(r"`\$\.?([^`]*)`")
+
+
+def _validation(exc: ValidationException) -> Response[bytes]:
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    first = extra[0] if extra and isinstance(extra[0], dict) else {}
+    param = first.get("key")
+    message = str(first.get("message") or exc.detail)
+    return error_response(
+        400,
+        f"Invalid '{param}': {message}" if param else message,
+        param=param if isinstance(param, str) else None,
+        code="invalid_value",
+    )
+
+
+def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Map any exception to an OpenAI-shaped error response."""
+    match exc:
+        case InvalidRequest():
+            return error_response(400, exc.message, param=exc.param, code=exc.code)
+        case NotFound():
+            return error_response(404, str(exc) or "Not found.")
+        case InvalidTransition():
+            return error_response(400, str(exc), code="invalid_state")
+        case Conflict():
+            return error_response(
+                409, "The response was changed concurrently; retry.", code="conflict"
+            )
+        case Unavailable():
+            return error_response(
+                503,
+                "The service is temporarily unavailable; retry shortly.",
+                type_="server_error",
+                code="service_unavailable",
+                headers={"Retry-After": "1"},
+            )
+        case EngineError():
+            return error_response(
+                502,
+                f"The generation engine failed: {exc.message}",
+                type_="server_error",
+                code=exc.code,
+            )
+        case ValidationException():
+            return _validation(exc)
+        case NotFoundException():
+            return error_response(
+                404, f"Unknown URL: {request.method} {request.url.path}.", code="unknown_url"
+            )
+        case HTTPException():
+            if exc.status_code == 413:
+                return error_response(
+                    413, "The request body is too large.", code="request_too_large"
+                )
+            return error_response(
+                exc.status_code,
+                str(exc.detail),
+                type_="invalid_request_error" if exc.status_code < 500 else "server_error",
+                headers=exc.headers,
+            )
+        case CorruptEvent():
+            log.error("request %s: %s", request_id(request), exc)
+        case _:
+            log.error("request %s failed", request_id(request), exc_info=exc)
+    return error_response(
+        HTTP_500_INTERNAL_SERVER_ERROR,
+        f"The server had an error while processing your request (request id "
+        f"{request_id(request)}).",
+        type_="server_error",
+        code="server_error",
+    )

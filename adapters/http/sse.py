@@ -1,0 +1,77 @@
+"""Server-sent events and JSON Lines over a tail of the log.
+
+Each SSE event is one write of `event: <type>\\ndata: <stored JSON>\\n\\n`, the stored bytes
+as they are, so a live stream and any later replay are byte-identical. A pump task reads
+the tail into a small bounded queue, so the writer can send keep-alive comments while the
+stream is idle without cancelling the tail mid-read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from service.ports import StoredEvent
+
+KEEPALIVE = b": keep-alive\n\n"
+DONE = b"data: [DONE]\n\n"
+_END = object()
+
+
+def sse_frame(event: StoredEvent) -> bytes:
+    return b"event: " + event.type.encode() + b"\ndata: " + event.data + b"\n\n"
+
+
+def jsonl_line(event: StoredEvent) -> bytes:
+    return event.data + b"\n"
+
+
+async def _pump(source: AsyncIterator[StoredEvent], queue: asyncio.Queue[object]) -> None:
+    try:
+        async for event in source:
+            await queue.put(event)
+    except Exception as exc:  # handed to the writer, which ends the stream
+        await queue.put(exc)
+    finally:
+        await queue.put(_END)
+
+
+async def frames(
+    source: AsyncIterator[StoredEvent],
+    *,
+    keepalive_s: float | None,
+    frame: Callable[[StoredEvent], bytes] = sse_frame,
+    done: bytes | None = DONE,
+    on_close: Callable[[bool], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """Frame a tail for the wire; `on_close(finished)` runs however the stream ends."""
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
+    pump = asyncio.create_task(_pump(source, queue))
+    finished = False
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), keepalive_s)
+            except TimeoutError:
+                yield KEEPALIVE
+                continue
+            if item is _END:
+                break
+            if isinstance(item, Exception):
+                raise item
+            assert isinstance(item, StoredEvent)
+            yield frame(item)
+            finished = item.terminal
+        if done is not None:
+            yield done
+    finally:
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pump
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+        if on_close is not None:
+            on_close(finished)

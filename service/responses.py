@@ -1,0 +1,305 @@
+"""The Responses use-cases: create, retrieve, cancel, delete, input items, conversation.
+
+Each one loads from the log or the read model, decides with the aggregate, appends, and
+hands generation to the runner. Visibility is one rule, applied in `_visible`: a response
+is seen only by its owner, and not after it was deleted or if it was never stored.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+
+from domain.errors import InvalidRequest, InvalidTransition, NotFound
+from domain.events import RequestFacts, ResponseCreated
+from domain.generation import Prompt, Turn
+from domain.objects import (
+    FunctionCallOutput,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    ResponseObject,
+)
+from domain.response import ResponseState, create, project, replay
+from service.ports import Engine, EventStore, EventWriter, ResponseIndex, ResponseRow
+from service.runner import Generation, Runner
+from service.wire import CreateRequest
+
+_snapshot = msgspec.json.Decoder(ResponseObject)
+MAX_CHAIN = 1000
+
+
+class Services(msgspec.Struct, kw_only=True):
+    """What the use-cases need, built by a composition root."""
+
+    store: EventStore
+    writer: EventWriter
+    index: ResponseIndex
+    engine: Engine
+    runner: Runner
+    clock: Callable[[], float] = time.time
+
+
+def new_response_id() -> str:
+    return f"resp_{uuid.uuid4().hex}{uuid.uuid4().hex[:16]}"
+
+
+class Started(msgspec.Struct, frozen=True):
+    """A created response: its first state and the generation writing the rest."""
+
+    state: ResponseState
+    generation: Generation
+
+    @property
+    def response(self) -> ResponseObject:
+        return project(self.state)
+
+
+async def create_response(svc: Services, req: CreateRequest, owner: str) -> Started:
+    """Record the request as the stream's first events, then start generating."""
+    history = await load_history(svc, req.previous_response_id, owner)
+    rid = new_response_id()
+    response = _initial(rid, req, int(svc.clock()))
+    facts = RequestFacts(
+        owner=owner,
+        input=assign_ids(rid, req.input),
+        stream=req.stream,
+        include=req.include,
+        extra=req.extra,
+    )
+    decision = create(response, facts)
+    await svc.writer.append(rid, -1, decision.events, durable=True)
+    prompt = build_prompt(response, facts.input, history)
+    return Started(decision.state, svc.runner.launch(decision.state, prompt))
+
+
+def _initial(rid: str, req: CreateRequest, now: int) -> ResponseObject:
+    return ResponseObject(
+        id=rid,
+        created_at=now,
+        status="queued",
+        background=req.background,
+        instructions=req.instructions,
+        max_output_tokens=req.max_output_tokens,
+        max_tool_calls=req.max_tool_calls,
+        model=req.model,
+        parallel_tool_calls=req.parallel_tool_calls,
+        previous_response_id=req.previous_response_id,
+        prompt_cache_key=req.prompt_cache_key,
+        reasoning=req.reasoning,
+        safety_identifier=req.safety_identifier,
+        service_tier=req.service_tier,
+        store=req.store,
+        temperature=req.temperature,
+        text=req.text,
+        tool_choice=req.tool_choice,
+        tools=req.tools,
+        top_logprobs=req.top_logprobs,
+        top_p=req.top_p,
+        truncation=req.truncation,
+        user=req.user,
+        metadata=req.metadata,
+    )
+
+
+def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
+    """Give every input item an id (kept if the client sent one), derived from the
+    response id so the same request always yields the same log."""
+    suffix = rid.removeprefix("resp_")
+    prefix = {
+        InputMessage: "msg",
+        FunctionCallOutput: "fco",
+        InputFunctionCall: "fc",
+        InputReasoning: "rs",
+    }
+    return [
+        item
+        if item.id
+        else msgspec.structs.replace(item, id=f"{prefix[type(item)]}_{suffix}_in{i}")
+        for i, item in enumerate(items)
+    ]
+
+
+def build_prompt(response: ResponseObject, items: list[InputItem], history: list[Turn]) -> Prompt:
+    return Prompt(
+        response_id=response.id,
+        model=response.model,
+        instructions=response.instructions,
+        history=history,
+        input=items,
+        tools=response.tools,
+        tool_choice=response.tool_choice,
+        parallel_tool_calls=response.parallel_tool_calls,
+        max_output_tokens=response.max_output_tokens,
+        temperature=response.temperature,
+        top_p=response.top_p,
+        reasoning=response.reasoning,
+        text=response.text,
+    )
+
+
+def _visible(row: ResponseRow | None, owner: str) -> ResponseRow:
+    if row is None or row.deleted or not row.store or row.owner != owner:
+        raise NotFound("No response found with that id.")
+    return row
+
+
+async def _row(svc: Services, response_id: str, owner: str) -> ResponseRow:
+    return _visible(await svc.index.get(response_id), owner)
+
+
+async def load_history(svc: Services, previous_id: str | None, owner: str) -> list[Turn]:
+    """The conversation that `previous_id` ends, oldest turn first, from the log alone."""
+    turns: list[Turn] = []
+    while previous_id is not None:
+        if len(turns) >= MAX_CHAIN:
+            raise InvalidRequest(
+                f"The conversation is longer than {MAX_CHAIN} responses.",
+                param="previous_response_id",
+                code="invalid_value",
+            )
+        try:
+            row = await _row(svc, previous_id, owner)
+        except NotFound:
+            raise NotFound(f"Previous response with id '{previous_id}' not found.") from None
+        if row.status in ("queued", "in_progress"):
+            raise InvalidRequest(
+                f"Previous response '{previous_id}' is still {row.status}; wait until it ends.",
+                param="previous_response_id",
+                code="previous_response_not_finished",
+            )
+        created = await _created(svc, previous_id)
+        final = _snapshot.decode(row.snapshot)
+        assert created.facts is not None
+        turns.append(
+            Turn(
+                response_id=previous_id,
+                instructions=final.instructions,
+                input=created.facts.input,
+                output=final.output,
+            )
+        )
+        previous_id = final.previous_response_id
+    turns.reverse()
+    return turns
+
+
+async def _created(svc: Services, response_id: str) -> ResponseCreated:
+    first = await svc.store.read(response_id, after=-1, limit=1)
+    event = first[0].event() if first else None
+    if not isinstance(event, ResponseCreated) or event.facts is None:
+        raise InvalidTransition(f"stream {response_id} does not start with its request")
+    return event
+
+
+async def retrieve(svc: Services, response_id: str, owner: str) -> ResponseObject:
+    """The projection: the cached final object, or the fold of a running response's log."""
+    row = await _row(svc, response_id, owner)
+    if row.status in ("queued", "in_progress"):
+        return project(await load_state(svc, response_id))
+    return _snapshot.decode(row.snapshot)
+
+
+async def retrieve_raw(svc: Services, response_id: str, owner: str) -> bytes:
+    """Like `retrieve`, as JSON bytes; a finished response is served from its row as is."""
+    row = await _row(svc, response_id, owner)
+    if row.status in ("queued", "in_progress"):
+        return msgspec.json.encode(project(await load_state(svc, response_id)))
+    return row.snapshot
+
+
+async def load_state(svc: Services, response_id: str) -> ResponseState:
+    return replay(e.event() for e in await svc.store.read(response_id))
+
+
+async def check_readable(svc: Services, response_id: str, owner: str) -> ResponseRow:
+    """For stream and event reads: the response exists and the caller may see it."""
+    return await _row(svc, response_id, owner)
+
+
+async def cancel_response(svc: Services, response_id: str, owner: str) -> ResponseObject:
+    """Cancel a background response; idempotent once it has ended (returns the final
+    object)."""
+    row = await _row(svc, response_id, owner)
+    if not row.background:
+        raise InvalidRequest(
+            "Only responses created with background=true can be cancelled.",
+            param="response_id",
+            code="invalid_request",
+        )
+    if row.status in ("queued", "in_progress"):
+        gen = svc.runner.request_cancel(response_id, "cancelled_by_user")
+        if gen is not None:
+            return project(await gen.wait())
+        await svc.index.request_cancel(response_id)
+    return await retrieve(svc, response_id, owner)
+
+
+class Deleted(msgspec.Struct, frozen=True):
+    id: str
+    object: Literal["response"] = "response"
+    deleted: bool = True
+
+
+async def delete_response(svc: Services, response_id: str, owner: str) -> Deleted:
+    """Hide a response from the API; a running one is cancelled first. The log stays."""
+    row = await _row(svc, response_id, owner)
+    if row.status in ("queued", "in_progress"):
+        gen = svc.runner.request_cancel(response_id, "deleted")
+        if gen is not None:
+            await gen.wait()
+        else:
+            await svc.index.request_cancel(response_id)
+    await svc.index.mark_deleted(response_id)
+    return Deleted(id=response_id)
+
+
+class ItemPage(msgspec.Struct, frozen=True):
+    data: list[InputItem]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+    object: Literal["list"] = "list"
+
+
+async def list_input_items(
+    svc: Services,
+    response_id: str,
+    owner: str,
+    *,
+    after: str | None,
+    limit: int,
+    order: Literal["asc", "desc"],
+) -> ItemPage:
+    """OpenAI's cursor list of the items the request sent (its own input, not the chain)."""
+    if not 1 <= limit <= 100:
+        raise InvalidRequest(
+            "Invalid 'limit': must be between 1 and 100.", param="limit", code="invalid_value"
+        )
+    await _row(svc, response_id, owner)
+    created = await _created(svc, response_id)
+    assert created.facts is not None
+    items = list(created.facts.input)
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [i.id for i in items]
+        if after not in ids:
+            raise InvalidRequest(
+                f"Invalid 'after': no input item '{after}' in this response.",
+                param="after",
+                code="invalid_value",
+            )
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    return ItemPage(
+        data=page,
+        first_id=page[0].id if page else None,
+        last_id=page[-1].id if page else None,
+        has_more=len(items) > limit,
+    )

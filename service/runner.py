@@ -1,0 +1,180 @@
+"""Drives one engine generation into the log, and keeps the generations of this process.
+
+The runner task is the single writer of its stream while it runs. A cancel (by the user,
+by a client that went away, or by shutdown) is delivered as `Task.cancel()`, so it
+interrupts whatever the task awaits: the engine's next delta (closing the engine's iterator
+aborts the generation there) or a flush. That is safe because `EventWriter.append` queues
+events before its first await, and the runner advances its state before awaiting, so the
+state always matches what was handed to the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from domain.errors import Conflict, EngineError, InvalidTransition
+from domain.generation import Finished, Prompt
+from domain.response import Decision, ResponseState, cancel, emit, fail, finish, start
+from service.ports import Engine, EventWriter
+
+log = logging.getLogger("resplog.runner")
+
+SHUTDOWN = "server_shutdown"
+
+
+class Generation:
+    """One running generation: its task and, once asked, why it is being cancelled."""
+
+    def __init__(self, response_id: str) -> None:
+        self.response_id = response_id
+        self.cancel_reason: str | None = None
+        self.task: asyncio.Task[ResponseState] | None = None
+
+    async def wait(self) -> ResponseState:
+        assert self.task is not None
+        return await asyncio.shield(self.task)
+
+
+class Runner:
+    """Runs generations as tasks of this process; one writer per stream."""
+
+    def __init__(
+        self, writer: EventWriter, engine: Engine, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._writer = writer
+        self._engine = engine
+        self._clock = clock
+        self._running: dict[str, Generation] = {}
+
+    def launch(self, state: ResponseState, prompt: Prompt) -> Generation:
+        gen = Generation(prompt.response_id)
+        gen.task = asyncio.create_task(self._run(gen, state, prompt), name=f"gen-{gen.response_id}")
+        self._running[gen.response_id] = gen
+        gen.task.add_done_callback(lambda _: self._running.pop(gen.response_id, None))
+        return gen
+
+    def get(self, response_id: str) -> Generation | None:
+        return self._running.get(response_id)
+
+    def request_cancel(self, response_id: str, reason: str) -> Generation | None:
+        """Ask a running generation to stop; it appends the cancellation itself."""
+        gen = self._running.get(response_id)
+        if gen is not None and gen.task is not None and not gen.task.done():
+            if gen.cancel_reason is None:
+                gen.cancel_reason = reason
+                gen.task.cancel()
+            return gen
+        return None
+
+    async def shutdown(self, grace_s: float = 0.0) -> None:
+        """Let generations finish for `grace_s`, then end the rest as failed (shutdown)."""
+        tasks = [g.task for g in self._running.values() if g.task is not None]
+        if not tasks:
+            return
+        if grace_s > 0:
+            await asyncio.wait(tasks, timeout=grace_s)
+        for gen in list(self._running.values()):
+            if gen.task is not None and not gen.task.done():
+                gen.task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _append(self, rid: str, before: ResponseState, d: Decision, *, durable: bool) -> None:
+        if d.events:
+            await self._writer.append(rid, before.version, d.events, durable=durable)
+
+    async def _run(self, gen: Generation, state: ResponseState, prompt: Prompt) -> ResponseState:
+        rid = gen.response_id
+        holder = [state]  # the latest state handed to the writer, also when interrupted
+        try:
+            return await self._generate(rid, holder, prompt)
+        except asyncio.CancelledError:
+            reason = gen.cancel_reason
+            end = await self._end(rid, holder[0], reason or SHUTDOWN, cancelled=reason is not None)
+            if reason is None:
+                raise
+            return end
+        except EngineError as exc:
+            log.warning("generation %s failed: %s (%s)", rid, exc.message, exc.code)
+            return await self._end(rid, holder[0], exc.code, message=exc.message)
+        except Conflict:
+            log.warning("generation %s lost its stream to another writer; stopping", rid)
+            return holder[0]
+        except Exception as exc:
+            log.exception("generation %s crashed", rid)
+            return await self._end(rid, holder[0], "internal_error", detail=repr(exc))
+
+    async def _generate(
+        self, rid: str, holder: list[ResponseState], prompt: Prompt
+    ) -> ResponseState:
+        if holder[0].status == "queued":
+            await self._step(rid, holder, start(holder[0]), durable=True)
+        stream = self._engine.generate(prompt)
+        try:
+            async for delta in stream:
+                if isinstance(delta, Finished):
+                    d = finish(holder[0], delta, now=int(self._clock()))
+                    await self._step(rid, holder, d, durable=True)
+                    return holder[0]
+                await self._step(rid, holder, emit(holder[0], delta), durable=False)
+        finally:
+            # Closing the engine's iterator is what aborts the generation on the engine.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        raise EngineError(
+            "the engine stopped without finishing the response", code="protocol_error"
+        )
+
+    async def _step(
+        self, rid: str, holder: list[ResponseState], d: Decision, *, durable: bool
+    ) -> None:
+        before = holder[0]
+        holder[0] = d.state
+        await self._append(rid, before, d, durable=durable)
+
+    async def _end(
+        self,
+        rid: str,
+        state: ResponseState,
+        reason: str,
+        *,
+        cancelled: bool = False,
+        message: str | None = None,
+        detail: str | None = None,
+    ) -> ResponseState:
+        """Append the terminal event; a cancel that lost the race to the end is a no-op."""
+        if state.terminal:
+            return state
+        try:
+            if cancelled:
+                d = cancel(state, reason=reason)
+            else:
+                d = fail(
+                    state,
+                    code="server_error",
+                    message=_client_message(reason, message),
+                    reason=reason,
+                    detail=detail or message,
+                )
+            # The terminal event must land even while this task is being cancelled.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._append(rid, state, d, durable=True))
+            return d.state
+        except (Conflict, InvalidTransition):
+            log.warning("generation %s: could not record its end (%s)", rid, reason)
+            return state
+        except Exception:
+            log.exception("generation %s: could not record its end (%s)", rid, reason)
+            return state
+
+
+def _client_message(reason: str, message: str | None) -> str:
+    if reason == SHUTDOWN:
+        return "The server shut down before the response finished."
+    if reason == "internal_error":
+        return "The server had an internal error while generating the response."
+    return f"The generation engine failed: {message}" if message else "The generation failed."

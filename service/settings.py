@@ -1,0 +1,26 @@
+"""Server settings: one frozen struct, filled by the CLI from flags and `RESPLOG_*` env."""
+
+from __future__ import annotations
+
+import msgspec
+
+from service.wire import Limits
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///resplog.db"
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    database_url: str = DEFAULT_DATABASE_URL
+    host: str = "127.0.0.1"
+    port: int = 8000
+    engine: str = "scripted"
+    engine_url: str | None = None
+    engine_api_key: str | None = None
+    model: str | None = None
+    scripted_delay_ms: float = 20.0
+    scripted_tokens: int | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    flush_interval_ms: float = 5.0
+    keepalive_s: float = 15.0
+    shutdown_grace_s: float = 10.0
+    limits: Limits = msgspec.field(default_factory=Limits)

@@ -1,0 +1,279 @@
+"""The Responses use-cases over the in-memory store and the scripted engine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+from openai.types.responses import Response
+
+from adapters.engines.scripted import ScriptedEngine
+from domain.errors import EngineError, InvalidRequest, NotFound
+from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
+from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
+from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
+from domain.response import replay
+from service import responses as uc
+from service.runner import Runner
+from service.wire import Limits, parse_create_body
+from tests.fakes import MemoryStore
+
+OWNER = "alice"
+
+
+def make_services(engine: object | None = None) -> tuple[uc.Services, MemoryStore]:
+    store = MemoryStore()
+    eng = engine or ScriptedEngine()
+    runner = Runner(store, eng)  # type: ignore[arg-type]
+    svc = uc.Services(store=store, writer=store, index=store, engine=eng, runner=runner)  # type: ignore[arg-type]
+    return svc, store
+
+
+def request(**body: object) -> uc.CreateRequest:
+    body.setdefault("model", "scripted")
+    return parse_create_body(msgspec.json.encode(body), Limits())
+
+
+async def run_to_end(svc: uc.Services, **body: object) -> ResponseObject:
+    started = await uc.create_response(svc, request(**body), OWNER)
+    return uc.project(await started.generation.wait())
+
+
+def text_of(response: ResponseObject) -> str:
+    return "".join(
+        part.text
+        for item in response.output
+        if isinstance(item, OutputMessage)
+        for part in item.content
+        if hasattr(part, "text")
+    )
+
+
+async def test_a_plain_response_completes_and_validates_as_an_openai_response() -> None:
+    svc, store = make_services()
+    final = await run_to_end(svc, input="hello world")
+    assert final.status == "completed"
+    assert text_of(final) == "You said: hello world"
+    Response.model_validate(msgspec.to_builtins(final))
+    row = store.rows[final.id]
+    assert row.status == "completed" and row.owner == OWNER
+    assert msgspec.json.decode(row.snapshot, type=ResponseObject) == final
+
+
+async def test_the_first_event_carries_the_whole_request_and_owner() -> None:
+    svc, store = make_services()
+    final = await run_to_end(svc, input="hi", instructions="be brief", metadata={"k": "v"})
+    first = store.events[final.id][0].event()
+    assert isinstance(first, ResponseCreated)
+    assert first.facts is not None and first.facts.owner == OWNER
+    assert first.response.instructions == "be brief" and first.response.metadata == {"k": "v"}
+    assert isinstance(first.facts.input[0], InputMessage)
+    assert b"alice" not in store.events[final.id][0].data
+
+
+async def test_retrieve_of_a_running_response_folds_its_log() -> None:
+    svc, _ = make_services(ScriptedEngine(delay_s=0.01, tokens=50))
+    started = await uc.create_response(svc, request(input="x", background=True), OWNER)
+    assert started.response.status == "queued"
+    await asyncio.sleep(0.1)
+    mid = await uc.retrieve(svc, started.response.id, OWNER)
+    assert mid.status == "in_progress"
+    final = uc.project(await started.generation.wait())
+    assert (await uc.retrieve(svc, final.id, OWNER)) == final
+    assert len(text_of(final)) > len(text_of(mid))
+
+
+async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order() -> None:
+    engine = ScriptedEngine()
+    seen: list[Prompt] = []
+    original = engine.generate
+
+    def spy(prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        seen.append(prompt)
+        return original(prompt)
+
+    engine.generate = spy  # type: ignore[method-assign]
+    svc, _ = make_services(engine)
+    one = await run_to_end(svc, input="first")
+    two = await run_to_end(svc, input="second", previous_response_id=one.id)
+    await run_to_end(svc, input="third", previous_response_id=two.id)
+    history = seen[-1].history
+    assert [t.response_id for t in history] == [one.id, two.id]
+    assert [text_of_input(t.input) for t in history] == ["first", "second"]
+    assert [t.output for t in history] == [one.output, two.output]
+
+
+def text_of_input(items: list[object]) -> str:
+    msg = items[0]
+    assert isinstance(msg, InputMessage)
+    return "".join(getattr(p, "text", "") for p in msg.content)
+
+
+async def test_previous_response_of_another_owner_is_not_found() -> None:
+    svc, _ = make_services()
+    one = await run_to_end(svc, input="first")
+    with pytest.raises(NotFound):
+        await uc.create_response(svc, request(input="x", previous_response_id=one.id), "bob")
+
+
+async def test_a_function_tool_round_trip() -> None:
+    svc, _ = make_services()
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
+    call_turn = await run_to_end(svc, input="Paris", tools=tools)
+    call = call_turn.output[-1]
+    assert isinstance(call, FunctionCall) and call.name == "get_weather"
+    assert msgspec.json.decode(call.arguments) == {"city": "Paris"}
+    answer = await run_to_end(
+        svc,
+        previous_response_id=call_turn.id,
+        tools=tools,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+    )
+    assert text_of(answer) == "The function returned: sunny"
+
+
+async def test_max_output_tokens_cuts_the_response_to_incomplete() -> None:
+    svc, _ = make_services(ScriptedEngine(tokens=100))
+    final = await run_to_end(svc, input="x", max_output_tokens=20)
+    assert final.status == "incomplete"
+    assert final.incomplete_details is not None
+    assert final.incomplete_details.reason == "max_output_tokens"
+    assert final.usage is not None and final.usage.output_tokens == 20
+
+
+async def test_cancel_stops_the_engine_and_ends_the_log_with_the_cancellation() -> None:
+    engine = ScriptedEngine(delay_s=0.01, tokens=1000)
+    svc, store = make_services(engine)
+    started = await uc.create_response(svc, request(input="x", background=True), OWNER)
+    await asyncio.sleep(0.05)
+    final = await uc.cancel_response(svc, started.response.id, OWNER)
+    assert final.status == "cancelled"
+    assert engine.aborted == [final.id]
+    log = store.events[final.id]
+    last = log[-1].event()
+    assert isinstance(last, ResponseCancelled) and last.facts is not None
+    assert last.facts.reason == "cancelled_by_user"
+    assert replay(e.event() for e in log).response == final
+    again = await uc.cancel_response(svc, final.id, OWNER)
+    assert again == final
+
+
+async def test_cancel_of_a_plain_response_is_refused() -> None:
+    svc, _ = make_services()
+    final = await run_to_end(svc, input="x")
+    with pytest.raises(InvalidRequest, match="background"):
+        await uc.cancel_response(svc, final.id, OWNER)
+
+
+async def test_delete_hides_the_response_but_keeps_its_log() -> None:
+    svc, store = make_services()
+    final = await run_to_end(svc, input="x")
+    deleted = await uc.delete_response(svc, final.id, OWNER)
+    assert deleted == uc.Deleted(id=final.id)
+    with pytest.raises(NotFound):
+        await uc.retrieve(svc, final.id, OWNER)
+    with pytest.raises(NotFound):
+        await uc.delete_response(svc, final.id, OWNER)
+    assert store.events[final.id][-1].terminal
+
+
+async def test_store_false_responses_are_not_retrievable() -> None:
+    svc, _ = make_services()
+    final = await run_to_end(svc, input="x", store=False)
+    assert final.status == "completed"
+    with pytest.raises(NotFound):
+        await uc.retrieve(svc, final.id, OWNER)
+
+
+async def test_input_items_pages_in_both_orders() -> None:
+    svc, _ = make_services()
+    items = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+    final = await run_to_end(svc, input=items)
+    page = await uc.list_input_items(svc, final.id, OWNER, after=None, limit=2, order="asc")
+    assert [text_of_input([i]) for i in page.data] == ["m0", "m1"] and page.has_more
+    rest = await uc.list_input_items(
+        svc, final.id, OWNER, after=page.last_id, limit=10, order="asc"
+    )
+    assert [text_of_input([i]) for i in rest.data] == ["m2", "m3", "m4"] and not rest.has_more
+    desc = await uc.list_input_items(svc, final.id, OWNER, after=None, limit=20, order="desc")
+    assert [text_of_input([i]) for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]
+    with pytest.raises(InvalidRequest):
+        await uc.list_input_items(svc, final.id, OWNER, after=None, limit=0, order="asc")
+
+
+class FailingEngine:
+    name = "failing"
+
+    def __init__(self, after: int, error: Exception | None) -> None:
+        self.after, self.error = after, error
+
+    def models(self) -> list[str]:
+        return ["m"]
+
+    async def ready(self) -> bool:
+        return True
+
+    async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        for _ in range(self.after):
+            yield TextDelta(text="tok ")
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (EngineError("connection refused", code="engine_unavailable"), "engine_unavailable"),
+        (None, "protocol_error"),
+        (RuntimeError("boom"), "internal_error"),
+    ],
+)
+async def test_engine_failures_end_the_response_failed_and_keep_partial_output(
+    error: Exception | None, reason: str
+) -> None:
+    svc, store = make_services(FailingEngine(3, error))
+    final = await run_to_end(svc, input="x")
+    assert final.status == "failed" and final.error is not None
+    assert final.error.code == "server_error"
+    assert "boom" not in final.error.message
+    assert text_of(final) == "tok tok tok "
+    last = store.events[final.id][-1].event()
+    assert isinstance(last, ResponseFailed) and last.facts is not None
+    assert last.facts.reason == reason
+
+
+async def test_shutdown_ends_running_generations_as_failed() -> None:
+    svc, _ = make_services(ScriptedEngine(delay_s=0.05, tokens=1000))
+    started = await uc.create_response(svc, request(input="x", background=True), OWNER)
+    await asyncio.sleep(0.1)
+    await svc.runner.shutdown(0)
+    final = await uc.retrieve(svc, started.response.id, OWNER)
+    assert final.status == "failed" and final.error is not None
+    assert "shut down" in final.error.message
+
+
+async def test_usage_is_what_the_engine_reported() -> None:
+    class Counting(FailingEngine):
+        async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+            yield TextDelta(text="a")
+            yield Finished(
+                reason="stop",
+                usage=TokenUsage(
+                    input_tokens=11, cached_tokens=4, output_tokens=7, reasoning_tokens=2
+                ),
+            )
+
+    svc, _ = make_services(Counting(0, None))
+    final = await run_to_end(svc, input="x")
+    assert final.usage is not None
+    assert (final.usage.input_tokens, final.usage.input_tokens_details.cached_tokens) == (11, 4)
+    assert (final.usage.output_tokens, final.usage.output_tokens_details.reasoning_tokens) == (7, 2)
+    assert final.usage.total_tokens == 18
