@@ -46,6 +46,7 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     top_p: float | None
     reasoning: ReasoningConfig
     text: TextConfig
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 # --- semantic deltas --------------------------------------------------------------------------

@@ -140,6 +140,7 @@ def build_prompt(response: ResponseObject, items: list[InputItem], history: list
         top_p=response.top_p,
         reasoning=response.reasoning,
         text=response.text,
+        metadata=response.metadata,
     )
 
 

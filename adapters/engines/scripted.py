@@ -4,7 +4,8 @@ Not a model, and never presented as one (its model card says `scripted`): it is 
 zero-GPU default for demos, tests and benchmarks. A request with callable tools gets a
 function call (unless the last input is a tool's output); otherwise it gets a short
 reasoning block and an answer that quotes the input. `delay_s` paces the deltas and
-`tokens` fixes the answer's length.
+`tokens` fixes the answer's length; a request may override both with the metadata keys
+`scripted_delay_ms` and `scripted_tokens` (so one server can play fast and slow scripts).
 """
 
 from __future__ import annotations
@@ -167,19 +168,32 @@ class ScriptedEngine:
     def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
         return self._play(prompt)
 
+    def _shape(self, prompt: Prompt) -> tuple[float, int | None]:
+        delay, tokens = self.delay_s, self.tokens
+        meta = prompt.metadata
+        try:
+            if "scripted_delay_ms" in meta:
+                delay = max(0.0, float(meta["scripted_delay_ms"]) / 1000)
+            if "scripted_tokens" in meta:
+                tokens = max(1, int(meta["scripted_tokens"]))
+        except ValueError:
+            log.warning("scripted engine: ignoring malformed script metadata %s", meta)
+        return delay, tokens
+
     async def _play(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
         self.started.append(prompt.response_id)
+        delay, tokens = self._shape(prompt)
         budget = prompt.max_output_tokens
         prompt_words, cached = _prompt_words(prompt)
         emitted = reasoning = 0
         cut = finished = False
         try:
-            for delta in script(prompt, self.tokens):
+            for delta in script(prompt, tokens):
                 counts = not isinstance(delta, EndItem | FunctionCallStart)
                 if counts and budget is not None and emitted >= budget:
                     cut = True
                     break
-                await asyncio.sleep(self.delay_s)
+                await asyncio.sleep(delay)
                 yield delta
                 emitted += counts
                 reasoning += isinstance(delta, ReasoningDelta)
