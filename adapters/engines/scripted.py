@@ -117,6 +117,33 @@ def _last_user_text(prompt: Prompt) -> str:
     return ""
 
 
+def _line(role: str, text: str) -> str:
+    return f"{role}: {text}"
+
+
+def transcript(prompt: Prompt) -> str:
+    """The conversation as the engine received it, one `role: text` entry per item
+    (metadata `scripted_mode=transcript`), so a test can see the prompt end to end."""
+    lines: list[str] = []
+    for turn in prompt.history:
+        lines += [_line(_role(i), _item_text(i)) for i in turn.input]
+        lines += [_line("assistant", _output_text(o)) for o in turn.output if _output_text(o)]
+    lines += [_line(_role(i), _item_text(i)) for i in prompt.input]
+    return " | ".join(lines)
+
+
+def _role(item: InputItem) -> str:
+    if isinstance(item, InputMessage):
+        return item.role
+    return str(type(item).__struct_config__.tag)
+
+
+def _output_text(item: object) -> str:
+    if isinstance(item, OutputMessage):
+        return "".join(p.text for p in item.content if isinstance(p, OutputText))
+    return ""
+
+
 def script(prompt: Prompt, tokens: int | None) -> list[AnyDelta]:
     """The deterministic deltas for a prompt (without the final `Finished`)."""
     text = _last_user_text(prompt)
@@ -135,7 +162,9 @@ def script(prompt: Prompt, tokens: int | None) -> list[AnyDelta]:
             EndItem(),
         ]
     last = prompt.input[-1] if prompt.input else None
-    if isinstance(last, FunctionCallOutput):
+    if prompt.metadata.get("scripted_mode") == "transcript":
+        answer = transcript(prompt)
+    elif isinstance(last, FunctionCallOutput):
         answer = f"The function returned: {last.output}"
     else:
         answer = f"You said: {text}" if text else "Hello from the scripted engine."

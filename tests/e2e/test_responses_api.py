@@ -1,0 +1,299 @@
+"""The Responses API end to end: a real server process driven by the official openai SDK.
+
+Every test runs twice, on a server over PostgreSQL and one over SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import Response
+
+from tests.e2e.conftest import Server
+
+SLOW = {"scripted_delay_ms": "20", "scripted_tokens": "400"}
+
+
+def output_text(response: Response) -> str:
+    return response.output_text
+
+
+def wait_terminal(client: openai.OpenAI, rid: str, timeout: float = 20) -> Response:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = client.responses.retrieve(rid)
+        if r.status not in ("queued", "in_progress"):
+            return r
+        time.sleep(0.05)
+    raise AssertionError(f"{rid} did not finish")
+
+
+def sse_events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """Parse SSE bytes strictly: every frame is `event: T\\ndata: J` with T == J.type."""
+    out = []
+    for frame in raw.decode().split("\n\n"):
+        if not frame or frame.startswith(":") or frame == "data: [DONE]":
+            continue
+        head, data = frame.split("\n")
+        assert head.startswith("event: ") and data.startswith("data: ")
+        payload = json.loads(data.removeprefix("data: "))
+        assert payload["type"] == head.removeprefix("event: ")
+        out.append((payload["type"], payload))
+    return out
+
+
+def without_keepalives(raw: bytes) -> bytes:
+    return b"".join(f + b"\n\n" for f in raw.split(b"\n\n") if f and not f.startswith(b":"))
+
+
+def test_plain_create_returns_the_completed_response(client: openai.OpenAI) -> None:
+    r = client.responses.create(model="scripted", input="hello there")
+    assert r.status == "completed"
+    assert output_text(r) == "You said: hello there"
+    assert r.usage is not None and r.usage.output_tokens > 0
+    assert client.responses.retrieve(r.id) == r
+
+
+def test_streaming_create_yields_dense_sequence_numbers_ending_completed(
+    client: openai.OpenAI,
+) -> None:
+    events = list(client.responses.create(model="scripted", input="stream me", stream=True))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[0].type == "response.created" and events[-1].type == "response.completed"
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == "You said: stream me"
+
+
+def test_live_stream_bytes_equal_the_replay_bytes(http: httpx.Client) -> None:
+    with http.stream("POST", "/v1/responses",
+                     json={"model": "scripted", "input": "same bytes", "stream": True}) as live:
+        assert live.headers["content-type"].startswith("text/event-stream")
+        raw = live.read()
+    assert raw.endswith(b"data: [DONE]\n\n")
+    events = sse_events(raw)
+    rid = events[0][1]["response"]["id"]
+    assert [p["sequence_number"] for _, p in events] == list(range(len(events)))
+    replay = http.get(f"/v1/responses/{rid}/events").content
+    resumed = http.get(f"/v1/responses/{rid}", params={"stream": "true"}).content
+    assert without_keepalives(raw) == without_keepalives(replay) == without_keepalives(resumed)
+    jsonl = http.get(f"/v1/responses/{rid}/events", params={"format": "jsonl"}).content
+    assert [json.loads(line) for line in jsonl.splitlines()] == [p for _, p in events]
+    by_accept = http.get(f"/v1/responses/{rid}/events",
+                         headers={"Accept": "application/x-ndjson"}).content
+    assert by_accept == jsonl
+
+
+def test_sdk_stream_helper_and_resume_by_response_id(client: openai.OpenAI) -> None:
+    with client.responses.stream(model="scripted", input="helper") as stream:
+        final = stream.get_final_response()
+    assert final.status == "completed" and final.output_text == "You said: helper"
+    with client.responses.stream(response_id=final.id, starting_after=3) as again:
+        seqs = [e.sequence_number for e in again]
+        resumed = again.get_final_response()
+    assert seqs[0] == 4 and resumed.output_text == final.output_text
+
+
+def test_background_returns_queued_then_completes(client: openai.OpenAI) -> None:
+    r = client.responses.create(model="scripted", input="later", background=True)
+    assert r.status == "queued" and r.background
+    done = wait_terminal(client, r.id)
+    assert done.status == "completed" and done.output_text == "You said: later"
+
+
+def test_background_stream_dropped_and_resumed_loses_and_duplicates_nothing(
+    client: openai.OpenAI,
+) -> None:
+    stream = client.responses.create(model="scripted", input="resume", background=True,
+                                     stream=True, metadata={"scripted_delay_ms": "5",
+                                                            "scripted_tokens": "60"})
+    first = []
+    for event in stream:
+        first.append(event)
+        if len(first) == 8:
+            break
+    stream.close()
+    rid = first[0].response.id  # type: ignore[union-attr]
+    rest = list(client.responses.retrieve(rid, stream=True, starting_after=first[-1].sequence_number))
+    seqs = [e.sequence_number for e in first + rest]
+    assert seqs == list(range(len(seqs)))
+    assert rest[-1].type == "response.completed"
+    assert wait_terminal(client, rid).status == "completed"
+
+
+def test_cancel_mid_generation_stops_the_engine_and_closes_readers(
+    client: openai.OpenAI, server: Server
+) -> None:
+    r = client.responses.create(model="scripted", input="cancel me", background=True, metadata=SLOW)
+    reader = client.responses.retrieve(r.id, stream=True)
+    seen = []
+    for event in reader:
+        seen.append(event.type)
+        if event.type == "response.output_text.delta":
+            break
+    cancelled = client.responses.cancel(r.id)
+    assert cancelled.status == "cancelled"
+    rest = [e.type for e in reader]  # the live reader closes instead of hanging
+    assert rest[-1] == "response.cancelled"
+    assert client.responses.cancel(r.id) == cancelled  # idempotent
+    assert client.responses.retrieve(r.id) == cancelled
+    deadline = time.monotonic() + 5
+    while f"aborted {r.id}" not in server.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert f"aborted {r.id}" in server.log_text()
+    text = cancelled.output_text
+    assert 0 < len(text.split()) < 400
+
+
+def test_cancelling_a_non_background_response_is_a_400(client: openai.OpenAI) -> None:
+    r = client.responses.create(model="scripted", input="x")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.cancel(r.id)
+    assert "background" in str(info.value)
+
+
+def test_delete_makes_the_response_gone(client: openai.OpenAI, http: httpx.Client) -> None:
+    r = client.responses.create(model="scripted", input="x")
+    deleted = http.delete(f"/v1/responses/{r.id}")
+    assert deleted.json() == {"id": r.id, "object": "response", "deleted": True}
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(r.id)
+    assert http.get(f"/v1/responses/{r.id}/events").status_code == 404
+    assert http.delete(f"/v1/responses/{r.id}").status_code == 404
+
+
+def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
+    items: Any = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+    r = client.responses.create(model="scripted", input=items)
+    page = client.responses.input_items.list(r.id, limit=2, order="asc")
+    assert [i.content[0].text for i in page.data] == ["m0", "m1"]  # type: ignore[union-attr]
+    assert page.has_more
+    everything = [i.content[0].text for i in client.responses.input_items.list(  # type: ignore[union-attr]
+        r.id, limit=2, order="asc")]
+    assert everything == ["m0", "m1", "m2", "m3", "m4"]
+    desc = client.responses.input_items.list(r.id)
+    assert [i.content[0].text for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]  # type: ignore[union-attr]
+
+
+def test_previous_response_id_chains_three_turns(client: openai.OpenAI) -> None:
+    meta = {"scripted_mode": "transcript"}
+    one = client.responses.create(model="scripted", input="first", metadata=meta)
+    two = client.responses.create(model="scripted", input="second", metadata=meta,
+                                  previous_response_id=one.id)
+    three = client.responses.create(model="scripted", input="third", metadata=meta,
+                                    previous_response_id=two.id)
+    assert three.output_text == (
+        f"user: first | assistant: {one.output_text} | user: second | "
+        f"assistant: {two.output_text} | user: third"
+    )
+
+
+def test_function_tool_round_trip(client: openai.OpenAI) -> None:
+    tools: Any = [{"type": "function", "name": "get_weather", "description": "Weather",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                  "required": ["city"]}}]
+    first = client.responses.create(model="scripted", input="Paris", tools=tools)
+    call = first.output[-1]
+    assert call.type == "function_call" and call.name == "get_weather"
+    assert json.loads(call.arguments) == {"city": "Paris"}
+    second = client.responses.create(
+        model="scripted", previous_response_id=first.id, tools=tools,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}])
+    assert second.output_text == "The function returned: sunny"
+
+
+def test_a_disconnected_non_background_stream_stops_and_is_recorded(
+    client: openai.OpenAI, server: Server
+) -> None:
+    stream = client.responses.create(model="scripted", input="bye", stream=True, metadata=SLOW)
+    rid = None
+    for event in stream:
+        if event.type == "response.created":
+            rid = event.response.id
+        if event.type == "response.output_text.delta":
+            break
+    stream.close()
+    assert rid is not None
+    final = wait_terminal(client, rid)
+    assert final.status == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        ({"model": "scripted", "input": "x", "bogus": True}, 400, "bogus"),
+        ({"model": "scripted", "input": "x", "temperature": "hot"}, 400, "temperature"),
+        ({"model": "scripted", "input": "x", "max_output_tokens": 10**9}, 400,
+         "max_output_tokens"),
+        ({"model": "scripted"}, 400, "input"),
+        ({"model": "scripted", "input": "x", "previous_response_id": "resp_missing"}, 404, None),
+    ],
+)
+def test_bad_requests_get_openai_errors_and_write_nothing(
+    http: httpx.Client, server: Server, body: dict[str, Any], status: int, param: str | None
+) -> None:
+    before = server.count_rows()
+    r = http.post("/v1/responses", json=body)
+    assert r.status_code == status
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert error["param"] == param
+    assert server.count_rows() == before
+
+
+def test_malformed_and_oversized_bodies_are_4xx(http: httpx.Client, server: Server) -> None:
+    before = server.count_rows()
+    bad = http.post("/v1/responses", content=b"{not json",
+                    headers={"content-type": "application/json"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
+    huge = http.post("/v1/responses", content=b'{"model":"scripted","input":"' + b"x" * (9 << 20) + b'"}',
+                     headers={"content-type": "application/json"})
+    assert huge.status_code == 413 and "error" in huge.json()
+    assert server.count_rows() == before
+
+
+def test_ids_are_checked_and_unknown_ids_are_404(client: openai.OpenAI, http: httpx.Client) -> None:
+    assert http.get("/v1/responses/not-an-id").status_code == 400
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("resp_doesnotexist")
+    assert http.post("/v1/responses/resp_doesnotexist/cancel").status_code == 404
+    assert http.get("/v1/responses/resp_doesnotexist/input_items").status_code == 404
+
+
+def test_models_health_ready_and_openapi(client: openai.OpenAI, http: httpx.Client) -> None:
+    assert [m.id for m in client.models.list()] == ["scripted"]
+    assert http.get("/health").status_code == 200
+    assert http.get("/ready").json()["status"] == "ready"
+    doc = http.get("/openapi.json").json()
+    for path in ("/v1/responses", "/v1/responses/{response_id}",
+                 "/v1/responses/{response_id}/cancel", "/v1/responses/{response_id}/events",
+                 "/v1/responses/{response_id}/input_items", "/v1/models"):
+        assert path in doc["paths"], path
+    body = doc["paths"]["/v1/responses"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["$ref"].endswith("CreateResponseBody")
+    assert "ResponseObject" in json.dumps(doc["components"]["schemas"])
+
+
+async def test_many_concurrent_streams_all_complete(aclient: openai.AsyncOpenAI) -> None:
+    async def one(i: int) -> list[int]:
+        stream = await aclient.responses.create(model="scripted", input=f"n{i}", stream=True,
+                                                metadata={"scripted_delay_ms": "2"})
+        return [e.sequence_number async for e in stream]
+
+    results = await asyncio.gather(*(one(i) for i in range(24)))
+    assert all(seqs == list(range(len(seqs))) for seqs in results)
+
+
+async def test_async_client_background_and_retrieve(aclient: openai.AsyncOpenAI) -> None:
+    r = await aclient.responses.create(model="scripted", input="async", background=True)
+    for _ in range(200):
+        r = await aclient.responses.retrieve(r.id)
+        if r.status == "completed":
+            break
+        await asyncio.sleep(0.05)
+    assert r.status == "completed" and r.output_text == "You said: async"
