@@ -161,6 +161,11 @@ class SqlEventStore:
             result = await conn.execute(query)
             return [_stored(stream_id, row) for row in result]
 
+    async def read_events(self, stream_id: str, after: int = -1) -> builtins.list[AnyEvent]:
+        """The stream decoded into typed events; a corrupt row raises `CorruptEvent` naming
+        its stream and position (it is never skipped)."""
+        return [stored.event() for stored in await self.read(stream_id, after)]
+
     def subscribe(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
         """Every committed event with position > `after`, exactly once, in order, live;
         the iterator ends after the terminal event."""
