@@ -82,6 +82,7 @@ class Listener:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.connected.clear()
 
     async def _run(self) -> None:
         backoff = 0.05
