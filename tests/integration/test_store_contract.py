@@ -16,8 +16,6 @@ from domain.events import TAGS, encode, encode_json
 from domain.generation import TextDelta
 from tests.integration import streams
 
-pytestmark = pytest.mark.asyncio
-
 
 async def write(store: SqlEventStore, appends: list[streams.Append]) -> str:
     rid = appends[0][1][0].response.id  # type: ignore[attr-defined]

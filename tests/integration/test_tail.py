@@ -20,8 +20,6 @@ from domain.events import encode
 from domain.generation import Finished, TextDelta, TokenUsage
 from tests.integration import streams
 
-pytestmark = pytest.mark.asyncio
-
 Opener = Callable[..., Awaitable[SqlEventStore]]
 WRITERS = 8
 STREAMS = 56

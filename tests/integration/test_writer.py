@@ -17,8 +17,6 @@ from domain.generation import TextDelta
 from tests.integration import streams
 from tests.integration.test_store_contract import _insert_raw, _renumber, write
 
-pytestmark = pytest.mark.asyncio
-
 
 @pytest.fixture
 async def other(store_url: str) -> AsyncIterator[SqlEventStore]:
