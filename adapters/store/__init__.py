@@ -1,0 +1,16 @@
+"""The event store adapters: PostgreSQL and SQLite stores, the group-commit writer."""
+
+from adapters.store.factory import make_store, open_store
+from adapters.store.migrate import NotMigrated
+from adapters.store.sql import ResponsePage, SqlEventStore, StoreSettings
+from adapters.store.writer import GroupCommitWriter
+
+__all__ = [
+    "GroupCommitWriter",
+    "NotMigrated",
+    "ResponsePage",
+    "SqlEventStore",
+    "StoreSettings",
+    "make_store",
+    "open_store",
+]

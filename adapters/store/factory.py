@@ -1,0 +1,36 @@
+"""Open the store a database URL names: PostgreSQL or the embedded SQLite file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.store.postgres import PostgresEventStore
+from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.sqlite import SqliteEventStore
+from adapters.store.urls import async_url, is_postgres
+
+
+def make_store(url: str, **settings: Any) -> SqlEventStore:
+    """The store for `url`, not yet connected (no migration check, no listener)."""
+    parsed = async_url(url)
+    config = StoreSettings(**settings)
+    if is_postgres(parsed):
+        return PostgresEventStore(parsed, config)
+    return SqliteEventStore(parsed, config)
+
+
+async def open_store(url: str, **settings: Any) -> SqlEventStore:
+    """Connect to `url`, check it is migrated to head, and start the doorbell listener.
+
+    Accepts `postgresql+asyncpg://...`, `postgresql://...`, `sqlite+aiosqlite:///path` and
+    `sqlite:///path`; `settings` are the fields of `StoreSettings`. Close with `close()`.
+    """
+    store = make_store(url, **settings)
+    try:
+        if store.settings.check_migrated:
+            await store.check_migrated()
+        await store.start()
+    except BaseException:
+        await store.close()
+        raise
+    return store

@@ -1,0 +1,124 @@
+"""The in-process hub: who is tailing which stream, the events committed here (handed over
+directly), and the doorbell rung for streams moved by other processes.
+
+A subscription's buffer is bounded. When it would overflow, the buffer is dropped and the
+subscriber is told to re-read the table instead: a slow reader costs a query, never memory.
+The hub only ever receives events after their transaction committed, so whatever it hands
+out is also what a replay returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from service.ports import StoredEvent
+
+
+class Subscription:
+    """One tailer's mailbox: committed events handed over in-process, and a re-read flag."""
+
+    __slots__ = ("_capacity", "_events", "_reread", "_waiter", "stream_id")
+
+    def __init__(self, stream_id: str, capacity: int) -> None:
+        self.stream_id = stream_id
+        self._capacity = capacity
+        self._events: deque[StoredEvent] = deque()
+        self._reread = False
+        self._waiter: asyncio.Future[bool] | None = None
+
+    def deliver(self, events: Sequence[StoredEvent]) -> None:
+        if not self._reread:
+            if len(self._events) + len(events) > self._capacity:
+                self._events.clear()
+                self._reread = True
+            else:
+                self._events.extend(events)
+        self._wake()
+
+    def ring(self) -> None:
+        self._reread = True
+        self._wake()
+
+    def take(self) -> tuple[list[StoredEvent], bool]:
+        """The events handed over so far, and whether the table must be re-read."""
+        events = list(self._events)
+        self._events.clear()
+        reread, self._reread = self._reread, False
+        return events, reread
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._events) or self._reread
+
+    async def wait(self, within: float) -> bool:
+        """Wait for a delivery or a ring; False when `within` seconds passed without either.
+
+        A bare future and a timer handle rather than `asyncio.wait_for`, which would start a
+        task per wait: tailers wait once per flush each, thousands of times a second.
+        """
+        if self.pending:
+            return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_later(within, _expire, waiter)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
+
+
+class Hub:
+    """Routes committed events and doorbells to the subscriptions of this process."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.capacity = capacity
+        self._subs: dict[str, set[Subscription]] = {}
+
+    @contextmanager
+    def subscribe(self, stream_id: str) -> Iterator[Subscription]:
+        sub = Subscription(stream_id, self.capacity)
+        self._subs.setdefault(stream_id, set()).add(sub)
+        try:
+            yield sub
+        finally:
+            subs = self._subs.get(stream_id)
+            if subs is not None:
+                subs.discard(sub)
+                if not subs:
+                    del self._subs[stream_id]
+
+    def publish(self, committed: Mapping[str, Sequence[StoredEvent]]) -> None:
+        """Hand freshly committed events (by stream, in order) to their subscribers."""
+        for stream_id, events in committed.items():
+            for sub in self._subs.get(stream_id, ()):
+                sub.deliver(events)
+
+    def ring(self, stream_ids: Iterable[str]) -> None:
+        """Streams moved elsewhere: their subscribers re-read the table."""
+        for stream_id in stream_ids:
+            for sub in self._subs.get(stream_id, ()):
+                sub.ring()
+
+    def ring_all(self) -> None:
+        """Anything may have moved (a lost or oversized notification): everyone re-reads."""
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.ring()
+
+    def subscribers(self, stream_id: str) -> int:
+        return len(self._subs.get(stream_id, ()))

@@ -1,0 +1,136 @@
+"""The PostgreSQL doorbell: one dedicated LISTEN connection per process that rings the hub
+for the streams other processes moved, reconnecting with backoff when it drops.
+
+A notification only says *which* streams moved; subscribers then re-read the table. While
+the connection is down notifications are simply lost, so after every (re)connect the whole
+hub is rung, and tails poll on a timeout regardless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from adapters.store.hub import Hub
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "resplog_events"
+MANY = "*"
+# PostgreSQL refuses payloads of 8000 bytes or more; stay well inside.
+_PAYLOAD_LIMIT = 7900
+
+
+def doorbell_payload(origin: str, stream_ids: Sequence[str]) -> str:
+    """`origin|id,id,...`, or `origin|*` when the list would not fit one notification."""
+    payload = f"{origin}|{','.join(stream_ids)}"
+    if len(payload.encode()) > _PAYLOAD_LIMIT:
+        return f"{origin}|{MANY}"
+    return payload
+
+
+def parse_payload(payload: str) -> tuple[str, list[str] | None]:
+    """(origin, stream ids); None for the ids means "many: re-read everything"."""
+    origin, _, ids = payload.partition("|")
+    if ids == MANY:
+        return origin, None
+    return origin, [i for i in ids.split(",") if i]
+
+
+class Listener:
+    """Keeps one LISTEN connection alive and turns notifications into hub rings."""
+
+    def __init__(
+        self,
+        dsn: str,
+        hub: Hub,
+        origin: str,
+        *,
+        health_interval: float = 5.0,
+        max_backoff: float = 5.0,
+    ) -> None:
+        self._dsn = dsn
+        self._hub = hub
+        self._origin = origin
+        self._health_interval = health_interval
+        self._max_backoff = max_backoff
+        self._task: asyncio.Task[None] | None = None
+        self._conn: Any = None
+        self.connected = asyncio.Event()
+        self.connects = 0  # successful connections so far (1 + reconnects)
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The server process of the LISTEN connection (tests terminate it)."""
+        return None if self._conn is None else int(self._conn.get_server_pid())
+
+    async def start(self) -> None:
+        """Start listening; returns once the first connection is up (or failed once)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="resplog-listener")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.connected.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.connected.clear()
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                await self._listen_once()
+                backoff = 0.05
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("doorbell connection lost (%s); reconnecting in %.2fs", exc, backoff)
+            self.connected.clear()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
+
+    async def _listen_once(self) -> None:
+        conn = await asyncpg.connect(self._dsn, timeout=10)
+        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        conn.add_termination_listener(lambda _c: _settle(lost))
+        try:
+            await conn.add_listener(CHANNEL, self._on_notify)
+            self._conn = conn
+            self.connects += 1
+            self.connected.set()
+            # Anything may have moved while nobody was listening.
+            self._hub.ring_all()
+            await self._watch(conn, lost)
+        finally:
+            self._conn = None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), timeout=2)
+
+    async def _watch(self, conn: Any, lost: asyncio.Future[None]) -> None:
+        """Return when the connection is gone: terminated, or not answering a probe."""
+        while not lost.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(lost), timeout=self._health_interval)
+            if not lost.done():
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=self._health_interval)
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        origin, ids = parse_payload(payload)
+        if origin == self._origin:
+            return  # our own commit: the hub was handed its events directly
+        if ids is None:
+            self._hub.ring_all()
+        else:
+            self._hub.ring(ids)
+
+
+def _settle(lost: asyncio.Future[None]) -> None:
+    if not lost.done():
+        lost.set_result(None)

@@ -1,0 +1,99 @@
+"""Schema migrations: upgrade a database to the head revision and tell whether it is there.
+
+The `resplog migrate` command and the store's start-up check call these. The Alembic scripts
+are found through the installed `migrations` package, so this works from a wheel as well as
+from a checkout; `alembic.ini` at the repository root is only for developers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+import migrations
+from adapters.store.urls import async_url
+from domain.errors import ResplogError
+
+
+class NotMigrated(ResplogError):
+    """The database is not at the head revision of the migrations."""
+
+    def __init__(self, url: URL) -> None:
+        shown = url.render_as_string(hide_password=True)
+        super().__init__(f'database is not migrated: run "resplog migrate --database-url {shown}"')
+        self.url = url
+
+
+def script_location() -> Path:
+    return Path(migrations.__file__).resolve().parent
+
+
+def _config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    config.attributes["connection"] = connection
+    config.attributes["configure_logging"] = False
+    return config
+
+
+def head_revisions() -> frozenset[str]:
+    return frozenset(ScriptDirectory.from_config(_config()).get_heads())
+
+
+def connection_is_head(connection: Connection) -> bool:
+    """On a (sync) connection: whether the schema is at the head revision."""
+    current = MigrationContext.configure(connection).get_current_heads()
+    return frozenset(current) == head_revisions()
+
+
+def _on_connection(action: Callable[[Config], None]) -> Callable[[Connection], None]:
+    def run(connection: Connection) -> None:
+        action(_config(connection))
+
+    return run
+
+
+async def _run(url: str | URL, work: Callable[[Connection], object]) -> object:
+    engine = create_async_engine(async_url(url), poolclass=NullPool)
+    try:
+        async with engine.connect() as conn:
+            result = await conn.run_sync(work)
+            await conn.commit()
+            return result
+    finally:
+        await engine.dispose()
+
+
+async def upgrade_async(url: str | URL, revision: str = "head") -> None:
+    await _run(url, _on_connection(lambda config: command.upgrade(config, revision)))
+
+
+async def downgrade_async(url: str | URL, revision: str = "base") -> None:
+    await _run(url, _on_connection(lambda config: command.downgrade(config, revision)))
+
+
+async def current_is_head_async(url: str | URL) -> bool:
+    return bool(await _run(url, connection_is_head))
+
+
+def upgrade(url: str | URL, revision: str = "head") -> None:
+    """Migrate the database at `url` up to `revision` (call from sync code, e.g. the CLI)."""
+    asyncio.run(upgrade_async(url, revision))
+
+
+def downgrade(url: str | URL, revision: str = "base") -> None:
+    asyncio.run(downgrade_async(url, revision))
+
+
+def current_is_head(url: str | URL) -> bool:
+    """Whether the database at `url` is at the head revision (sync)."""
+    return asyncio.run(current_is_head_async(url))

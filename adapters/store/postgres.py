@@ -1,0 +1,133 @@
+"""The production store: PostgreSQL through asyncpg, multi-row writes with `unnest`, and a
+NOTIFY doorbell (one per commit) heard by every process's listener.
+
+A flush is three statements whatever its size: the guarded row update (or row insert) for
+all its streams at once, then all its event rows, then one `pg_notify`. Arrays bound as
+parameters keep each statement's text (and so its prepared plan) the same for any size.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from adapters.store.listener import CHANNEL, Listener, doorbell_payload
+from adapters.store.rows import StreamBatch, row_change, row_insert
+from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.urls import asyncpg_dsn
+
+_CLAIM_NEW = """
+INSERT INTO responses (id, owner, status, model, background, store, previous_response_id,
+                       created_at, updated_at, version, snapshot_version, snapshot)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::bool[],
+                     $7::text[], $8::float8[], $9::float8[], $10::int[], $11::int[],
+                     $12::text[])
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+"""
+
+# The guard: only rows still at the expected version move. COALESCE keeps the lifecycle
+# columns of a stream whose batch holds no lifecycle event.
+_CLAIM_EXISTING = """
+UPDATE responses AS r
+SET version = u.version, updated_at = u.updated_at,
+    status = coalesce(u.status, r.status),
+    snapshot = coalesce(u.snapshot, r.snapshot),
+    snapshot_version = coalesce(u.snapshot_version, r.snapshot_version)
+FROM unnest($1::int[], $2::float8[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[])
+     AS u(version, updated_at, status, snapshot, snapshot_version, id, expected)
+WHERE r.id = u.id AND r.version = u.expected
+RETURNING r.id
+"""
+
+_INSERT_UNNEST = """
+INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
+SELECT s, p, t, d, f, $6 FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[])
+     AS u(s, p, t, d, f)
+"""
+
+_INSERT_MANY = """
+INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+
+
+def _columns(rows: Sequence[tuple[object, ...]]) -> tuple[list[object], ...]:
+    return tuple(list(column) for column in zip(*rows, strict=True))
+
+
+class PostgresEventStore(SqlEventStore):
+    """The event store on PostgreSQL; tails hear other processes through LISTEN/NOTIFY."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: URL, settings: StoreSettings) -> None:
+        engine: AsyncEngine = create_async_engine(
+            url,
+            echo=settings.echo,
+            pool_size=settings.pool_size,
+            max_overflow=settings.max_overflow,
+            pool_pre_ping=True,
+        )
+        super().__init__(url, engine, settings)
+        if settings.pg_insert not in ("unnest", "executemany"):
+            raise ValueError(
+                f"pg_insert must be 'unnest' or 'executemany', not {settings.pg_insert!r}"
+            )
+        # Identifies this process's own notifications, whose events the hub already has.
+        self.origin = secrets.token_hex(6)
+        self.listener = Listener(asyncpg_dsn(url), self.hub, self.origin)
+
+    async def start(self) -> None:
+        if self.settings.listen:
+            await self.listener.start()
+
+    async def close(self) -> None:
+        await self.listener.stop()
+        await super().close()
+
+    async def _claim(
+        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+    ) -> set[str]:
+        won: set[str] = set()
+        new = [row_insert(b, now) for b in batches if b.expected_version == -1]
+        if new:
+            result = await conn.exec_driver_sql(_CLAIM_NEW, _columns(new))
+            won.update(row[0] for row in result)
+        moved = [row_change(b, now) for b in batches if b.expected_version >= 0]
+        if moved:
+            result = await conn.exec_driver_sql(_CLAIM_EXISTING, _columns(moved))
+            won.update(row[0] for row in result)
+        return won
+
+    async def _insert_events(
+        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+    ) -> None:
+        if not batches:
+            return
+        if self.settings.pg_insert == "executemany":
+            rows = [(b.stream_id, p, t, d, f, now) for b in batches for p, t, d, f in b.rows]
+            await conn.exec_driver_sql(_INSERT_MANY, rows)
+            return
+        sids: list[str] = []
+        positions: list[int] = []
+        types: list[str] = []
+        datas: list[str] = []
+        facts: list[str | None] = []
+        for b in batches:
+            sids.extend([b.stream_id] * len(b.rows))
+            for p, t, d, f in b.rows:
+                positions.append(p)
+                types.append(t)
+                datas.append(d)
+                facts.append(f)
+        await conn.exec_driver_sql(_INSERT_UNNEST, (sids, positions, types, datas, facts, now))
+
+    async def _notify(self, conn: AsyncConnection, stream_ids: Sequence[str]) -> None:
+        # NOTIFY is transactional: it is delivered at commit, and never for a rollback.
+        if stream_ids:
+            payload = doorbell_payload(self.origin, stream_ids)
+            await conn.exec_driver_sql("SELECT pg_notify($1, $2)", (CHANNEL, payload))

@@ -1,0 +1,223 @@
+"""How an append becomes rows: the encoded events of one stream and the read-model change
+they imply (the row to insert on position 0, the guarded update otherwise).
+
+Pure and shared by both stores and by the group-commit writer; the encoding happens in the
+appending task, so the flusher only ships ready rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from domain.events import (
+    TERMINAL_TAGS,
+    AnyEvent,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseCreated,
+    ResponseFailed,
+    ResponseIncomplete,
+    ResponseInProgress,
+    ResponseQueued,
+    encode,
+    encode_json,
+)
+from domain.objects import ResponseObject
+from service.ports import StoredEvent
+
+# The events that carry the whole response object; the last one in a batch is the snapshot.
+_LIFECYCLE = (
+    ResponseCreated,
+    ResponseQueued,
+    ResponseInProgress,
+    ResponseCompleted,
+    ResponseFailed,
+    ResponseIncomplete,
+    ResponseCancelled,
+)
+
+Row = tuple[int, str, str, str | None]
+
+
+class NewRow(msgspec.Struct, frozen=True, kw_only=True):
+    """The read-model columns fixed at creation (from `response.created` and its facts)."""
+
+    id: str
+    owner: str
+    model: str
+    background: bool
+    store: bool
+    previous_response_id: str | None
+    created_at: float
+
+
+class Lifecycle(msgspec.Struct, frozen=True):
+    """The latest lifecycle event of a batch: the row's new status and snapshot."""
+
+    position: int
+    status: str
+    snapshot: str
+
+
+class Append(msgspec.Struct, frozen=True, kw_only=True):
+    """One caller's append, encoded: `rows` are (position, type, data, facts) in order."""
+
+    stream_id: str
+    expected_version: int
+    rows: list[Row]
+    created: NewRow | None
+    lifecycle: Lifecycle | None
+    terminal: bool
+
+    @property
+    def last(self) -> int:
+        return self.expected_version + len(self.rows)
+
+
+class StreamBatch(msgspec.Struct, frozen=True, kw_only=True):
+    """All of one stream's appends in one flush, merged: one guard, one row change."""
+
+    stream_id: str
+    expected_version: int
+    rows: list[Row]
+    created: NewRow | None
+    lifecycle: Lifecycle | None
+
+    @property
+    def last(self) -> int:
+        return self.expected_version + len(self.rows)
+
+    def stored(self, recorded_at: float) -> list[StoredEvent]:
+        sid = self.stream_id
+        return [
+            StoredEvent(sid, p, t, d.encode(), None if f is None else f.encode(), recorded_at)
+            for p, t, d, f in self.rows
+        ]
+
+
+def _snapshot(response: ResponseObject) -> str:
+    return encode_json(response).decode()
+
+
+def _new_row(stream_id: str, event: ResponseCreated) -> NewRow:
+    if event.facts is None:
+        raise ValueError(f"{stream_id}: response.created must carry its request facts (owner)")
+    if event.response.id != stream_id:
+        raise ValueError(f"{stream_id}: response.created is for {event.response.id}")
+    r = event.response
+    return NewRow(
+        id=stream_id,
+        owner=event.facts.owner,
+        model=r.model,
+        background=r.background,
+        store=r.store,
+        previous_response_id=r.previous_response_id,
+        created_at=float(r.created_at),
+    )
+
+
+def encode_append(stream_id: str, expected_version: int, events: Sequence[AnyEvent]) -> Append:
+    """Encode one append; refuses events whose sequence numbers do not follow the version."""
+    if expected_version < -1:
+        raise ValueError(f"{stream_id}: expected version {expected_version} is below -1")
+    rows: list[Row] = []
+    lifecycle: Lifecycle | None = None
+    created: NewRow | None = None
+    for offset, event in enumerate(events):
+        position = expected_version + 1 + offset
+        if event.sequence_number != position:
+            raise ValueError(
+                f"{stream_id}: event {offset} has sequence_number {event.sequence_number}, "
+                f"expected {position}"
+            )
+        enc = encode(event)
+        facts = None if enc.facts is None else enc.facts.decode()
+        rows.append((position, enc.type, enc.data.decode(), facts))
+        if isinstance(event, _LIFECYCLE):
+            lifecycle = Lifecycle(position, event.response.status, _snapshot(event.response))
+        if position == 0:
+            if not isinstance(event, ResponseCreated):
+                raise ValueError(f"{stream_id}: a stream must start with response.created")
+            created = _new_row(stream_id, event)
+    terminal = bool(rows) and rows[-1][1] in TERMINAL_TAGS
+    return Append(
+        stream_id=stream_id,
+        expected_version=expected_version,
+        rows=rows,
+        created=created,
+        lifecycle=lifecycle,
+        terminal=terminal,
+    )
+
+
+def merge(appends: Sequence[Append]) -> StreamBatch:
+    """Chain the appends of one stream (each continues the previous) into one batch."""
+    first = appends[0]
+    rows = list(first.rows)
+    lifecycle = first.lifecycle
+    for append in appends[1:]:
+        rows.extend(append.rows)
+        lifecycle = append.lifecycle or lifecycle
+    return StreamBatch(
+        stream_id=first.stream_id,
+        expected_version=first.expected_version,
+        rows=rows,
+        created=first.created,
+        lifecycle=lifecycle,
+    )
+
+
+# Column orders of `row_insert` and `row_change`; the dialects' statements follow them.
+ROW_INSERT_COLUMNS = (
+    "id",
+    "owner",
+    "status",
+    "model",
+    "background",
+    "store",
+    "previous_response_id",
+    "created_at",
+    "updated_at",
+    "version",
+    "snapshot_version",
+    "snapshot",
+)
+
+
+def row_insert(batch: StreamBatch, now: float) -> tuple[object, ...]:
+    """The new read-model row of a stream created by `batch` (in ROW_INSERT_COLUMNS order)."""
+    new, life = batch.created, batch.lifecycle
+    if new is None or life is None:
+        raise ValueError(f"{batch.stream_id}: a new stream must start with response.created")
+    return (
+        new.id,
+        new.owner,
+        life.status,
+        new.model,
+        new.background,
+        new.store,
+        new.previous_response_id,
+        new.created_at,
+        now,
+        batch.last,
+        life.position,
+        life.snapshot,
+    )
+
+
+def row_change(batch: StreamBatch, now: float) -> tuple[object, ...]:
+    """(version, updated_at, status, snapshot, snapshot_version, id, expected_version): the
+    guarded update of an existing row; the lifecycle columns are NULL (kept) when the batch
+    holds no lifecycle event."""
+    life = batch.lifecycle
+    return (
+        batch.last,
+        now,
+        None if life is None else life.status,
+        None if life is None else life.snapshot,
+        None if life is None else life.position,
+        batch.stream_id,
+        batch.expected_version,
+    )

@@ -1,0 +1,129 @@
+"""The embedded store: SQLite through aiosqlite, in WAL mode, doorbell in-process only.
+
+Write transactions start with `BEGIN IMMEDIATE`, which takes SQLite's single write lock up
+front (waiting up to the busy timeout). Holding it, nobody else can change a row, so the
+guard is a plain read of the versions followed by the writes; and a deferred transaction's
+classic failure (a reader that tries to upgrade to a writer after another commit gets
+`SQLITE_BUSY` at once, without waiting) cannot happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from adapters.store.rows import StreamBatch, row_change, row_insert
+from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.tables import responses as t_responses
+
+_WRITE = "resplog_write"
+_CHUNK = 500  # ids per IN (...) list, far below SQLite's bound-parameter limit
+
+_INSERT_EVENTS = (
+    "INSERT INTO events (stream_id, position, type, data, facts, recorded_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_INSERT_ROW = (
+    "INSERT INTO responses (id, owner, status, model, background, store, "
+    "previous_response_id, created_at, updated_at, version, snapshot_version, snapshot) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE_ROW = (
+    "UPDATE responses SET version = ?, updated_at = ?, status = coalesce(?, status), "
+    "snapshot = coalesce(?, snapshot), snapshot_version = coalesce(?, snapshot_version) "
+    "WHERE id = ? AND version = ?"
+)
+
+
+def _database_path(url: URL) -> Path:
+    if not url.database or url.database == ":memory:":
+        raise ValueError("the SQLite store needs a file: sqlite+aiosqlite:///path/to/resplog.db")
+    return Path(url.database)
+
+
+def _engine(url: URL, settings: StoreSettings) -> AsyncEngine:
+    _database_path(url).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(
+        url,
+        echo=settings.echo,
+        pool_size=settings.pool_size,
+        max_overflow=settings.max_overflow,
+        connect_args={"timeout": settings.sqlite_busy_timeout},
+    )
+    pragmas = (
+        "PRAGMA journal_mode=WAL",
+        f"PRAGMA busy_timeout={int(settings.sqlite_busy_timeout * 1000)}",
+        f"PRAGMA synchronous={settings.sqlite_synchronous}",
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the sqlite3 module (which would not BEGIN
+        # before a SELECT, nor around SAVEPOINTs) and emit BEGIN ourselves below.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        for pragma in pragmas:
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+class SqliteEventStore(SqlEventStore):
+    """The event store on one SQLite file; tails are woken in-process only."""
+
+    dialect = "sqlite"
+
+    def __init__(self, url: URL, settings: StoreSettings) -> None:
+        super().__init__(url, _engine(url, settings), settings)
+        self._writes = self.engine.execution_options(**{_WRITE: True})
+
+    def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return self._writes.begin()
+
+    async def _claim(
+        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+    ) -> set[str]:
+        versions = await self._versions(conn, [b.stream_id for b in batches])
+        creates = [b for b in batches if b.expected_version == -1 and b.stream_id not in versions]
+        updates = [
+            b
+            for b in batches
+            if b.expected_version >= 0 and versions.get(b.stream_id) == b.expected_version
+        ]
+        if creates:
+            await conn.exec_driver_sql(_INSERT_ROW, [row_insert(b, now) for b in creates])
+        if updates:
+            result = await conn.exec_driver_sql(_UPDATE_ROW, [row_change(b, now) for b in updates])
+            if result.rowcount != len(updates):  # impossible while we hold the write lock
+                raise RuntimeError("read-model guard changed under the write lock")
+        return {b.stream_id for b in creates} | {b.stream_id for b in updates}
+
+    async def _versions(self, conn: AsyncConnection, ids: Sequence[str]) -> dict[str, int]:
+        versions: dict[str, int] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            query = sa.select(t_responses.c.id, t_responses.c.version).where(
+                t_responses.c.id.in_(chunk)
+            )
+            versions.update({row.id: row.version for row in await conn.execute(query)})
+        return versions
+
+    async def _insert_events(
+        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+    ) -> None:
+        rows = [(b.stream_id, p, t, d, f, now) for b in batches for p, t, d, f in b.rows]
+        if rows:
+            await conn.exec_driver_sql(_INSERT_EVENTS, rows)

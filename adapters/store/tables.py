@@ -1,0 +1,57 @@
+"""The two tables of the store, as SQLAlchemy Core: the event log and the response read model.
+
+They are identical on PostgreSQL and SQLite and are created only by the Alembic migrations
+(`migrations/versions/`); this module describes them for the queries and must match them.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+# `data` is TEXT, not jsonb: jsonb normalises the document (key order, whitespace, duplicate
+# keys), and the log promises a replay of exactly the bytes a live client received.
+# `(stream_id, position)` is the primary key and therefore the concurrency guard of last
+# resort: two writers can never both own a position.
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("stream_id", sa.Text, primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("facts", sa.Text, nullable=True),
+    sa.Column("recorded_at", sa.Double, nullable=False),
+)
+
+# One row per stream, updated in the transaction that appends to the stream. `version` is the
+# last position; the append guard is `UPDATE ... WHERE version = expected_version`, which
+# also catches an expected version that is too high (the primary key alone would accept it
+# and leave a hole). The fill factor leaves room on each page so that the per-flush update of
+# `version`/`updated_at` (no indexed column changes) can be a HOT update.
+responses = sa.Table(
+    "responses",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("background", sa.Boolean, nullable=False),
+    sa.Column("store", sa.Boolean, nullable=False),
+    sa.Column("previous_response_id", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("snapshot_version", sa.Integer, nullable=False),
+    sa.Column("snapshot", sa.Text, nullable=False),
+    sa.Column("cancel_requested_at", sa.Double, nullable=True),
+    sa.Column("deleted_at", sa.Double, nullable=True),
+    sa.Column("lease_owner", sa.Text, nullable=True),
+    sa.Column("lease_expires_at", sa.Double, nullable=True),
+    sa.Index("ix_responses_owner_created", "owner", "created_at", "id"),
+    sa.Index("ix_responses_created", "created_at", "id"),
+    sa.Index("ix_responses_status", "status"),
+    sa.Index("ix_responses_previous", "previous_response_id"),
+    postgresql_with={"fillfactor": 80},
+)

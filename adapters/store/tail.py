@@ -1,0 +1,81 @@
+"""Live tail of one stream: every committed event after a position, exactly once, in order,
+until the terminal event.
+
+The algorithm (docs/storage.md): register with the hub *first*, then read the table by
+position; afterwards use events handed over in-process when they continue the sequence
+exactly, and re-read the table whenever there is any doubt: a doorbell from another process,
+a gap, an overflowed buffer, or a poll timeout (a notification can always be lost). Reading
+`position > last` of one stream cannot skip: positions are dense and a stream has one writer,
+so position n+1 never commits before position n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from adapters.store.hub import Hub
+from service.ports import StoredEvent
+
+ReadFn = Callable[[str, int, int], Awaitable[list[StoredEvent]]]
+EndedFn = Callable[[str, int], Awaitable[bool]]
+
+
+class _Cursor:
+    """What the tail has yielded so far."""
+
+    __slots__ = ("done", "last")
+
+    def __init__(self, after: int) -> None:
+        self.last = after
+        self.done = False
+
+    def accept(self, event: StoredEvent) -> bool:
+        """Whether `event` is the next one; a duplicate or a gap is refused."""
+        if event.position != self.last + 1:
+            return False
+        self.last = event.position
+        self.done = event.terminal
+        return True
+
+
+async def follow(
+    stream_id: str,
+    after: int,
+    *,
+    hub: Hub,
+    read: ReadFn,
+    ended: EndedFn,
+    poll_interval: float,
+    page: int,
+) -> AsyncIterator[StoredEvent]:
+    """The tail loop; `read` pages the table, `ended` says the stream ended at or before."""
+    cursor = _Cursor(after)
+    with hub.subscribe(stream_id) as sub:
+        reread, check_end = True, True
+        while True:
+            if reread:
+                rows = await read(stream_id, cursor.last, page)
+                for event in rows:
+                    if cursor.accept(event):
+                        yield event
+                        if cursor.done:
+                            return
+                if len(rows) == page:
+                    continue
+                if not rows and check_end and await ended(stream_id, cursor.last):
+                    return
+            woke = await sub.wait(poll_interval)
+            handed, reread = sub.take()
+            for event in handed:
+                if event.position <= cursor.last:
+                    continue
+                if not cursor.accept(event):
+                    reread = True
+                    break
+                yield event
+                if cursor.done:
+                    return
+            # A poll timeout re-reads (and asks whether the stream already ended, for a tail
+            # that started past a terminal event that it will therefore never see).
+            check_end = not woke
+            reread = reread or not woke

@@ -1,0 +1,33 @@
+"""Which database errors are worth retrying: a lost connection, a lock or deadlock timeout,
+a serialization failure. A constraint violation never is (it means a conflict)."""
+
+from __future__ import annotations
+
+import sqlalchemy.exc as sa_exc
+
+# SQLSTATE classes and codes that a retry can cure.
+_TRANSIENT_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
+_TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
+
+
+def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
+    for candidate in (exc.orig, getattr(exc.orig, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None)
+        if isinstance(code, str):
+            return code
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the same transaction may succeed."""
+    if isinstance(exc, sa_exc.IntegrityError):
+        return False
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        code = _sqlstate(exc)
+        if code is not None:
+            return code in _TRANSIENT_CODES or code.startswith(_TRANSIENT_CLASSES)
+        # SQLite's "database is locked" and a dropped asyncpg connection land here.
+        return isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
+    return isinstance(exc, OSError | TimeoutError | sa_exc.TimeoutError)

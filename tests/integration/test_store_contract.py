@@ -1,0 +1,375 @@
+"""The event-store contract, run against PostgreSQL and SQLite alike (`store` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+import pytest
+import sqlalchemy as sa
+
+from adapters.store import SqlEventStore
+from adapters.store.tables import events as t_events
+from domain import response as agg
+from domain.errors import Conflict, CorruptEvent, NotFound
+from domain.events import TAGS, encode, encode_json
+from domain.generation import TextDelta
+from tests.integration import streams
+
+
+async def write(store: SqlEventStore, appends: list[streams.Append]) -> str:
+    rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+    return rid
+
+
+async def test_append_then_read_returns_every_event_in_order_with_its_exact_bytes(
+    store: SqlEventStore,
+) -> None:
+    """Read gives back dense positions and, byte for byte, the encoded wire JSON."""
+    appends = streams.script(deltas=4)
+    rid = await write(store, appends)
+    stored = await store.read(rid)
+    events = streams.events_of(appends)
+    assert [s.position for s in stored] == list(range(len(events)))
+    assert [s.data for s in stored] == [encode(e).data for e in events]
+    assert [s.facts for s in stored] == [encode(e).facts for e in events]
+    assert [s.type for s in stored] == [encode(e).type for e in events]
+    assert [s.event() for s in stored] == events
+
+
+async def test_read_after_and_limit_page_through_a_stream(store: SqlEventStore) -> None:
+    """`after` is exclusive and `limit` caps the page."""
+    rid = await write(store, streams.script(deltas=6))
+    page = await store.read(rid, after=2, limit=3)
+    assert [s.position for s in page] == [3, 4, 5]
+    assert await store.read(rid, after=10_000) == []
+    assert await store.read("resp_missing") == []
+
+
+@pytest.mark.parametrize("offset", [-1, 1, 5])
+async def test_a_wrong_expected_version_conflicts_and_writes_nothing(
+    store: SqlEventStore, offset: int
+) -> None:
+    """Too low, too high (which would leave a hole) and far off are all `Conflict`s."""
+    appends = streams.script(deltas=3, end="open")
+    rid = await write(store, appends)
+    state = agg.replay(streams.events_of(appends))
+    before_rows = await store.read(rid)
+    before = await store.get(rid)
+    wrong = state.version + offset
+    batch = agg.emit(state, TextDelta(text="x")).events
+    shifted = [_renumber(e, wrong + 1 + i) for i, e in enumerate(batch)]
+    with pytest.raises(Conflict):
+        await store.append(rid, wrong, shifted)
+    assert await store.read(rid) == before_rows
+    assert await store.get(rid) == before
+
+
+async def test_creating_an_existing_stream_conflicts(store: SqlEventStore) -> None:
+    appends = streams.script(deltas=1)
+    rid = await write(store, appends)
+    with pytest.raises(Conflict):
+        await store.append(rid, -1, appends[0][1])
+    assert len(await store.read(rid)) == len(streams.events_of(appends))
+
+
+async def test_two_concurrent_appenders_at_one_version_exactly_one_wins(
+    store: SqlEventStore,
+) -> None:
+    """Same expected version, different events: one commits, the loser writes nothing."""
+    for _ in range(5):
+        appends = streams.script(deltas=2, end="open")
+        rid = await write(store, appends)
+        state = agg.replay(streams.events_of(appends))
+        a = agg.emit(state, TextDelta(text="AAA")).events
+        b = agg.emit(state, TextDelta(text="BBB")).events
+        results = await asyncio.gather(
+            store.append(rid, state.version, a),
+            store.append(rid, state.version, b),
+            return_exceptions=True,
+        )
+        assert sorted(type(r).__name__ for r in results) == ["Conflict", "NoneType"]
+        winner = a if results[0] is None else b
+        stored = await store.read(rid, after=state.version)
+        assert [s.data for s in stored] == [encode(e).data for e in winner]
+        row = await store.get(rid)
+        assert row is not None
+        assert row.version == state.version + len(winner)
+
+
+async def test_two_concurrent_creators_of_one_stream_exactly_one_wins(
+    store: SqlEventStore,
+) -> None:
+    rid = streams.new_id()
+    one = streams.created(rid, owner="first").events
+    two = streams.created(rid, owner="second").events
+    results = await asyncio.gather(
+        store.append(rid, -1, one), store.append(rid, -1, two), return_exceptions=True
+    )
+    assert sorted(type(r).__name__ for r in results) == ["Conflict", "NoneType"]
+    row = await store.get(rid)
+    assert row is not None
+    assert row.owner == ("first" if results[0] is None else "second")
+    assert len(await store.read(rid)) == 2
+
+
+async def test_an_append_is_atomic_when_its_insert_fails_midway(store: SqlEventStore) -> None:
+    """The guard passes but a later row collides: none of the batch nor the row change lands."""
+    appends = streams.script(deltas=1, end="open")
+    rid = await write(store, appends)
+    state = agg.replay(streams.events_of(appends))
+    decision = agg.emit(state, TextDelta(text="x"))
+    batch = decision.events + agg.emit(decision.state, TextDelta(text="y")).events
+    stray = batch[1]
+    await _insert_raw(store, rid, stray.sequence_number, encode(stray).type, "{}")
+    before = await store.get(rid)
+    with pytest.raises(Conflict):
+        await store.append(rid, state.version, batch)
+    assert [s.position for s in await store.read(rid)] == [
+        *range(state.version + 1),
+        stray.sequence_number,
+    ]
+    assert await store.get(rid) == before
+
+
+@pytest.mark.parametrize("end", ["completed", "incomplete", "failed", "cancelled"])
+async def test_the_read_model_row_says_what_the_events_say(store: SqlEventStore, end: str) -> None:
+    """Row at each step; after a lifecycle event, `snapshot` is the projection of the fold."""
+    appends = streams.script(deltas=3, end=end, background=True, owner="o_rm", model="m-rm")  # type: ignore[arg-type]
+    rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+    done: list[object] = []
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+        done.extend(batch)
+        row = await store.get(rid)
+        state = agg.replay(done)  # type: ignore[arg-type]
+        assert row is not None
+        assert row.version == state.version
+        last_life = max(e.sequence_number for e in done if hasattr(e, "response"))  # type: ignore[attr-defined]
+        assert row.snapshot_version == last_life
+        assert row.status == done[last_life].response.status  # type: ignore[attr-defined]
+        assert row.snapshot == encode_json(done[last_life].response)  # type: ignore[attr-defined]
+    assert row.status == end
+    assert row.snapshot == encode_json(agg.project(state))
+    first = appends[0][1][0].response  # type: ignore[attr-defined]
+    assert (row.owner, row.model, row.background, row.store) == ("o_rm", "m-rm", True, True)
+    assert row.created_at == float(first.created_at)
+    assert row.previous_response_id is None
+    assert (row.cancel_requested, row.deleted) == (False, False)
+
+
+async def test_the_row_keeps_previous_response_id_and_store_flag(store: SqlEventStore) -> None:
+    prev = await write(store, streams.script(deltas=1))
+    rid = await write(store, streams.script(deltas=1, previous=prev, store=False))
+    row = await store.get(rid)
+    assert row is not None
+    assert row.previous_response_id == prev
+    assert row.store is False
+    assert await store.get("resp_nope") is None
+
+
+async def test_a_tail_from_any_position_yields_the_rest_then_ends(store: SqlEventStore) -> None:
+    appends = streams.script(deltas=4)
+    rid = await write(store, appends)
+    everything = await store.read(rid)
+    for after in range(-1, len(everything)):
+        got = [e async for e in store.subscribe(rid, after)]
+        assert got == everything[after + 1 :]
+
+
+async def test_a_tail_past_the_terminal_event_ends_at_once(store: SqlEventStore) -> None:
+    rid = await write(store, streams.script(deltas=1))
+    assert [e async for e in store.subscribe(rid, after=500)] == []
+
+
+async def test_a_tail_started_before_the_stream_follows_it_past_the_terminal_event(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=5)
+    rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+
+    async def tail() -> list[int]:
+        return [e.position async for e in store.subscribe(rid)]
+
+    task = asyncio.create_task(tail())
+    await asyncio.sleep(0.05)
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+        await asyncio.sleep(0.01)
+    async with asyncio.timeout(20):
+        positions = await task
+    assert positions == list(range(len(streams.events_of(appends))))
+    assert store.hub.subscribers(rid) == 0
+
+
+async def test_a_tail_of_an_open_stream_waits_for_new_events(store: SqlEventStore) -> None:
+    appends = streams.script(deltas=2)
+    rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+    for expected, batch in appends[:-1]:
+        await store.append(rid, expected, batch)
+    tail = store.subscribe(rid, after=1)
+    first = await anext(tail)
+    assert first.position == 2
+    rest = asyncio.create_task(_collect(tail))
+    await asyncio.sleep(0.05)
+    assert not rest.done()
+    await store.append(rid, appends[-1][0], appends[-1][1])
+    async with asyncio.timeout(20):
+        got = await rest
+    assert got[-1].terminal
+    assert [e.position for e in got] == list(range(3, got[-1].position + 1))
+
+
+async def _collect(tail: object) -> list[object]:
+    return [e async for e in tail]  # type: ignore[attr-defined]
+
+
+async def test_every_event_tag_round_trips_through_the_store(store: SqlEventStore) -> None:
+    scripts = [streams.every_tag_script()] + [
+        streams.script(deltas=1, end=end, background=True)  # type: ignore[arg-type]
+        for end in ("completed", "failed", "incomplete", "cancelled")
+    ]
+    seen: set[str] = set()
+    for appends in scripts:
+        rid = await write(store, appends)
+        events = streams.events_of(appends)
+        stored = await store.read(rid)
+        assert await store.read_events(rid) == events
+        assert [s.data for s in stored] == [encode(e).data for e in events]
+        seen.update(s.type for s in stored)
+    assert seen == set(TAGS)
+
+
+async def test_a_corrupt_row_raises_naming_its_stream_and_position(store: SqlEventStore) -> None:
+    """Garbage, a wrong sequence number and an unknown tag each raise; nothing is skipped."""
+    for data in ('{"type": "response.output_text.delta", "seq', '{"type":"nope"}'):
+        rid = await write(store, streams.script(deltas=1, end="open"))
+        row = await store.get(rid)
+        assert row is not None
+        position = row.version + 1
+        await _insert_raw(store, rid, position, "response.output_text.delta", data)
+        with pytest.raises(CorruptEvent) as info:
+            await store.read_events(rid)
+        assert (info.value.stream_id, info.value.position) == (rid, position)
+        assert rid in str(info.value)
+        assert f"position {position}" in str(info.value)
+        tail = store.subscribe(rid, after=position - 1)
+        raw = await anext(tail)
+        await tail.aclose()  # type: ignore[attr-defined]
+        with pytest.raises(CorruptEvent):
+            raw.event()
+
+
+async def test_a_row_whose_sequence_number_is_not_its_position_is_corrupt(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=1, end="open")
+    rid = await write(store, appends)
+    state = agg.replay(streams.events_of(appends))
+    event = agg.emit(state, TextDelta(text="x")).events[0]
+    data = encode(event).data.decode()
+    await _insert_raw(store, rid, state.version + 7, "response.output_text.delta", data)
+    with pytest.raises(CorruptEvent, match=f"position {state.version + 7}"):
+        await store.read_events(rid)
+
+
+async def test_list_filters_by_owner_status_model_and_time(store: SqlEventStore) -> None:
+    owner = f"lister_{secrets.token_hex(4)}"
+    ids = {}
+    for i, (end, model) in enumerate(
+        [("completed", "m1"), ("failed", "m1"), ("completed", "m2"), ("open", "m2")]
+    ):
+        appends = streams.script(deltas=1, end=end, owner=owner, model=model, created_at=1000 + i)  # type: ignore[arg-type]
+        ids[i] = await write(store, appends)
+    await write(store, streams.script(deltas=1, owner="someone_else", created_at=1001))
+
+    async def listed(**filters: object) -> list[str]:
+        page = await store.list(owner=owner, limit=50, **filters)  # type: ignore[arg-type]
+        return [r.id for r in page.rows]
+
+    assert await listed() == [ids[3], ids[2], ids[1], ids[0]]
+    assert await listed(status="completed") == [ids[2], ids[0]]
+    assert await listed(status=["failed", "in_progress"]) == [ids[3], ids[1]]
+    assert await listed(model="m1") == [ids[1], ids[0]]
+    assert await listed(since=1001, until=1003) == [ids[2], ids[1]]
+    everyone = await store.list(since=1001, until=1002, limit=50)
+    assert {r.owner for r in everyone.rows} >= {owner, "someone_else"}
+
+
+async def test_list_paginates_newest_first_with_a_keyset_cursor(store: SqlEventStore) -> None:
+    """Ties on created_at are broken by id, so paging never repeats nor drops a row."""
+    owner = f"pager_{secrets.token_hex(4)}"
+    for i in range(7):
+        await write(store, streams.script(deltas=0, owner=owner, created_at=2000 + i // 2))
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await store.list(owner=owner, limit=3, after=after)
+        seen.extend(r.id for r in page.rows)
+        if not page.has_more:
+            break
+        after = page.rows[-1].id
+    rows = (await store.list(owner=owner, limit=100)).rows
+    assert seen == [r.id for r in rows]
+    assert len(set(seen)) == 7
+    assert [(r.created_at, r.id) for r in rows] == sorted(
+        ((r.created_at, r.id) for r in rows), reverse=True
+    )
+    with pytest.raises(NotFound):
+        await store.list(owner=owner, after="resp_unknown")
+
+
+async def test_mark_deleted_hides_a_response_from_list_but_keeps_its_log(
+    store: SqlEventStore,
+) -> None:
+    owner = f"deleter_{secrets.token_hex(4)}"
+    appends = streams.script(deltas=1, owner=owner)
+    rid = await write(store, appends)
+    assert await store.mark_deleted(rid) is True
+    assert await store.mark_deleted(rid) is False
+    assert await store.mark_deleted("resp_unknown") is False
+    row = await store.get(rid)
+    assert row is not None
+    assert row.deleted
+    assert (await store.list(owner=owner)).rows == []
+    assert [r.id for r in (await store.list(owner=owner, include_deleted=True)).rows] == [rid]
+    assert await store.read_events(rid) == streams.events_of(appends)
+
+
+async def test_request_cancel_flags_the_row_once(store: SqlEventStore) -> None:
+    rid = await write(store, streams.script(deltas=1, end="open"))
+    assert await store.request_cancel(rid) is True
+    assert await store.request_cancel(rid) is True
+    row = await store.get(rid)
+    assert row is not None
+    assert row.cancel_requested
+    assert await store.request_cancel("resp_unknown") is False
+    await store.mark_deleted(rid)
+    assert await store.request_cancel(rid) is False
+
+
+async def test_ping_answers(store: SqlEventStore) -> None:
+    assert await store.ping() is True
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _renumber(event: object, position: int) -> object:
+    import msgspec
+
+    return msgspec.structs.replace(event, sequence_number=position)  # type: ignore[type-var]
+
+
+async def _insert_raw(
+    store: SqlEventStore, stream_id: str, position: int, type_: str, data: str
+) -> None:
+    """Write a row behind the store's back (as a buggy tool or a bad restore would)."""
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            sa.insert(t_events).values(
+                stream_id=stream_id, position=position, type=type_, data=data, recorded_at=0.0
+            )
+        )

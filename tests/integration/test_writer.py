@@ -1,0 +1,298 @@
+"""The group-commit writer on both stores: durability, conflicts and their isolation,
+backpressure, retries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import sqlalchemy.exc as sa_exc
+
+from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from domain import response as agg
+from domain.errors import Conflict
+from domain.events import encode
+from domain.generation import TextDelta
+from tests.integration import streams
+from tests.integration.test_store_contract import _insert_raw, _renumber, write
+
+
+@pytest.fixture
+async def other(store_url: str) -> AsyncIterator[SqlEventStore]:
+    """A second store on the same database (another process, as far as it can tell)."""
+    s = await open_store(store_url, listen=False)
+    yield s
+    await s.close()
+
+
+def rid_of(appends: list[streams.Append]) -> str:
+    return appends[0][1][0].response.id  # type: ignore[attr-defined]
+
+
+async def queue_all(
+    writer: GroupCommitWriter,
+    appends: list[streams.Append],
+    *,
+    durable: bool = False,
+    rid: str | None = None,
+) -> None:
+    rid = rid or rid_of(appends)
+    for expected, batch in appends:
+        await writer.append(rid, expected, batch, durable=durable)
+
+
+async def test_a_durable_append_returns_once_committed(
+    store: SqlEventStore, other: SqlEventStore
+) -> None:
+    appends = streams.script(deltas=3)
+    async with GroupCommitWriter(store) as writer:
+        await queue_all(writer, appends, durable=True)
+        assert await other.read_events(rid_of(appends)) == streams.events_of(appends)
+
+
+async def test_a_durable_append_waits_for_the_flush(store: SqlEventStore) -> None:
+    appends = streams.script(deltas=1)
+    writer = GroupCommitWriter(store)
+    task = asyncio.create_task(queue_all(writer, appends[:1], durable=True))
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    assert await store.read(rid_of(appends)) == []
+    await writer.start()
+    async with asyncio.timeout(20):
+        await task
+    assert len(await store.read(rid_of(appends))) == len(appends[0][1])
+    await writer.close()
+
+
+async def test_a_non_durable_append_returns_once_queued_and_commits_later(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=3)
+    writer = GroupCommitWriter(store)
+    await queue_all(writer, appends, durable=False)
+    assert await store.read(rid_of(appends)) == []
+    await writer.start()
+    await writer.flush()
+    assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+    await writer.close()
+
+
+async def test_many_streams_commit_in_one_flush(store: SqlEventStore) -> None:
+    scripts = [streams.script(deltas=2) for _ in range(20)]
+    writer = GroupCommitWriter(store)
+    for appends in scripts:
+        await queue_all(writer, appends)
+    await writer.start()
+    await writer.flush()
+    assert writer.flushes == 1
+    for appends in scripts:
+        assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+    await writer.close()
+
+
+async def test_a_large_backlog_is_split_into_bounded_flushes(store: SqlEventStore) -> None:
+    scripts = [streams.script(deltas=10) for _ in range(10)]
+    writer = GroupCommitWriter(store, max_batch_events=25)
+    for appends in scripts:
+        await queue_all(writer, appends)
+    await writer.start()
+    await writer.flush()
+    total = sum(len(streams.events_of(a)) for a in scripts)
+    assert writer.flushes >= total // 25
+    for appends in scripts:
+        assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+    await writer.close()
+
+
+async def test_one_conflicting_stream_does_not_sink_the_others_in_its_flush(
+    store: SqlEventStore,
+) -> None:
+    """The bad stream's waiters get `Conflict` and it is unchanged; the rest commit."""
+    good = [streams.script(deltas=2) for _ in range(3)]
+    bad_appends = streams.script(deltas=3, end="open")
+    bad = await write(store, bad_appends)
+    bad_state = agg.replay(streams.events_of(bad_appends))
+    stale = agg.replay(streams.events_of(bad_appends[:-1]))  # one append behind
+    stale_batch = agg.emit(stale, TextDelta(text="late")).events
+
+    writer = GroupCommitWriter(store)
+    await queue_all(writer, good[0])
+    loser = asyncio.create_task(writer.append(bad, stale.version, stale_batch))
+    await asyncio.sleep(0)
+    await queue_all(writer, good[1])
+    await queue_all(writer, good[2], durable=False)
+    await writer.start()
+    with pytest.raises(Conflict):
+        async with asyncio.timeout(20):
+            await loser
+    await writer.flush()
+    assert writer.flushes == 1
+    for appends in good:
+        assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+    assert await store.read_events(bad) == streams.events_of(bad_appends)
+    row = await store.get(bad)
+    assert row is not None
+    assert row.version == bad_state.version
+    await writer.close()
+
+
+async def test_a_constraint_violation_is_isolated_to_its_stream(store: SqlEventStore) -> None:
+    """The guard passes but a stray row collides: that stream alone fails, by savepoint."""
+    appends = streams.script(deltas=1, end="open")
+    rid = await write(store, appends)
+    state = agg.replay(streams.events_of(appends))
+    batch = agg.emit(state, TextDelta(text="x")).events
+    await _insert_raw(store, rid, state.version + 1, "response.output_text.delta", "{}")
+    good = [streams.script(deltas=2) for _ in range(2)]
+    writer = GroupCommitWriter(store)
+    await queue_all(writer, good[0])
+    loser = asyncio.create_task(writer.append(rid, state.version, batch))
+    await asyncio.sleep(0)
+    await queue_all(writer, good[1])
+    await writer.start()
+    with pytest.raises(Conflict):
+        async with asyncio.timeout(20):
+            await loser
+    await writer.flush()
+    for a in good:
+        assert await store.read_events(rid_of(a)) == streams.events_of(a)
+    row = await store.get(rid)
+    assert row is not None
+    assert row.version == state.version
+    await writer.close()
+
+
+async def test_appends_following_a_failed_one_fail_too_until_the_caller_reloads(
+    store: SqlEventStore, other: SqlEventStore
+) -> None:
+    appends = streams.script(deltas=2, end="open")
+    rid = await write(store, appends)
+    state = agg.replay(streams.events_of(appends))
+    # Another process moves the stream on; our writer still believes in `state`.
+    theirs = agg.emit(state, TextDelta(text="theirs"))
+    await other.append(rid, state.version, theirs.events)
+
+    async with GroupCommitWriter(store) as writer:
+        ours = agg.emit(state, TextDelta(text="ours"))
+        await writer.append(rid, state.version, ours.events, durable=False)
+        after = agg.emit(ours.state, TextDelta(text="more"))
+        with pytest.raises(Conflict):
+            await writer.append(rid, ours.state.version, after.events)  # failed with `ours`
+        then = agg.emit(after.state, TextDelta(text="then"))
+        with pytest.raises(Conflict):
+            await writer.append(rid, after.state.version, then.events)  # the lost chain
+        # Reloaded from the log, the caller continues from the real version.
+        fresh = agg.replay(await store.read_events(rid))
+        final = agg.emit(fresh, TextDelta(text="again"))
+        await writer.append(rid, fresh.version, final.events)
+    got = await store.read_events(rid)
+    assert got == streams.events_of(appends) + theirs.events + final.events
+
+
+async def test_an_append_that_does_not_follow_the_queue_conflicts_at_once(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=1)
+    writer = GroupCommitWriter(store)
+    await writer.append(rid_of(appends), -1, appends[0][1], durable=False)
+    with pytest.raises(Conflict):
+        await writer.append(rid_of(appends), -1, appends[0][1], durable=False)
+    skipped = [_renumber(e, 8 + i) for i, e in enumerate(appends[1][1])]
+    with pytest.raises(Conflict):
+        await writer.append(rid_of(appends), 7, skipped, durable=False)  # type: ignore[arg-type]
+    await writer.start()
+    await writer.flush()
+    assert await store.read_events(rid_of(appends)) == appends[0][1]
+    await writer.close()
+
+
+async def test_a_full_stream_queue_makes_non_durable_appends_wait(store: SqlEventStore) -> None:
+    appends = streams.script(deltas=12)
+    bound = sum(len(batch) for _, batch in appends[:4])
+    writer = GroupCommitWriter(store, max_pending_per_stream=bound)
+    await queue_all(writer, appends[:4])  # exactly at the bound
+    blocked = asyncio.create_task(queue_all(writer, appends[4:], rid=rid_of(appends)))
+    await asyncio.sleep(0.05)
+    assert not blocked.done()
+    await writer.start()
+    async with asyncio.timeout(20):
+        await blocked
+    await writer.flush()
+    assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+    await writer.close()
+
+
+async def test_a_transient_error_is_retried_without_duplicates(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt commits but "loses" its acknowledgement; the retry sees its own
+    rows (byte for byte) and reports success, not a conflict, and nothing is doubled."""
+    real = store.commit
+    calls: list[bool] = []
+
+    async def flaky(batches: object, *, recheck: bool = False) -> object:
+        calls.append(recheck)
+        result = await real(batches, recheck=recheck)  # type: ignore[arg-type]
+        if len(calls) == 1:
+            raise sa_exc.OperationalError("COMMIT", {}, ConnectionResetError("lost"))
+        return result
+
+    monkeypatch.setattr(store, "commit", flaky)
+    appends = streams.script(deltas=2)
+    async with GroupCommitWriter(store) as writer:
+        await queue_all(writer, appends, durable=True)
+    assert calls[:2] == [False, True]
+    assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+
+
+async def test_an_error_that_outlasts_the_retries_fails_the_waiters(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(batches: object, *, recheck: bool = False) -> object:
+        raise sa_exc.OperationalError("BEGIN", {}, ConnectionRefusedError("down"))
+
+    monkeypatch.setattr(store, "commit", down)
+    appends = streams.script(deltas=1)
+    async with GroupCommitWriter(store, retry_for=0.1) as writer:
+        with pytest.raises(sa_exc.OperationalError):
+            await writer.append(rid_of(appends), -1, appends[0][1])
+
+
+async def test_close_commits_what_is_queued_and_refuses_more(store: SqlEventStore) -> None:
+    appends = streams.script(deltas=3)
+    writer = GroupCommitWriter(store)
+    await writer.start()
+    await queue_all(writer, appends)
+    await writer.close()
+    assert await store.read_events(rid_of(appends)) == streams.events_of(appends)
+    with pytest.raises(RuntimeError):
+        await writer.append(rid_of(appends), 99, [])
+
+
+async def test_events_whose_numbers_do_not_follow_the_version_are_refused(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=1)
+    async with GroupCommitWriter(store) as writer:
+        with pytest.raises(ValueError, match="sequence_number"):
+            await writer.append(rid_of(appends), 3, appends[0][1])
+
+
+async def test_in_process_tailers_get_the_committed_events_of_a_flush(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=20)
+    rid = rid_of(appends)
+
+    async def tail() -> list[bytes]:
+        return [e.data async for e in store.subscribe(rid)]
+
+    tailers = [asyncio.create_task(tail()) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    async with GroupCommitWriter(store) as writer:
+        await queue_all(writer, appends)
+    async with asyncio.timeout(20):
+        seen = await asyncio.gather(*tailers)
+    wanted = [encode(e).data for e in streams.events_of(appends)]
+    assert seen == [wanted] * 3
