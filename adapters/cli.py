@@ -148,7 +148,7 @@ def serve(
     import uvicorn
 
     from adapters.http.app import create_app
-    from adapters.store.migrate import ensure_migrated
+    from adapters.wiring import ensure_migrated
 
     settings = Settings(
         database_url=database_url,

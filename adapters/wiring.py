@@ -2,19 +2,44 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from adapters.engines.scripted import ScriptedEngine
+from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest
 from service.ports import Engine
 from service.settings import Settings
 
-if TYPE_CHECKING:
-    from adapters.http.app import Backend
+
+class SqlBackend:
+    """The SQL store (PostgreSQL or SQLite) with its group-commit writer."""
+
+    def __init__(self, store: SqlEventStore, writer: GroupCommitWriter) -> None:
+        self.store = self.index = store
+        self.writer = writer
+
+    async def start(self) -> None:
+        await self.writer.start()
+
+    async def close(self) -> None:
+        try:
+            await self.writer.close()
+        finally:
+            await self.store.close()
+
+    async def ready(self) -> str | None:
+        if not await self.store.ping():
+            return "database unreachable"
+        try:
+            await self.store.check_migrated()
+        except NotMigrated as exc:
+            return str(exc)
+        return None
 
 
-async def open_backend(settings: Settings) -> Backend:
-    raise NotImplementedError("the SQL store is wired in with the store adapters")
+async def open_backend(settings: Settings) -> SqlBackend:
+    store = await open_store(settings.database_url)
+    writer = GroupCommitWriter(store, flush_interval=settings.flush_interval_ms / 1000)
+    return SqlBackend(store, writer)
 
 
 async def build_engine(settings: Settings) -> Engine:
@@ -25,3 +50,9 @@ async def build_engine(settings: Settings) -> Engine:
             model=settings.model or "scripted",
         )
     raise InvalidRequest(f"unknown engine {settings.engine!r}")
+
+
+async def ensure_migrated(url: str) -> None:
+    """Refuse to serve a database that is not at head (the error names the fix)."""
+    store = await open_store(url, listen=False)
+    await store.close()

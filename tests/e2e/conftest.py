@@ -14,10 +14,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import asyncpg
 import httpx
@@ -55,6 +55,7 @@ class Server:
     kind: str
     log_path: Path
     process: subprocess.Popen[bytes]
+    log_file: BinaryIO
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -75,27 +76,44 @@ class Server:
 
 
 def start_server(database_url: str, kind: str, log_path: Path, *extra: str) -> Server:
-    subprocess.run([RESPLOG, "migrate", "--database-url", database_url], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [RESPLOG, "migrate", "--database-url", database_url], check=True, capture_output=True
+    )
     port = free_port()
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [RESPLOG, "serve", "--host", "127.0.0.1", "--port", str(port), "--database-url",
-         database_url, "--engine", "scripted", "--scripted-delay-ms", "0", *extra],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            RESPLOG,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--database-url",
+            database_url,
+            "--engine",
+            "scripted",
+            "--scripted-delay-ms",
+            "0",
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            log.close()
             raise RuntimeError(f"server exited: {log_path.read_text()}")
         try:
             if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return Server(base, database_url, kind, log_path, process)
+                return Server(base, database_url, kind, log_path, process, log)
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     process.kill()
+    log.close()
     raise RuntimeError(f"server did not become healthy: {log_path.read_text()}")
 
 
@@ -105,24 +123,17 @@ def stop_server(server: Server) -> None:
         server.process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         server.process.kill()
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    name = f"resplog_e2e_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    base = PG_BASE.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        server.process.wait()
+    server.log_file.close()
 
 
 @pytest.fixture(scope="session", params=["postgres", "sqlite"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp(f"server-{request.param}")
     if request.param == "postgres":
-        url = request.getfixturevalue("pg_url")
+        url = request.getfixturevalue("fresh_pg")()
     else:
         url = f"sqlite+aiosqlite:///{tmp / 'resplog.db'}"
     srv = start_server(url, request.param, tmp / "server.log")

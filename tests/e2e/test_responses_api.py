@@ -71,8 +71,9 @@ def test_streaming_create_yields_dense_sequence_numbers_ending_completed(
 
 
 def test_live_stream_bytes_equal_the_replay_bytes(http: httpx.Client) -> None:
-    with http.stream("POST", "/v1/responses",
-                     json={"model": "scripted", "input": "same bytes", "stream": True}) as live:
+    with http.stream(
+        "POST", "/v1/responses", json={"model": "scripted", "input": "same bytes", "stream": True}
+    ) as live:
         assert live.headers["content-type"].startswith("text/event-stream")
         raw = live.read()
     assert raw.endswith(b"data: [DONE]\n\n")
@@ -84,8 +85,9 @@ def test_live_stream_bytes_equal_the_replay_bytes(http: httpx.Client) -> None:
     assert without_keepalives(raw) == without_keepalives(replay) == without_keepalives(resumed)
     jsonl = http.get(f"/v1/responses/{rid}/events", params={"format": "jsonl"}).content
     assert [json.loads(line) for line in jsonl.splitlines()] == [p for _, p in events]
-    by_accept = http.get(f"/v1/responses/{rid}/events",
-                         headers={"Accept": "application/x-ndjson"}).content
+    by_accept = http.get(
+        f"/v1/responses/{rid}/events", headers={"Accept": "application/x-ndjson"}
+    ).content
     assert by_accept == jsonl
 
 
@@ -109,9 +111,13 @@ def test_background_returns_queued_then_completes(client: openai.OpenAI) -> None
 def test_background_stream_dropped_and_resumed_loses_and_duplicates_nothing(
     client: openai.OpenAI,
 ) -> None:
-    stream = client.responses.create(model="scripted", input="resume", background=True,
-                                     stream=True, metadata={"scripted_delay_ms": "5",
-                                                            "scripted_tokens": "60"})
+    stream = client.responses.create(
+        model="scripted",
+        input="resume",
+        background=True,
+        stream=True,
+        metadata={"scripted_delay_ms": "5", "scripted_tokens": "60"},
+    )
     first = []
     for event in stream:
         first.append(event)
@@ -119,7 +125,9 @@ def test_background_stream_dropped_and_resumed_loses_and_duplicates_nothing(
             break
     stream.close()
     rid = first[0].response.id  # type: ignore[union-attr]
-    rest = list(client.responses.retrieve(rid, stream=True, starting_after=first[-1].sequence_number))
+    rest = list(
+        client.responses.retrieve(rid, stream=True, starting_after=first[-1].sequence_number)
+    )
     seqs = [e.sequence_number for e in first + rest]
     assert seqs == list(range(len(seqs)))
     assert rest[-1].type == "response.completed"
@@ -173,8 +181,12 @@ def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
     page = client.responses.input_items.list(r.id, limit=2, order="asc")
     assert [i.content[0].text for i in page.data] == ["m0", "m1"]  # type: ignore[union-attr]
     assert page.has_more
-    everything = [i.content[0].text for i in client.responses.input_items.list(  # type: ignore[union-attr]
-        r.id, limit=2, order="asc")]
+    everything = [
+        i.content[0].text
+        for i in client.responses.input_items.list(  # type: ignore[union-attr]
+            r.id, limit=2, order="asc"
+        )
+    ]
     assert everything == ["m0", "m1", "m2", "m3", "m4"]
     desc = client.responses.input_items.list(r.id)
     assert [i.content[0].text for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]  # type: ignore[union-attr]
@@ -183,10 +195,12 @@ def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
 def test_previous_response_id_chains_three_turns(client: openai.OpenAI) -> None:
     meta = {"scripted_mode": "transcript"}
     one = client.responses.create(model="scripted", input="first", metadata=meta)
-    two = client.responses.create(model="scripted", input="second", metadata=meta,
-                                  previous_response_id=one.id)
-    three = client.responses.create(model="scripted", input="third", metadata=meta,
-                                    previous_response_id=two.id)
+    two = client.responses.create(
+        model="scripted", input="second", metadata=meta, previous_response_id=one.id
+    )
+    three = client.responses.create(
+        model="scripted", input="third", metadata=meta, previous_response_id=two.id
+    )
     assert three.output_text == (
         f"user: first | assistant: {one.output_text} | user: second | "
         f"assistant: {two.output_text} | user: third"
@@ -194,16 +208,28 @@ def test_previous_response_id_chains_three_turns(client: openai.OpenAI) -> None:
 
 
 def test_function_tool_round_trip(client: openai.OpenAI) -> None:
-    tools: Any = [{"type": "function", "name": "get_weather", "description": "Weather",
-                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                  "required": ["city"]}}]
+    tools: Any = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ]
     first = client.responses.create(model="scripted", input="Paris", tools=tools)
     call = first.output[-1]
     assert call.type == "function_call" and call.name == "get_weather"
     assert json.loads(call.arguments) == {"city": "Paris"}
     second = client.responses.create(
-        model="scripted", previous_response_id=first.id, tools=tools,
-        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}])
+        model="scripted",
+        previous_response_id=first.id,
+        tools=tools,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+    )
     assert second.output_text == "The function returned: sunny"
 
 
@@ -228,8 +254,7 @@ def test_a_disconnected_non_background_stream_stops_and_is_recorded(
     [
         ({"model": "scripted", "input": "x", "bogus": True}, 400, "bogus"),
         ({"model": "scripted", "input": "x", "temperature": "hot"}, 400, "temperature"),
-        ({"model": "scripted", "input": "x", "max_output_tokens": 10**9}, 400,
-         "max_output_tokens"),
+        ({"model": "scripted", "input": "x", "max_output_tokens": 10**9}, 400, "max_output_tokens"),
         ({"model": "scripted"}, 400, "input"),
         ({"model": "scripted", "input": "x", "previous_response_id": "resp_missing"}, 404, None),
     ],
@@ -248,11 +273,15 @@ def test_bad_requests_get_openai_errors_and_write_nothing(
 
 def test_malformed_and_oversized_bodies_are_4xx(http: httpx.Client, server: Server) -> None:
     before = server.count_rows()
-    bad = http.post("/v1/responses", content=b"{not json",
-                    headers={"content-type": "application/json"})
+    bad = http.post(
+        "/v1/responses", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
-    huge = http.post("/v1/responses", content=b'{"model":"scripted","input":"' + b"x" * (9 << 20) + b'"}',
-                     headers={"content-type": "application/json"})
+    huge = http.post(
+        "/v1/responses",
+        content=b'{"model":"scripted","input":"' + b"x" * (9 << 20) + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert huge.status_code == 413 and "error" in huge.json()
     assert server.count_rows() == before
 
@@ -270,9 +299,14 @@ def test_models_health_ready_and_openapi(client: openai.OpenAI, http: httpx.Clie
     assert http.get("/health").status_code == 200
     assert http.get("/ready").json()["status"] == "ready"
     doc = http.get("/openapi.json").json()
-    for path in ("/v1/responses", "/v1/responses/{response_id}",
-                 "/v1/responses/{response_id}/cancel", "/v1/responses/{response_id}/events",
-                 "/v1/responses/{response_id}/input_items", "/v1/models"):
+    for path in (
+        "/v1/responses",
+        "/v1/responses/{response_id}",
+        "/v1/responses/{response_id}/cancel",
+        "/v1/responses/{response_id}/events",
+        "/v1/responses/{response_id}/input_items",
+        "/v1/models",
+    ):
         assert path in doc["paths"], path
     body = doc["paths"]["/v1/responses"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("CreateResponseBody")
@@ -281,8 +315,9 @@ def test_models_health_ready_and_openapi(client: openai.OpenAI, http: httpx.Clie
 
 async def test_many_concurrent_streams_all_complete(aclient: openai.AsyncOpenAI) -> None:
     async def one(i: int) -> list[int]:
-        stream = await aclient.responses.create(model="scripted", input=f"n{i}", stream=True,
-                                                metadata={"scripted_delay_ms": "2"})
+        stream = await aclient.responses.create(
+            model="scripted", input=f"n{i}", stream=True, metadata={"scripted_delay_ms": "2"}
+        )
         return [e.sequence_number async for e in stream]
 
     results = await asyncio.gather(*(one(i) for i in range(24)))

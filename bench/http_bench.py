@@ -1,0 +1,166 @@
+"""End-to-end SSE throughput and time-to-first-event through a real `resplog serve`.
+
+Starts a server (scripted engine, zero delay) on PostgreSQL or SQLite, then for 1, 16 and
+128 concurrent streaming clients measures SSE events/s delivered, and compares the time to
+the first content delta over HTTP with the time to the first delta of the engine called
+directly in-process. Prints medians over the rounds; not a test.
+
+    .venv/bin/python bench/http_bench.py --database postgres --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.engines.scripted import ScriptedEngine
+from domain.generation import Prompt
+from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
+from tests.e2e.conftest import start_server, stop_server
+
+PG = os.environ.get("RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
+
+
+async def direct_first_delta(rounds: int, tokens: int) -> list[float]:
+    engine = ScriptedEngine(delay_s=0.0, tokens=tokens)
+    out = []
+    for i in range(rounds):
+        prompt = Prompt(
+            response_id=f"resp_bench{i}",
+            model="scripted",
+            instructions=None,
+            history=[],
+            input=[InputMessage(id="m", role="user", content=[InputText(text="bench")])],
+            tools=[],
+            tool_choice="auto",
+            parallel_tool_calls=True,
+            max_output_tokens=None,
+            temperature=None,
+            top_p=None,
+            reasoning=ReasoningConfig(),
+            text=TextConfig(),
+        )
+        t0 = time.perf_counter()
+        gen = engine.generate(prompt)
+        await gen.__anext__()
+        out.append(time.perf_counter() - t0)
+        await gen.aclose()  # type: ignore[attr-defined]
+    return out
+
+
+async def one_stream(client: httpx.AsyncClient, tokens: int) -> tuple[int, float, float]:
+    body = {
+        "model": "scripted",
+        "input": "bench",
+        "stream": True,
+        "metadata": {"scripted_tokens": str(tokens)},
+    }
+    t0 = time.perf_counter()
+    first_event = first_delta = 0.0
+    events = 0
+    async with client.stream("POST", "/v1/responses", json=body) as r:
+        async for chunk in r.aiter_bytes():
+            if not first_event:
+                first_event = time.perf_counter() - t0
+            if not first_delta and b"response.output_text.delta" in chunk:
+                first_delta = time.perf_counter() - t0
+            events += chunk.count(b"\nevent: ") + chunk.startswith(b"event: ")
+    return events, first_event, first_delta
+
+
+async def load(base: str, clients: int, seconds: float, tokens: int) -> dict[str, float]:
+    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+        deadline = time.perf_counter() + seconds
+        total = 0
+        ttfe: list[float] = []
+        ttfd: list[float] = []
+
+        async def worker() -> None:
+            nonlocal total
+            while time.perf_counter() < deadline:
+                n, fe, fd = await one_stream(client, tokens)
+                total += n
+                ttfe.append(fe)
+                ttfd.append(fd)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - start
+    return {
+        "events_per_s": total / elapsed,
+        "responses": len(ttfe),
+        "ttfe_p50_ms": pct(ttfe, 50) * 1e3,
+        "ttfe_p99_ms": pct(ttfe, 99) * 1e3,
+        "ttfd_p50_ms": pct(ttfd, 50) * 1e3,
+        "ttfd_p99_ms": pct(ttfd, 99) * 1e3,
+    }
+
+
+async def pg_db(name: str, create: bool) -> None:
+    conn = await asyncpg.connect(PG.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute(
+            f'CREATE DATABASE "{name}"'
+            if create
+            else f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+        )
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--tokens", type=int, default=200, help="answer tokens per response")
+    parser.add_argument("--clients", default="1,16,128")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="resplog-bench-"))
+    name = f"resplog_bench_{uuid.uuid4().hex[:10]}"
+    if args.database == "postgres":
+        asyncio.run(pg_db(name, True))
+        url = f"{PG.rsplit('/', 1)[0]}/{name}"
+    else:
+        url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
+    server = start_server(url, args.database, tmp / "server.log")
+    try:
+        direct = asyncio.run(direct_first_delta(200, args.tokens))
+        d50, d99 = pct(direct, 50) * 1e3, pct(direct, 99) * 1e3
+        print(f"database={args.database} tokens/response={args.tokens} seconds={args.seconds}")
+        print(f"direct engine first delta: p50 {d50:.3f} ms  p99 {d99:.3f} ms")
+        for clients in (int(c) for c in args.clients.split(",")):
+            r = asyncio.run(load(server.base_url, clients, args.seconds, args.tokens))
+            print(
+                f"clients={clients:4d} events/s={r['events_per_s']:9.0f} "
+                f"responses={r['responses']:6.0f} "
+                f"first-event p50/p99={r['ttfe_p50_ms']:.1f}/{r['ttfe_p99_ms']:.1f} ms "
+                f"first-delta p50/p99={r['ttfd_p50_ms']:.1f}/{r['ttfd_p99_ms']:.1f} ms "
+                f"added p50={r['ttfd_p50_ms'] - d50:.1f} ms"
+            )
+    finally:
+        stop_server(server)
+        if args.database == "postgres":
+            asyncio.run(pg_db(name, False))
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+if __name__ == "__main__":
+    main()
