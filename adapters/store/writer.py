@@ -151,8 +151,9 @@ class GroupCommitWriter:
             raise RuntimeError("the writer is closed")
         if not events:
             return
+        # Queue before the first await: a caller cancelled anywhere inside this call still
+        # has its events queued, so its idea of the stream's version stays true.
         append = encode_append(stream_id, expected_version, events)
-        await self._room(stream_id, len(append.rows))
         stream = self._admit(append)
         pending = _Pending(append, asyncio.get_running_loop().create_future() if durable else None)
         stream.queued.append(pending)
@@ -164,14 +165,13 @@ class GroupCommitWriter:
         self._work.set()
         if self._queued_events >= self.max_batch_events:
             self._full.set()
+        await self._room(stream)
         if pending.waiter is not None:
             await pending.waiter
 
-    async def _room(self, stream_id: str, size: int) -> None:
+    async def _room(self, stream: _Stream) -> None:
         """Backpressure: wait while this stream has too many uncommitted events."""
-        while (stream := self._streams.get(stream_id)) is not None:
-            if stream.unsettled == 0 or stream.unsettled + size <= self.max_pending_per_stream:
-                return
+        while stream.unsettled > self.max_pending_per_stream and stream.failure is None:
             stream.space.clear()
             await stream.space.wait()
 

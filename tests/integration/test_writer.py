@@ -223,6 +223,28 @@ async def test_a_full_stream_queue_makes_non_durable_appends_wait(store: SqlEven
     await writer.close()
 
 
+async def test_an_append_cancelled_while_it_waits_is_still_queued(store: SqlEventStore) -> None:
+    """The runner advances its state before awaiting an append and is cancelled through
+    `Task.cancel()`; that is only safe if the events are queued before the first await."""
+    appends = streams.script(deltas=12)
+    rid = rid_of(appends)
+    bound = sum(len(batch) for _, batch in appends[:4])
+    writer = GroupCommitWriter(store, max_pending_per_stream=bound)
+    await queue_all(writer, appends[:4])
+    expected, batch = appends[4]
+    waiting = asyncio.create_task(writer.append(rid, expected, batch, durable=True))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await writer.start()
+    await queue_all(writer, appends[5:], rid=rid)
+    await writer.flush()
+    assert await store.read_events(rid) == streams.events_of(appends)
+    await writer.close()
+
+
 async def test_a_transient_error_is_retried_without_duplicates(
     store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
