@@ -151,17 +151,16 @@ def _set_item(
 
 
 def _parts(item: OutputItem) -> list[ContentPart]:
-    if isinstance(item, OutputMessage):
-        return list(item.content)
-    if isinstance(item, ReasoningItem):
+    """A copy of the item's content parts (messages and reasoning items have them)."""
+    if isinstance(item, OutputMessage | ReasoningItem):
         return list(item.content)
     return []
 
 
 def _with_parts(item: OutputItem, parts: list[ContentPart]) -> OutputItem:
-    if isinstance(item, OutputMessage):
-        return replace(item, content=[p for p in parts if isinstance(p, OutputText | Refusal)])
-    return replace(item, content=[p for p in parts if isinstance(p, ReasoningText)])
+    # `evolve` only ever puts message parts in messages and reasoning text in reasoning
+    # items (ContentPartAdded checks it), so the list is already of the right kind.
+    return replace(item, content=parts)
 
 
 def _open_part(
@@ -170,7 +169,8 @@ def _open_part(
     item = _open_item(state, event, index, item_id)
     if state.open_part != content_index:
         raise _fail(state, event, f"content part {content_index} is not open")
-    return item, _parts(item)[content_index]
+    content = item.content if isinstance(item, OutputMessage | ReasoningItem) else ()
+    return item, content[content_index]
 
 
 def _append_text(

@@ -1,9 +1,11 @@
 """Server-sent events and JSON Lines over a tail of the log.
 
-Each SSE event is one write of `event: <type>\\ndata: <stored JSON>\\n\\n`, the stored bytes
-as they are, so a live stream and any later replay are byte-identical. A pump task reads
-the tail into a small bounded queue, so the writer can send keep-alive comments while the
-stream is idle without cancelling the tail mid-read.
+Each SSE event is `event: <type>\\ndata: <stored JSON>\\n\\n`, the stored bytes as they
+are, so a live stream and any later replay are byte-identical. An event is never split
+across writes; events that are already waiting go out together in one write (one syscall
+per write is the dominant cost of a busy stream). A pump task reads the tail into a small
+bounded queue, so the writer can send keep-alive comments while the stream is idle without
+cancelling the tail mid-read.
 """
 
 from __future__ import annotations
@@ -48,23 +50,31 @@ async def frames(
     """Frame a tail for the wire; `on_close(finished)` runs however the stream ends."""
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
     pump = asyncio.create_task(_pump(source, queue))
-    finished = False
+    finished = ended = False
     try:
-        while True:
+        while not ended:
             try:
                 item = await asyncio.wait_for(queue.get(), keepalive_s)
             except TimeoutError:
                 yield KEEPALIVE
                 continue
-            if item is _END:
-                break
-            if isinstance(item, Exception):
-                raise item
-            assert isinstance(item, StoredEvent)
-            yield frame(item)
-            finished = item.terminal
-        if done is not None:
-            yield done
+            chunk: list[bytes] = []
+            while True:
+                if item is _END:
+                    ended = True
+                    break
+                if isinstance(item, Exception):
+                    raise item
+                assert isinstance(item, StoredEvent)
+                chunk.append(frame(item))
+                finished = item.terminal
+                if queue.empty():
+                    break
+                item = queue.get_nowait()
+            if ended and done is not None:
+                chunk.append(done)
+            if chunk:
+                yield b"".join(chunk)
     finally:
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
