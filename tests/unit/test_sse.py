@@ -1,0 +1,69 @@
+"""SSE framing over a tail: one frame per event, coalesced writes, keep-alives, [DONE]."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from adapters.http.sse import DONE, KEEPALIVE, frames, jsonl_line, sse_frame
+from service.ports import StoredEvent
+
+
+def event(position: int, kind: str = "response.output_text.delta") -> StoredEvent:
+    data = f'{{"type":"{kind}","sequence_number":{position}}}'.encode()
+    return StoredEvent("resp_x", position, kind, data, None, 0.0)
+
+
+async def source(events: list[StoredEvent], pause: float = 0.0) -> AsyncIterator[StoredEvent]:
+    for e in events:
+        if pause:
+            await asyncio.sleep(pause)
+        yield e
+
+
+async def collect(it: AsyncIterator[bytes]) -> list[bytes]:
+    return [chunk async for chunk in it]
+
+
+def test_a_frame_is_the_event_line_and_the_stored_bytes() -> None:
+    e = event(3)
+    assert sse_frame(e) == b"event: response.output_text.delta\ndata: " + e.data + b"\n\n"
+    assert jsonl_line(e) == e.data + b"\n"
+
+
+async def test_the_stream_is_every_frame_in_order_then_done() -> None:
+    events = [event(i) for i in range(5)] + [event(5, "response.completed")]
+    closed: list[bool] = []
+    chunks = await collect(frames(source(events), keepalive_s=None, on_close=closed.append))
+    assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE
+    assert closed == [True]
+
+
+async def test_waiting_events_are_coalesced_but_never_split() -> None:
+    events = [event(i) for i in range(200)]
+    chunks = await collect(frames(source(events), keepalive_s=None, done=None))
+    assert len(chunks) < len(events)
+    frames_seen = [f for c in chunks for f in c.split(b"\n\n") if f]
+    assert all(f.startswith(b"event: ") for f in frames_seen)
+    assert b"".join(chunks) == b"".join(sse_frame(e) for e in events)
+
+
+async def test_an_idle_stream_gets_keepalive_comments() -> None:
+    events = [event(0), event(1, "response.completed")]
+    chunks = await collect(frames(source(events, pause=0.12), keepalive_s=0.03))
+    assert KEEPALIVE in chunks
+    assert b"".join(c for c in chunks if c != KEEPALIVE) == (
+        sse_frame(events[0]) + sse_frame(events[1]) + DONE
+    )
+
+
+async def test_a_client_that_goes_away_is_reported_unfinished() -> None:
+    closed: list[bool] = []
+    stream = frames(
+        source([event(i) for i in range(1000)], pause=0.001),
+        keepalive_s=None,
+        on_close=closed.append,
+    )
+    await stream.__anext__()
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert closed == [False]
