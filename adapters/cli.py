@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
 from domain.errors import ResplogError
 from service.settings import DEFAULT_DATABASE_URL, Settings
@@ -38,9 +39,26 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
         except ResplogError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
+            _fail(str(exc))
+        except (OSError, SQLAlchemyError) as exc:
+            log.debug("database error", exc_info=exc)
+            _fail(f"cannot use the database: {_one_line(exc)}")
+        except Exception as exc:  # one line for operators; the trace with --log-level debug
+            log.debug("unexpected error", exc_info=exc)
+            _fail(f"unexpected {type(exc).__name__}: {_one_line(exc)}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -56,6 +74,8 @@ def main(log_level: str) -> None:
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # Alembic narrates every step at INFO; operators want the outcome.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.root.level))
 
 
 @main.command()

@@ -253,6 +253,7 @@ def test_a_disconnected_non_background_stream_stops_and_is_recorded(
     ("body", "status", "param"),
     [
         ({"model": "scripted", "input": "x", "bogus": True}, 400, "bogus"),
+        ({"model": "scripted", "input": "x", "id": "resp_chosen_by_client"}, 400, "id"),
         ({"model": "scripted", "input": "x", "temperature": "hot"}, 400, "temperature"),
         ({"model": "scripted", "input": "x", "max_output_tokens": 10**9}, 400, "max_output_tokens"),
         ({"model": "scripted"}, 400, "input"),
