@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -65,6 +66,16 @@ class FakeProcess:
             if predicate(log) or time.monotonic() > deadline:
                 return log
             time.sleep(0.02)
+
+    async def until(self, predicate: Any, within: float = 10.0) -> dict[str, Any]:
+        """`wait_for` for tests whose own event loop must keep running meanwhile."""
+        deadline = time.monotonic() + within
+        async with httpx.AsyncClient(timeout=10) as client:
+            while True:
+                log = dict((await client.get(self.url + "/_fake/log")).json())
+                if predicate(log) or time.monotonic() > deadline:
+                    return log
+                await asyncio.sleep(0.02)
 
     def kill(self) -> None:
         """Die at once, as a crashed server does (no goodbye on open connections)."""

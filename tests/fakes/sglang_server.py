@@ -41,6 +41,7 @@ class Config:
     served_model_name: str = "gpt-oss-120b"
     api_key: str | None = None
     legacy_info: bool = False  # 0.5.2: only /get_model_info
+    no_model_info: bool = False  # neither info endpoint: only /v1/models
     context_length: int = 131072
     token_delay: float = 0.0
     tokens_per_chunk: int = 1  # sglang's --stream-interval
@@ -91,7 +92,6 @@ class FakeSglang:
             ("GET", "/health"): self.health,
             ("GET", "/health_generate"): self.health,
             ("GET", "/ready"): self.health,
-            ("GET", "/get_model_info"): self.model_info,
             ("GET", "/server_info"): self.server_info,
             ("GET", "/get_server_info"): self.server_info,
             ("GET", "/v1/models"): self.models,
@@ -99,8 +99,10 @@ class FakeSglang:
             ("PUT", "/generate"): self.generate,
             ("POST", "/abort_request"): self.abort,
         }
-        if not self.config.legacy_info:
-            routes[("GET", "/model_info")] = self.model_info
+        if not self.config.no_model_info:
+            routes[("GET", "/get_model_info")] = self.model_info
+            if not self.config.legacy_info:
+                routes[("GET", "/model_info")] = self.model_info
         handler = routes.get((r.method, r.path))
         if handler is None:
             return await r.json(404, {"detail": "Not Found"})
@@ -333,18 +335,18 @@ class Run:
         pos, n_chunk = 0, 0
         while True:
             await asyncio.sleep(self.cfg.token_delay)
-            if stream.gone.is_set():
-                await self._after_disconnect()
-                return True
             step = self.tokens[pos : pos + self.cfg.tokens_per_chunk]
             pos += len(step)
             n_chunk += 1
+            if stream.gone.is_set() and not self.live.abort.is_set():
+                await self._after_disconnect()
+                return True
             if self.live.abort.is_set():  # one more step, then the abort finish
                 self.produced += step
                 self.end = "abort"
                 await stream.data(self.chunk(step, {"type": "abort", "message": "Abort request"}))
                 return True
-            if n_chunk == FAULT_AT and self.name in FAULTS - {"long"}:
+            if n_chunk == FAULT_AT and self.name in FAULTS - {"long", "no_done"}:
                 return await self._fault(stream, step)
             step, finish = self._cut(step)
             self.produced += step
@@ -409,9 +411,13 @@ class Run:
             await self._after_disconnect()
 
     async def _after_disconnect(self) -> None:
-        """sglang notices a client that left and aborts it about 2 s later."""
-        await asyncio.sleep(self.cfg.disconnect_abort_after)
-        self.end = "abort_disconnected"
+        """sglang notices a client that left and aborts it about 2 s later (an explicit
+        abort that comes first ends it on the next step)."""
+        try:
+            await asyncio.wait_for(self.live.abort.wait(), self.cfg.disconnect_abort_after)
+            self.end = "abort"
+        except TimeoutError:
+            self.end = "abort_disconnected"
 
 
 def main(argv: list[str] | None = None) -> None:
