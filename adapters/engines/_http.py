@@ -168,29 +168,47 @@ def _timeout(what: str, deadline: _Deadline) -> EngineError:
 
 async def sse_events(
     response: httpx.Response, what: str, deadline: _Deadline
-) -> AsyncGenerator[str, None]:
+) -> AsyncGenerator[bytes, None]:
     """The `data` of each server-sent event (multi-line data joined by newlines), under the
-    deadline; ends when the body does."""
-    lines = response.aiter_lines()
-    data: list[str] = []
+    deadline; ends when the body does.
+
+    Reads raw network chunks and splits them itself: one deadline and one split per read
+    rather than per line, which is most of the per-token cost at streaming rates.
+    """
+    chunks = response.aiter_raw()
+    buffer = b""
     try:
-        while (line := await _next_line(lines, what, deadline)) is not None:
-            if line.startswith("data:"):
-                data.append(line[6:] if line.startswith("data: ") else line[5:])
-            elif not line and data:
-                yield "\n".join(data)
-                data = []
-            # Other fields (`event:`, `id:`, `:` comments) carry nothing these protocols use.
-        if data:
-            yield "\n".join(data)
+        while (chunk := await _next_chunk(chunks, what, deadline)) is not None:
+            buffer += chunk
+            if b"\r" in buffer:  # CRLF framing is legal SSE; sglang and vLLM send LF
+                buffer = buffer.replace(b"\r\n", b"\n")
+            if b"\n\n" not in buffer:
+                continue
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                if (data := _data(event)) is not None:
+                    yield data
+        if (data := _data(buffer)) is not None:
+            yield data
     finally:
-        await lines.aclose()  # type: ignore[attr-defined]
+        await chunks.aclose()  # type: ignore[attr-defined]
 
 
-async def _next_line(lines: AsyncIterator[str], what: str, deadline: _Deadline) -> str | None:
+def _data(event: bytes) -> bytes | None:
+    """The data field of one event; other fields (`event:`, `id:`, comments) carry nothing
+    these protocols use."""
+    lines = [
+        line[6:] if line.startswith(b"data: ") else line[5:]
+        for line in event.split(b"\n")
+        if line.startswith(b"data:")
+    ]
+    return b"\n".join(lines) if lines else None
+
+
+async def _next_chunk(chunks: AsyncIterator[bytes], what: str, deadline: _Deadline) -> bytes | None:
     try:
         async with asyncio.timeout_at(deadline.at):
-            line = await anext(lines)
+            chunk = await anext(chunks)
     except StopAsyncIteration:
         return None
     except TimeoutError as e:
@@ -198,7 +216,13 @@ async def _next_line(lines: AsyncIterator[str], what: str, deadline: _Deadline) 
     except httpx.HTTPError as e:
         raise transport_error(what, e) from e
     deadline.advance()
-    return line
+    return chunk
+
+
+def preview(data: bytes | str, limit: int = 200) -> str:
+    """The start of a payload, as text, for an error message."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return repr(text[:limit])
 
 
 def protocol_error(what: str, detail: str) -> EngineError:

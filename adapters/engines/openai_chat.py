@@ -20,6 +20,7 @@ from adapters.engines._http import (
     get_json,
     make_client,
     open_stream,
+    preview,
     protocol_error,
     sse_events,
 )
@@ -273,11 +274,11 @@ class ChatStream:
         self.finish_reason: FinishReason | None = None
         self.usage: _Usage | None = None
 
-    def on_chunk(self, data: str) -> list[AnyDelta]:
+    def on_chunk(self, data: bytes | str) -> list[AnyDelta]:
         try:
             chunk = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            raise protocol_error(self.what, f"malformed chunk ({e}): {data[:200]!r}") from e
+            raise protocol_error(self.what, f"malformed chunk ({e}): {preview(data)}") from e
         if chunk.error is not None or chunk.object == "error":
             raise self._error(chunk)
         if chunk.usage is not None:
@@ -438,7 +439,7 @@ class OpenAIChatEngine:
             async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
                 done = False
                 async for data in events:
-                    if data == "[DONE]":
+                    if data == b"[DONE]":
                         done = True
                         break
                     for delta in stream.on_chunk(data):

@@ -23,6 +23,7 @@ from adapters.engines._http import (
     get_json,
     make_client,
     open_stream,
+    preview,
     protocol_error,
     sse_events,
 )
@@ -119,19 +120,19 @@ class _Generation:
         self.ended = False  # sglang is done with the request (finished, failed, or aborted)
         self.finished: Finished | None = None
 
-    def on_chunk(self, data: str) -> list[AnyDelta]:
+    def on_chunk(self, data: bytes | str) -> list[AnyDelta]:
         if self.finished is not None:
             raise protocol_error(self.what, "a chunk after the finishing one")
         try:
             chunk = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            raise protocol_error(self.what, f"malformed chunk ({e}): {data[:200]!r}") from e
+            raise protocol_error(self.what, f"malformed chunk ({e}): {preview(data)}") from e
         if chunk.error is not None:
             self.ended = True
             raise _stream_error(self.what, chunk.error)
         meta = chunk.meta_info
         if meta is None:
-            raise protocol_error(self.what, f"a chunk without meta_info: {data[:200]!r}")
+            raise protocol_error(self.what, f"a chunk without meta_info: {preview(data)}")
         if meta.finish_reason is not None and meta.finish_reason.type == "abort":
             self.ended = True  # and its tokens are not taken: the answer stops where it was
         reason = _reason(meta.finish_reason, self.what) if meta.finish_reason else None
@@ -244,7 +245,7 @@ class SglangEngine:
             async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
                 done = False
                 async for data in events:
-                    if data == "[DONE]":
+                    if data == b"[DONE]":
                         done = True
                         break
                     for delta in run.on_chunk(data):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import dataclasses
 import json
 import time
@@ -255,6 +256,8 @@ class Run:
         self.live = Live(rid)
         self.produced: list[int] = []
         self.sent_text = ""
+        self.text = ""
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self.end = "running"
         self.started = time.monotonic()
 
@@ -275,10 +278,14 @@ class Run:
 
     # --- chunks ---------------------------------------------------------------------------
 
-    def _text(self, ids: list[int]) -> str:
+    def _text(self, step: list[int]) -> str:
+        """The text so far; each chunk decodes only its own tokens, and a character split
+        across tokens waits for its last byte, as sglang's text does."""
+        enc = self.fake.enc
         if self.skip_special:
-            ids = [t for t in ids if not self.fake.enc.is_special_token(t)]
-        return self.fake.enc.decode(ids).rstrip("\ufffd")  # a split character waits a token
+            step = [t for t in step if not enc.is_special_token(t)]
+        self.text += self.utf8.decode(bytes(enc._inner.decode_bytes(step)))
+        return self.text
 
     def _meta(self, finish: dict[str, Any] | None, extra: int = 0) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -315,7 +322,7 @@ class Run:
 
     def chunk(self, step: list[int], finish: dict[str, Any] | None) -> bytes:
         style = self.cfg.style
-        text_now = self._text(self.produced)
+        text_now = self._text(step)
         if style == "cumulative":
             out = {"text": text_now, "output_ids": list(self.produced)}
         elif style == "incremental":
