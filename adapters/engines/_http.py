@@ -117,16 +117,23 @@ async def get_json(client: httpx.AsyncClient, url: str, what: str) -> Any:
 
 
 class _Deadline:
-    """The first event may take `first` seconds; each later one `between`."""
+    """The first event may take `first` seconds from the request; each later read may wait
+    `between` seconds on the server (time the consumer spends between reads is not counted).
+    """
 
     def __init__(self, first: float, between: float) -> None:
         self.between = between
         self.started = False
-        self.at = asyncio.get_running_loop().time() + first
+        self.first_at = asyncio.get_running_loop().time() + first
+
+    @property
+    def at(self) -> float:
+        if not self.started:
+            return self.first_at
+        return asyncio.get_running_loop().time() + self.between
 
     def advance(self) -> None:
         self.started = True
-        self.at = asyncio.get_running_loop().time() + self.between
 
 
 async def open_stream(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -371,9 +371,12 @@ class OpenAIChatEngine:
         api_key: str | None = None,
         timeouts: Timeouts | None = None,
         client: httpx.AsyncClient | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
+        # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
+        self.extra_body = dict(extra_body or {})
         self.served: list[str] = []
         self.timeouts = timeouts or Timeouts()
         self._client = client or make_client(self.timeouts, api_key)
@@ -430,7 +433,7 @@ class OpenAIChatEngine:
         return self.model or self.served[0]
 
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
-        body = chat_request(prompt, self.upstream_model(prompt))
+        body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
         limit = deadline(self.timeouts)
         url = self.base_url + "/v1/chat/completions"
         response = await open_stream(self._client, url, body, self._what, limit)

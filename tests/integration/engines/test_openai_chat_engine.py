@@ -73,6 +73,13 @@ async def test_the_request_carries_history_tools_and_usage_option(fake_chat: Fak
     assert body["tools"][0]["function"]["name"] == "get_weather"
 
 
+async def test_extra_body_fields_are_sent_as_is(fake_chat: FakeProcess) -> None:
+    async with engine(fake_chat, extra_body={"min_tokens": 3, "top_k": 5}) as e:
+        await run(e, ask("Hi"))
+    body = fake_chat.log()["requests"][-1]
+    assert (body["min_tokens"], body["top_k"]) == (3, 5)
+
+
 async def test_plain_text_makes_a_completed_response(fake_chat: FakeProcess) -> None:
     async with engine(fake_chat) as e:
         deltas = await run(e, ask("Hi"))
