@@ -66,7 +66,8 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
-    print(f"tiny model in {out}: vocab {len(fast)}, {sum(p.numel() for p in model.parameters())} params")
+    params = sum(p.numel() for p in model.parameters())
+    print(f"tiny model in {out}: vocab {len(fast)}, {params} params")
 
 
 if __name__ == "__main__":

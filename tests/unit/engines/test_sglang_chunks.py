@@ -161,3 +161,22 @@ def test_text_is_parsed_from_ids_not_from_text(run: _Generation, tokens: list[in
     deltas = run.on_chunk(chunk(tokens, len(tokens), {"type": "stop", "matched": 200002}))
     assert TextDelta(text="Hello! How can I help you today?", phase="final_answer") in deltas
     assert deltas[-1] == EndItem()
+
+
+@pytest.mark.parametrize("matched", [200002, "</answer>", None])
+def test_a_stop_on_a_token_or_a_string_is_stop(
+    run: _Generation, tokens: list[int], matched: Any
+) -> None:
+    run.on_chunk(chunk(tokens, len(tokens), {"type": "stop", "matched": matched}))
+    assert run.finished is not None
+    assert run.finished.reason == "stop"
+
+
+def test_intermediate_chunks_without_text_and_unknown_meta_keys_are_fine(
+    run: _Generation, tokens: list[int], encoding: Any
+) -> None:
+    """0.5.23 defers `text` (null) on intermediate cumulative chunks; meta_info grows keys."""
+    data = json.loads(chunk(tokens[:6], 6, weight_version="default", num_retractions=0))
+    data["text"] = None
+    assert run.on_chunk(json.dumps(data)) == HarmonyParser(encoding).feed(tokens[:6])
+    assert run.ids.consumed == 6
