@@ -29,7 +29,8 @@ class Timeouts:
     connect: float = 10.0
     first_token: float = 600.0
     between_tokens: float = 120.0
-    request: float = 30.0  # the short calls: model info, health, abort
+    request: float = 30.0  # the short calls: model info, health
+    abort: float = 5.0  # telling the engine to stop; short, as it runs while closing
 
 
 def make_client(

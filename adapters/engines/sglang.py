@@ -8,6 +8,7 @@ generating for a response nobody reads.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -240,6 +241,9 @@ class SglangEngine:
             if e.code == "engine_timeout":  # sent, and perhaps running: stop it
                 await self._abort(rid)
             raise
+        except asyncio.CancelledError:
+            await self._abort(rid)  # perhaps sent: an unknown rid is answered 200 too
+            raise
         run = _Generation(HarmonyParser(self.renderer.encoding), self._what)
         try:
             async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
@@ -297,7 +301,7 @@ class SglangEngine:
     async def _abort(self, rid: str) -> None:
         try:
             response = await self._client.post(
-                self._url("/abort_request"), json={"rid": rid}, timeout=self.timeouts.request
+                self._url("/abort_request"), json={"rid": rid}, timeout=self.timeouts.abort
             )
         except httpx.HTTPError as e:
             log.warning("could not abort request %s on %s: %s", rid, self._what, e)

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import time
 import uuid
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,7 @@ class FakeSglang:
         self.config = dataclasses.replace(config)
         self.enc = gpt_oss_encoding()
         self.live: dict[str, Live] = {}
-        self.seen: list[list[int]] = []  # earlier prompts+outputs, for the prefix cache
+        self.seen: list[bytes] = []  # earlier prompts+outputs (uint32s), for the prefix cache
         self.reset()
 
     def reset(self) -> None:
@@ -236,8 +237,20 @@ class FakeSglang:
             return await run.play(stream)
         finally:
             self.live.pop(run.rid, None)
-            self.seen.append(run.input_ids + run.produced)
+            self.seen = [*self.seen[-63:], array("I", run.input_ids + run.produced).tobytes()]
             self.log["finished"][run.rid] = run.end
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Bytes in common at the start (a binary search of slice compares, done in C)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo - lo % 4
 
 
 class Run:
@@ -260,6 +273,7 @@ class Run:
         self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self.end = "running"
         self.started = time.monotonic()
+        self.cached = self._cached()  # the radix-cache hit is fixed when the request starts
 
     def _tokens(self, name: str) -> list[int]:
         if name in ("long", "stall", "drop", "eof", "server_abort", "bad_counts"):
@@ -295,7 +309,7 @@ class Run:
             "weight_version": "default",
             "num_retractions": 0,
             "completion_tokens": len(self.produced) + extra,
-            "cached_tokens": self._cached(),
+            "cached_tokens": self.cached,
         }
         if self.cfg.reasoning_tokens != "absent":
             meta["reasoning_tokens"] = (
@@ -306,15 +320,11 @@ class Run:
         return meta
 
     def _cached(self) -> int:
-        best = 0
-        for earlier in self.fake.seen:
-            n = 0
-            for a, b in zip(earlier, self.input_ids, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        return min(best, len(self.input_ids) - 1)
+        """The longest prefix shared with an earlier prompt+output, as sglang's radix cache
+        would hit (at least one token is always computed)."""
+        mine = array("I", self.input_ids).tobytes()
+        best = max((_common_prefix(mine, earlier) for earlier in self.fake.seen), default=0)
+        return min(best // 4, len(self.input_ids) - 1)
 
     def _reasoning(self) -> int:
         """Tokens of analysis messages produced, as a reasoning parser would count them."""
