@@ -119,7 +119,8 @@ async def bench(url: str, streams: list[int], rounds: int) -> list[dict[str, obj
 def report(rows: list[dict[str, object]], args: argparse.Namespace) -> str:
     per_stream = rows[0]["raw"]["tokens_per_stream"]  # type: ignore[index]
     lines = [
-        f"fake sglang style={args.style}, {per_stream} tokens/stream",
+        f"fake sglang style={args.style}, {per_stream} tokens/stream, "
+        f"token delay {args.token_delay * 1000:g} ms",
         "",
         "| streams | raw tok/s | engine tok/s | engine/raw | client CPU µs/token raw / engine "
         "| raw TTFT p50/p99 ms | engine TTFT p50/p99 ms | added TTFT p50/p99 ms |",
@@ -147,9 +148,16 @@ def main() -> None:
     p.add_argument("--words", type=int, default=500, help="length of the streamed answer")
     p.add_argument("--style", default="cumulative", choices=["cumulative", "incremental"])
     p.add_argument("--rounds", type=int, default=128, help="streams per measurement (about)")
+    p.add_argument("--token-delay", type=float, default=0.0, help="seconds per token (0: flat out)")
     args = p.parse_args()
     fake = FakeProcess(
-        "tests.fakes.sglang_server", "--style", args.style, "--long-words", str(args.words)
+        "tests.fakes.sglang_server",
+        "--style",
+        args.style,
+        "--long-words",
+        str(args.words),
+        "--token-delay",
+        str(args.token_delay),
     )
     try:
         rows = asyncio.run(bench(fake.url, args.streams, args.rounds))
