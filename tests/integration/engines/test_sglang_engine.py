@@ -463,3 +463,23 @@ async def test_many_concurrent_generations_all_finish(fake_sglang: FakeProcess) 
     assert len(rids) == 32
     words = long_answer(400).split("<|message|>")[-1].removesuffix("<|return|>")
     assert all("".join(d.text for d in r if isinstance(d, TextDelta)) == words for r in results)
+
+
+async def test_the_fake_aborts_a_request_whose_client_left_as_sglang_does(
+    fake_sglang: FakeProcess,
+) -> None:
+    """No abort call: sglang notices the disconnect and aborts by itself a little later."""
+    fake_sglang.configure(token_delay=0.01, disconnect_abort_after=0.2)
+    tokens = gpt_oss_encoding().encode(
+        "<|start|>user<|message|>[fake:long]<|end|><|start|>assistant", allowed_special="all"
+    )
+    params = {"max_new_tokens": 2000}
+    body = {"input_ids": tokens, "sampling_params": params, "stream": True, "rid": "gone-client"}
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream("POST", fake_sglang.url + "/generate", json=body) as response,
+    ):
+        await anext(response.aiter_raw())
+    log = await fake_sglang.until(lambda log: "gone-client" in log["finished"])
+    assert log["finished"]["gone-client"] == "abort_disconnected"
+    assert log["aborts"] == []
