@@ -13,7 +13,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import msgspec
@@ -350,3 +350,10 @@ class SglangEngine:
             return None
         length = first.get("max_model_len") if first else None
         return length if isinstance(length, int) else None
+
+
+if TYPE_CHECKING:  # the port is structural: let mypy prove this adapter fits it
+    from service.ports import Engine
+
+    def _fits_the_port(engine: SglangEngine) -> Engine:
+        return engine
