@@ -212,6 +212,8 @@ class FakeSglang:
                 400, self._bad_request("Either text, input_ids or input_embeds should be provided.")
             )
         rid = body.get("rid") or uuid.uuid4().hex
+        if not body.get("stream"):
+            return await self._whole(r, Run(self, rid, ids, params, stream=False))
         stream = EventStream(r)
         await stream.start()
         try:
@@ -231,7 +233,16 @@ class FakeSglang:
         finally:
             stream.close()
 
-    async def _run(self, run: Run, stream: EventStream) -> bool:
+    async def _whole(self, r: Request, run: Run) -> None:
+        """Without `stream`, sglang answers one JSON object: the whole output."""
+        collected = _Collector()
+        await self._run(run, collected)
+        last = json.loads(collected.last) if collected.last else {}
+        if "error" in last:
+            return await r.json(400, last)
+        await r.json(200, last)
+
+    async def _run(self, run: Run, stream: EventStream | _Collector) -> bool:
         self.live[run.rid] = run.live
         try:
             return await run.play(stream)
@@ -253,13 +264,33 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo - lo % 4
 
 
+class _Collector:
+    """Stands in for the event stream of a non-streamed request: keeps the last chunk."""
+
+    def __init__(self) -> None:
+        self.gone = asyncio.Event()
+        self.last = b""
+
+    async def data(self, payload: bytes) -> None:
+        self.last = payload
+
+    async def end(self) -> None:
+        pass
+
+
 class Run:
     """One generation: the transcript, the tokens produced so far, how it ended."""
 
     def __init__(
-        self, fake: FakeSglang, rid: str, input_ids: list[int], params: dict[str, Any]
+        self,
+        fake: FakeSglang,
+        rid: str,
+        input_ids: list[int],
+        params: dict[str, Any],
+        stream: bool = True,
     ) -> None:
         self.fake, self.cfg, self.rid, self.input_ids = fake, fake.config, rid, input_ids
+        self.style = fake.config.style if stream else "cumulative"  # one whole answer
         text = fake.enc.decode(input_ids)
         self.name = scenario(text)
         self.tokens = self._tokens(self.name)
@@ -331,7 +362,7 @@ class Run:
         return sum(self.analysis[: len(self.produced)])
 
     def chunk(self, step: list[int], finish: dict[str, Any] | None) -> bytes:
-        style = self.cfg.style
+        style = self.style
         text_now = self._text(step)
         if style == "cumulative":
             out = {"text": text_now, "output_ids": list(self.produced)}
@@ -344,7 +375,7 @@ class Run:
 
     # --- the loop -------------------------------------------------------------------------
 
-    async def play(self, stream: EventStream) -> bool:
+    async def play(self, stream: EventStream | _Collector) -> bool:
         """Stream the run; True when `[DONE]` follows (it does, unless the body was ended)."""
         if self.name == "stall_first":
             await self._stall(stream)
@@ -386,7 +417,7 @@ class Run:
             return [199999], {"type": "stop", "matched": 199999}
         return step, None
 
-    async def _fault(self, stream: EventStream, step: list[int]) -> bool:
+    async def _fault(self, stream: EventStream | _Collector, step: list[int]) -> bool:
         """Break the stream as the scenario says; True when `[DONE]` follows."""
         name = self.name
         self.end = name
@@ -414,7 +445,7 @@ class Run:
             await stream.data(json.dumps(bad).encode())
         return True
 
-    async def _stall(self, stream: EventStream) -> None:
+    async def _stall(self, stream: EventStream | _Collector) -> None:
         self.end = "stalled"
         gone = asyncio.create_task(stream.gone.wait())
         aborted = asyncio.create_task(self.live.abort.wait())

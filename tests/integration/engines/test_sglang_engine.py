@@ -483,3 +483,22 @@ async def test_the_fake_aborts_a_request_whose_client_left_as_sglang_does(
     log = await fake_sglang.until(lambda log: "gone-client" in log["finished"])
     assert log["finished"]["gone-client"] == "abort_disconnected"
     assert log["aborts"] == []
+
+
+async def test_the_fake_answers_a_non_streamed_generate_with_the_whole_output(
+    fake_sglang_incremental: FakeProcess,
+) -> None:
+    tokens = gpt_oss_encoding().encode(
+        "<|start|>user<|message|>Hi<|end|><|start|>assistant", allowed_special="all"
+    )
+    body = {"input_ids": tokens, "sampling_params": {"max_new_tokens": 500}}
+    async with httpx.AsyncClient(timeout=30) as client:
+        out = (await client.post(fake_sglang_incremental.url + "/generate", json=body)).json()
+    expected = gpt_oss_encoding().encode(TRANSCRIPTS["reasoning_final"], allowed_special="all")
+    assert out["output_ids"] == expected
+    assert out["meta_info"]["completion_tokens"] == len(expected)
+    assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": 200002}
+    assert (
+        out["text"]
+        == "The user says hello. I should greet them back briefly.Hello! How can I help you today?"
+    )
