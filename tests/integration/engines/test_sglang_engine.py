@@ -498,7 +498,9 @@ async def test_the_fake_answers_a_non_streamed_generate_with_the_whole_output(
     assert out["output_ids"] == expected
     assert out["meta_info"]["completion_tokens"] == len(expected)
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": 200002}
-    assert (
-        out["text"]
-        == "The user says hello. I should greet them back briefly.Hello! How can I help you today?"
+    # Special tokens are skipped from `text` but the channel names are plain words: why the
+    # adapter parses harmony from the ids.
+    assert out["text"] == (
+        "analysisThe user says hello. I should greet them back briefly."
+        "assistantfinalHello! How can I help you today?"
     )
