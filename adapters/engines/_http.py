@@ -1,0 +1,243 @@
+"""What both HTTP engine adapters share: timeouts, opening a streamed POST, reading its
+server-sent events under deadlines, and turning every transport failure into an
+`EngineError` whose code says what kind of failure it was.
+
+Failure codes: `engine_unavailable` (cannot connect), `engine_timeout` (connect, first token
+or between tokens), `engine_unauthorized` (401/403), `engine_bad_request` (other 4xx),
+`engine_overloaded` (429/503), `engine_http_error` (other 5xx), `engine_disconnected` (the
+server dropped the stream), `engine_protocol_error` (the stream is not what the protocol
+says). The adapters add their own on top (see docs/engines.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from domain.errors import EngineError
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. `first_token` covers queueing and prefill; `between_tokens` a stall."""
+
+    connect: float = 10.0
+    first_token: float = 600.0
+    between_tokens: float = 120.0
+    request: float = 30.0  # the short calls: model info, health
+    abort: float = 5.0  # telling the engine to stop; short, as it runs while closing
+
+
+def make_client(
+    timeouts: Timeouts, api_key: str | None, max_connections: int = 1024
+) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    # Reads are unbounded here: the stream readers apply their own deadlines, so a timeout
+    # can say whether the first token or a later one was late.
+    timeout = httpx.Timeout(
+        connect=timeouts.connect, read=None, write=timeouts.request, pool=timeouts.request
+    )
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
+    return httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+
+
+def error_detail(body: bytes) -> str:
+    """The message of an error body, whichever server shape it has (sglang's
+    `{"error": {"message"}}`, `{"error": "Unauthorized"}`, `{"object": "error", "message"}`,
+    FastAPI's `{"detail"}`), else the text itself."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500] or "(empty body)"
+    return _message_of(data) or text[:500]
+
+
+def _message_of(data: Any) -> str | None:
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, dict):
+        return None
+    for key in ("error", "message", "detail"):
+        value = data.get(key)
+        if isinstance(value, dict):
+            inner = _message_of(value)
+            if inner:
+                return inner
+        elif isinstance(value, str) and value:
+            return value
+    return None
+
+
+def status_error(what: str, status: int, body: bytes) -> EngineError:
+    if status in (401, 403):
+        code = "engine_unauthorized"
+    elif status in (429, 503):
+        code = "engine_overloaded"
+    elif 400 <= status < 500:
+        code = "engine_bad_request"
+    else:
+        code = "engine_http_error"
+    return EngineError(f"{what} answered HTTP {status}: {error_detail(body)}", code=code)
+
+
+def transport_error(what: str, e: httpx.HTTPError) -> EngineError:
+    """A failure below HTTP, named for what it means to an operator."""
+    detail = str(e) or type(e).__name__
+    if isinstance(e, httpx.ConnectTimeout):
+        return EngineError(f"timed out connecting to {what}: {detail}", code="engine_timeout")
+    if isinstance(e, httpx.ConnectError):
+        return EngineError(f"cannot connect to {what}: {detail}", code="engine_unavailable")
+    if isinstance(e, httpx.TimeoutException):
+        return EngineError(f"{what} timed out: {detail}", code="engine_timeout")
+    return EngineError(
+        f"{what} dropped the connection mid-stream: {detail}", code="engine_disconnected"
+    )
+
+
+async def get_json(client: httpx.AsyncClient, url: str, what: str) -> Any:
+    """GET a JSON document; `EngineError` if the server fails or answers non-2xx."""
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as e:
+        raise transport_error(what, e) from e
+    if response.status_code >= 400:
+        raise status_error(what, response.status_code, response.content)
+    try:
+        return response.json()
+    except ValueError as e:
+        raise EngineError(
+            f"{what} at {url} did not answer JSON: {response.text[:200]!r}",
+            code="engine_protocol_error",
+        ) from e
+
+
+class _Deadline:
+    """The first event may take `first` seconds from the request; each later read may wait
+    `between` seconds on the server (time the consumer spends between reads is not counted).
+    """
+
+    def __init__(self, first: float, between: float) -> None:
+        self.between = between
+        self.started = False
+        self.first_at = asyncio.get_running_loop().time() + first
+
+    @property
+    def at(self) -> float:
+        if not self.started:
+            return self.first_at
+        return asyncio.get_running_loop().time() + self.between
+
+    def advance(self) -> None:
+        self.started = True
+
+
+async def open_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    what: str,
+    deadline: _Deadline,
+) -> httpx.Response:
+    """POST and return the streamed response once its headers are in (status 200);
+    any other status is read and raised as an `EngineError`."""
+    request = client.build_request("POST", url, json=body)
+    try:
+        async with asyncio.timeout_at(deadline.at):
+            response = await client.send(request, stream=True)
+    except TimeoutError as e:
+        raise _timeout(what, deadline) from e
+    except httpx.HTTPError as e:
+        raise transport_error(what, e) from e
+    if response.status_code != 200:
+        try:
+            content = await response.aread()
+        except httpx.HTTPError:
+            content = b""
+        finally:
+            await response.aclose()
+        raise status_error(what, response.status_code, content)
+    return response
+
+
+def _timeout(what: str, deadline: _Deadline) -> EngineError:
+    if deadline.started:
+        return EngineError(
+            f"{what} sent nothing for {deadline.between:g} s between tokens",
+            code="engine_timeout",
+        )
+    return EngineError(f"{what} sent no first token in time", code="engine_timeout")
+
+
+async def sse_events(
+    response: httpx.Response, what: str, deadline: _Deadline
+) -> AsyncGenerator[bytes, None]:
+    """The `data` of each server-sent event (multi-line data joined by newlines), under the
+    deadline; ends when the body does.
+
+    Reads raw network chunks and splits them itself: one deadline and one split per read
+    rather than per line, which is most of the per-token cost at streaming rates.
+    """
+    chunks = response.aiter_raw()
+    buffer = b""
+    try:
+        while (chunk := await _next_chunk(chunks, what, deadline)) is not None:
+            buffer += chunk
+            if b"\r" in buffer:  # CRLF framing is legal SSE; sglang and vLLM send LF
+                buffer = buffer.replace(b"\r\n", b"\n")
+            if b"\n\n" not in buffer:
+                continue
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                if (data := _data(event)) is not None:
+                    yield data
+        if (data := _data(buffer)) is not None:
+            yield data
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+
+
+def _data(event: bytes) -> bytes | None:
+    """The data field of one event; other fields (`event:`, `id:`, comments) carry nothing
+    these protocols use."""
+    lines = [
+        line[6:] if line.startswith(b"data: ") else line[5:]
+        for line in event.split(b"\n")
+        if line.startswith(b"data:")
+    ]
+    return b"\n".join(lines) if lines else None
+
+
+async def _next_chunk(chunks: AsyncIterator[bytes], what: str, deadline: _Deadline) -> bytes | None:
+    try:
+        async with asyncio.timeout_at(deadline.at):
+            chunk = await anext(chunks)
+    except StopAsyncIteration:
+        return None
+    except TimeoutError as e:
+        raise _timeout(what, deadline) from e
+    except httpx.HTTPError as e:
+        raise transport_error(what, e) from e
+    deadline.advance()
+    return chunk
+
+
+def preview(data: bytes | str, limit: int = 200) -> str:
+    """The start of a payload, as text, for an error message."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return repr(text[:limit])
+
+
+def protocol_error(what: str, detail: str) -> EngineError:
+    return EngineError(
+        f"{what} broke its streaming protocol: {detail}", code="engine_protocol_error"
+    )
+
+
+def deadline(timeouts: Timeouts) -> _Deadline:
+    return _Deadline(timeouts.first_token, timeouts.between_tokens)

@@ -1,0 +1,130 @@
+"""Parse gpt-oss output token ids into semantic deltas with harmony's `StreamableParser`.
+
+`analysis` is reasoning, `final` the answer, `commentary` to `functions.x` a call of `x`
+(its content the arguments), `commentary` with no recipient a preamble. Each message
+boundary ends the item; a message cut off mid-way is left open, for `finish()` to close it
+as incomplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from openai_harmony import HarmonyError, Role, StreamableParser
+
+from domain.errors import EngineError
+from domain.generation import (
+    AnyDelta,
+    ArgumentsDelta,
+    EndItem,
+    FunctionCallStart,
+    ReasoningDelta,
+    TextDelta,
+)
+
+Kind = Literal["reasoning", "preamble", "answer", "call"]
+
+
+def _token(encoding: Any, text: str) -> int:
+    (token,) = encoding.encode(text, allowed_special="all")
+    return int(token)
+
+
+def classify(channel: str | None, recipient: str | None) -> Kind:
+    """What a message is, from its header. A recipient makes it a tool call whatever its
+    channel (gpt-oss sometimes addresses tools from `analysis`)."""
+    if recipient:
+        return "call"
+    if channel == "analysis":
+        return "reasoning"
+    if channel == "commentary":
+        return "preamble"
+    return "answer"
+
+
+def function_name(recipient: str) -> str:
+    """`functions.get_weather` calls `get_weather`; any other recipient (a built-in tool the
+    model imagines) is passed on whole, so the client sees what was asked."""
+    return recipient.removeprefix("functions.")
+
+
+def _delta(kind: Kind, text: str) -> AnyDelta:
+    if kind == "reasoning":
+        return ReasoningDelta(text=text)
+    if kind == "preamble":
+        return TextDelta(text=text, phase="commentary")
+    if kind == "answer":
+        return TextDelta(text=text, phase="final_answer")
+    return ArgumentsDelta(text=text)
+
+
+class HarmonyParser:
+    """Incremental: feed each chunk's new token ids, get the deltas they complete."""
+
+    def __init__(self, encoding: Any) -> None:
+        self._parser = StreamableParser(encoding, Role.ASSISTANT)
+        self._message_token = _token(encoding, "<|message|>")
+        self._end_tokens = frozenset(
+            _token(encoding, t) for t in ("<|end|>", "<|call|>", "<|return|>")
+        )
+        self._kind: Kind | None = None  # the open message's kind, once its header is read
+        self._opened = False  # whether a delta of the open message was yielded
+        self._message_tokens = 0
+        self.tokens = 0
+        self.reasoning_tokens = 0  # every token of analysis messages, headers included
+
+    def feed(self, token_ids: Iterable[int]) -> list[AnyDelta]:
+        """Deltas for these tokens; consecutive text of one message is merged into one."""
+        out: list[AnyDelta] = []
+        pending: list[str] = []
+        for token in token_ids:
+            self._process(token)
+            if token == self._message_token:
+                self._header_done(out)
+            elif token in self._end_tokens:
+                self._flush(out, pending)
+                self._message_done(out)
+            elif self._kind is not None:
+                text = self._parser.last_content_delta
+                if text:
+                    pending.append(text)
+        self._flush(out, pending)
+        return out
+
+    def _process(self, token: int) -> None:
+        self.tokens += 1
+        self._message_tokens += 1
+        try:
+            self._parser.process(token)
+        except HarmonyError as e:
+            raise EngineError(
+                f"gpt-oss output is not valid harmony at output token {self.tokens} "
+                f"(id {token}): {e}",
+                code="engine_output_invalid",
+            ) from e
+
+    def _header_done(self, out: list[AnyDelta]) -> None:
+        recipient = self._parser.current_recipient
+        self._kind = classify(self._parser.current_channel, recipient)
+        if self._kind == "call":
+            out.append(FunctionCallStart(name=function_name(recipient or "")))
+            self._opened = True
+
+    def _flush(self, out: list[AnyDelta], pending: list[str]) -> None:
+        if pending and self._kind is not None:
+            out.append(_delta(self._kind, "".join(pending)))
+            self._opened = True
+            pending.clear()
+
+    def _message_done(self, out: list[AnyDelta]) -> None:
+        if self._opened:
+            out.append(EndItem())
+        if self._kind == "reasoning":
+            self.reasoning_tokens += self._message_tokens
+        self._kind, self._opened, self._message_tokens = None, False, 0
+
+    @property
+    def open_reasoning_tokens(self) -> int:
+        """Tokens of an analysis message still open (cut off), for usage accounting."""
+        return self._message_tokens if self._kind == "reasoning" else 0

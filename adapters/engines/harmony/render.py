@@ -1,0 +1,279 @@
+"""Render a `Prompt` into the prompt token ids gpt-oss expects, with openai-harmony.
+
+The conversation is: a system message (identity, knowledge cutoff, date, reasoning effort,
+valid channels), a developer message (instructions, function tools, response format), then
+the history turns and the current input, each item as the harmony message gpt-oss wrote or
+reads, and finally `<|start|>assistant` for the model to continue.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from datetime import UTC, date, datetime
+from typing import Any
+
+import msgspec
+from openai_harmony import (
+    Author,
+    Conversation,
+    DeveloperContent,
+    Message,
+    ReasoningEffort,
+    RenderConversationConfig,
+    Role,
+    SystemContent,
+    TextContent,
+    ToolDescription,
+)
+
+from adapters.engines.harmony.encoding import gpt_oss_encoding, stop_token_ids
+from domain.errors import EngineError
+from domain.generation import Prompt
+from domain.objects import (
+    AllowedToolsChoice,
+    FormatJsonObject,
+    FormatJsonSchema,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionTool,
+    FunctionToolChoice,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    OutputItem,
+    OutputMessage,
+    ReasoningItem,
+    Refusal,
+)
+
+DEFAULT_IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
+DEFAULT_CUTOFF = "2024-06"
+
+_EFFORT = {
+    "none": ReasoningEffort.LOW,
+    "minimal": ReasoningEffort.LOW,
+    "low": ReasoningEffort.LOW,
+    "medium": ReasoningEffort.MEDIUM,
+    "high": ReasoningEffort.HIGH,
+    "xhigh": ReasoningEffort.HIGH,
+}
+# The content type gpt-oss writes on a function call, and must read back on one.
+JSON_CONTENT_TYPE = "<|constrain|>json"
+
+
+def _utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+def _invalid(message: str) -> EngineError:
+    return EngineError(message, code="invalid_prompt")
+
+
+class HarmonyRenderer:
+    """Turns prompts into gpt-oss prompt token ids; one per engine, safe to share."""
+
+    def __init__(
+        self,
+        encoding: Any | None = None,
+        *,
+        model_identity: str = DEFAULT_IDENTITY,
+        knowledge_cutoff: str = DEFAULT_CUTOFF,
+        today: Callable[[], date] = _utc_today,
+    ) -> None:
+        self.encoding = encoding if encoding is not None else gpt_oss_encoding()
+        self.model_identity = model_identity
+        self.knowledge_cutoff = knowledge_cutoff
+        self.today = today
+        self.stop_token_ids = stop_token_ids(self.encoding)
+
+    def conversation(self, prompt: Prompt) -> Conversation:
+        """The harmony conversation of `prompt`, earlier chain-of-thought already dropped."""
+        head = [self._system(prompt)]
+        developer = _developer(prompt)
+        if developer is not None:
+            head.append(developer)
+        return Conversation.from_messages(head + drop_spent_reasoning(_body(prompt)))
+
+    def render(self, prompt: Prompt) -> list[int]:
+        """Prompt token ids, ending in `<|start|>assistant`."""
+        # Dropping is done by `drop_spent_reasoning`, whose rule is gpt-oss's; harmony's own
+        # auto-drop only looks at the analysis before the *first* final message.
+        config = RenderConversationConfig(auto_drop_analysis=False)
+        ids = self.encoding.render_conversation_for_completion(
+            self.conversation(prompt), Role.ASSISTANT, config
+        )
+        return list(ids)
+
+    def _system(self, prompt: Prompt) -> Message:
+        effort = _EFFORT.get(prompt.reasoning.effort or "medium", ReasoningEffort.MEDIUM)
+        content = (
+            SystemContent.new()
+            .with_model_identity(self.model_identity)
+            .with_reasoning_effort(effort)
+            .with_knowledge_cutoff(self.knowledge_cutoff)
+            .with_conversation_start_date(self.today().isoformat())
+            .with_required_channels(["analysis", "commentary", "final"])
+        )
+        return Message.from_role_and_content(Role.SYSTEM, content)
+
+
+# --- developer message ------------------------------------------------------------------
+
+
+def announced_tools(prompt: Prompt) -> list[FunctionTool]:
+    """The function tools the model is told about; `tool_choice` narrows them (harmony has no
+    way to force a call, so "required" announces them all)."""
+    choice = prompt.tool_choice
+    if choice == "none":
+        return []
+    if isinstance(choice, FunctionToolChoice):
+        return [t for t in prompt.tools if t.name == choice.name]
+    if isinstance(choice, AllowedToolsChoice):
+        allowed = {t.get("name") for t in choice.tools}
+        return [t for t in prompt.tools if t.name in allowed]
+    return list(prompt.tools)
+
+
+def _response_format(prompt: Prompt) -> str | None:
+    """The `# Response Formats` section gpt-oss reads for structured output."""
+    fmt = prompt.text.format
+    if isinstance(fmt, FormatJsonSchema):
+        lines = ["# Response Formats", "", f"## {fmt.name}", ""]
+        if fmt.description:
+            lines.append(f"// {fmt.description}")
+        lines.append(json.dumps(fmt.schema, separators=(",", ":")))
+        return "\n".join(lines)
+    if isinstance(fmt, FormatJsonObject):
+        return "# Response Formats\n\nRespond with a single JSON object."
+    return None
+
+
+def _developer(prompt: Prompt) -> Message | None:
+    sections = [s for s in (prompt.instructions, _response_format(prompt)) if s]
+    tools = announced_tools(prompt)
+    if not sections and not tools:
+        return None
+    content = DeveloperContent.new()
+    if sections:
+        content = content.with_instructions("\n\n".join(sections))
+    if tools:
+        content = content.with_function_tools(
+            [ToolDescription.new(t.name, t.description or "", t.parameters) for t in tools]
+        )
+    return Message.from_role_and_content(Role.DEVELOPER, content)
+
+
+# --- conversation items -----------------------------------------------------------------
+
+
+def _items(prompt: Prompt) -> list[InputItem | OutputItem]:
+    """Every item of the conversation in order; earlier turns' instructions are not carried
+    over (as in OpenAI's API)."""
+    items: list[InputItem | OutputItem] = []
+    for turn in prompt.history:
+        items.extend(turn.input)
+        items.extend(turn.output)
+    items.extend(prompt.input)
+    return items
+
+
+def _call_names(items: Iterable[InputItem | OutputItem]) -> dict[str, str]:
+    return {i.call_id: i.name for i in items if isinstance(i, InputFunctionCall | FunctionCall)}
+
+
+def _body(prompt: Prompt) -> list[Message]:
+    items = _items(prompt)
+    names = _call_names(items)
+    return [m for item in items for m in _messages(item, names)]
+
+
+def _text(parts: Iterable[object]) -> str:
+    out = []
+    for p in parts:
+        if isinstance(p, Refusal):
+            out.append(p.refusal)
+        elif hasattr(p, "text"):
+            out.append(p.text)
+    return "".join(out)
+
+
+def _assistant(text: str, channel: str) -> Message:
+    return Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel)
+
+
+def _call(name: str, arguments: str) -> Message:
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(f"functions.{name}")
+        .with_content_type(JSON_CONTENT_TYPE)
+    )
+
+
+def _tool_result(item: FunctionCallOutput, names: dict[str, str]) -> Message:
+    name = names.get(item.call_id)
+    if name is None:
+        raise _invalid(
+            f"function_call_output {item.id} answers call_id {item.call_id!r}, "
+            "but no function_call with that call_id is in the conversation"
+        )
+    author = Author.new(Role.TOOL, f"functions.{name}")
+    return (
+        Message.from_author_and_content(author, item.output)
+        .with_channel("commentary")
+        .with_recipient("assistant")
+    )
+
+
+def _input_message(item: InputMessage) -> list[Message]:
+    text = _text(item.content)
+    if item.role == "user":
+        return [Message.from_role_and_contents(Role.USER, [TextContent(text=text)])]
+    if item.role == "assistant":
+        return [_assistant(text, "final")] if text else []
+    # A system or developer message inside the input is an instruction; the harmony
+    # system message is reserved for the model's own configuration.
+    content = DeveloperContent.new().with_instructions(text)
+    return [Message.from_role_and_content(Role.DEVELOPER, content)]
+
+
+def _reasoning(item: InputReasoning | ReasoningItem) -> list[Message]:
+    text = _text(item.content)
+    return [_assistant(text, "analysis")] if text else []
+
+
+def _messages(item: InputItem | OutputItem, names: dict[str, str]) -> list[Message]:
+    match item:
+        case InputMessage():
+            return _input_message(item)
+        case OutputMessage(content=content, phase=phase):
+            text = _text(content)
+            channel = "commentary" if phase == "commentary" else "final"
+            return [_assistant(text, channel)] if text else []
+        case InputReasoning() | ReasoningItem():
+            return _reasoning(item)
+        case (
+            InputFunctionCall(name=name, arguments=arguments)
+            | FunctionCall(name=name, arguments=arguments)
+        ):
+            return [_call(name, arguments)]
+        case FunctionCallOutput():
+            return [_tool_result(item, names)]
+    raise _invalid(f"cannot render input item {msgspec.to_builtins(item)!r}")
+
+
+def drop_spent_reasoning(messages: list[Message]) -> list[Message]:
+    """gpt-oss's rule for continuing a conversation: chain-of-thought of turns that ended in
+    a final answer is dropped; the reasoning after the last final answer (a tool-calling
+    turn still in progress) is kept, so the model picks up where it left off."""
+    last_final = max(
+        (
+            i
+            for i, m in enumerate(messages)
+            if m.author.role == Role.ASSISTANT and m.channel == "final"
+        ),
+        default=-1,
+    )
+    return [m for i, m in enumerate(messages) if not (i < last_final and m.channel == "analysis")]

@@ -1,0 +1,464 @@
+"""Any chat model behind an OpenAI-compatible `/v1/chat/completions` (sglang, vLLM, ...):
+the prompt becomes chat messages and tools, the streamed content, reasoning and tool-call
+deltas become semantic deltas. The upstream applies the chat template; closing the stream
+is the abort (vLLM and sglang stop a request whose client went away).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx
+import msgspec
+
+from adapters.engines._http import (
+    Timeouts,
+    deadline,
+    get_json,
+    make_client,
+    open_stream,
+    preview,
+    protocol_error,
+    sse_events,
+)
+from domain.errors import EngineError
+from domain.generation import (
+    AnyDelta,
+    ArgumentsDelta,
+    EndItem,
+    Finished,
+    FinishReason,
+    FunctionCallStart,
+    Prompt,
+    ReasoningDelta,
+    RefusalDelta,
+    TextDelta,
+    TokenUsage,
+)
+from domain.objects import (
+    AllowedToolsChoice,
+    FormatJsonObject,
+    FormatJsonSchema,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionTool,
+    FunctionToolChoice,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    OutputItem,
+    OutputMessage,
+    ReasoningItem,
+    Refusal,
+)
+
+log = logging.getLogger(__name__)
+
+# --- prompt -> chat request -------------------------------------------------------------
+
+
+def _text(parts: list[Any]) -> str:
+    return "".join(p.refusal if isinstance(p, Refusal) else p.text for p in parts)
+
+
+def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+class _Messages:
+    """Builds the chat messages; consecutive assistant text and calls share one message."""
+
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.out.append(message)
+
+    def assistant(self, text: str | None = None, call: dict[str, Any] | None = None) -> None:
+        last = self.out[-1] if self.out else None
+        if last is None or last["role"] != "assistant" or (text and last.get("tool_calls")):
+            last = {"role": "assistant", "content": None}
+            self.out.append(last)
+        if text:
+            last["content"] = (last["content"] or "") + text
+        if call:
+            last.setdefault("tool_calls", []).append(call)
+
+    def item(self, item: InputItem | OutputItem) -> None:
+        match item:
+            case InputMessage(role="assistant", content=content):
+                self.assistant(_text(content))
+            case InputMessage(role=role, content=content):
+                # "developer" is OpenAI's newer name; most chat templates know only "system".
+                self.add(
+                    {"role": "system" if role == "developer" else role, "content": _text(content)}
+                )
+            case OutputMessage(content=content):
+                self.assistant(_text(content))
+            case (
+                InputFunctionCall(call_id=cid, name=name, arguments=args)
+                | FunctionCall(call_id=cid, name=name, arguments=args)
+            ):
+                self.assistant(call=_tool_call(cid, name, args))
+            case FunctionCallOutput(call_id=cid, output=output):
+                self.add({"role": "tool", "tool_call_id": cid, "content": output})
+            case InputReasoning() | ReasoningItem():
+                pass  # chat templates drop earlier reasoning; the upstream cannot take it back
+
+
+def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """Instructions, then every earlier turn's input and output, then the current input."""
+    messages = _Messages()
+    if prompt.instructions:
+        messages.add({"role": "system", "content": prompt.instructions})
+    for turn in prompt.history:
+        for item in [*turn.input, *turn.output]:
+            messages.item(item)
+    for item in prompt.input:
+        messages.item(item)
+    return messages.out
+
+
+def _tool(tool: FunctionTool) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None:
+        function["description"] = tool.description
+    function["parameters"] = tool.parameters or {"type": "object", "properties": {}}
+    if tool.strict is not None:
+        function["strict"] = tool.strict
+    return {"type": "function", "function": function}
+
+
+def tools_and_choice(prompt: Prompt) -> dict[str, Any]:
+    """`tools` and `tool_choice`; allowed_tools narrows the list (chat has no such choice)."""
+    if not prompt.tools:
+        return {}
+    choice = prompt.tool_choice
+    tools = prompt.tools
+    wire: Any = choice
+    if isinstance(choice, FunctionToolChoice):
+        wire = {"type": "function", "function": {"name": choice.name}}
+    elif isinstance(choice, AllowedToolsChoice):
+        allowed = {t.get("name") for t in choice.tools}
+        tools = [t for t in tools if t.name in allowed]
+        wire = choice.mode
+    out: dict[str, Any] = {"tools": [_tool(t) for t in tools], "tool_choice": wire}
+    out["parallel_tool_calls"] = prompt.parallel_tool_calls
+    return out
+
+
+def _response_format(prompt: Prompt) -> dict[str, Any] | None:
+    fmt = prompt.text.format
+    if isinstance(fmt, FormatJsonSchema):
+        schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema}
+        if fmt.description:
+            schema["description"] = fmt.description
+        if fmt.strict is not None:
+            schema["strict"] = fmt.strict
+        return {"type": "json_schema", "json_schema": schema}
+    if isinstance(fmt, FormatJsonObject):
+        return {"type": "json_object"}
+    return None
+
+
+def chat_request(prompt: Prompt, model: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": chat_messages(prompt),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **tools_and_choice(prompt),
+    }
+    optional = {
+        "max_tokens": prompt.max_output_tokens,
+        "temperature": prompt.temperature,
+        "top_p": prompt.top_p,
+        "reasoning_effort": prompt.reasoning.effort,
+        "response_format": _response_format(prompt),
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+# --- chat stream -> deltas --------------------------------------------------------------
+
+
+class _Function(msgspec.Struct, frozen=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(msgspec.Struct, frozen=True):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct, frozen=True):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(msgspec.Struct, frozen=True):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _PromptDetails(msgspec.Struct, frozen=True):
+    cached_tokens: int | None = None
+
+
+class _CompletionDetails(msgspec.Struct, frozen=True):
+    reasoning_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct, frozen=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
+
+
+class _Chunk(msgspec.Struct, frozen=True):
+    choices: list[_Choice] = msgspec.field(default_factory=list)
+    usage: _Usage | None = None
+    error: Any = None
+    object: str | None = None
+    message: str | None = None
+
+
+_decoder = msgspec.json.Decoder(_Chunk)
+_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "stop",
+    "function_call": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+Kind = Literal["reasoning", "text", "refusal", "call"]
+
+
+def usage_of(usage: _Usage | None) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    prompt, completion = usage.prompt_tokens_details, usage.completion_tokens_details
+    return TokenUsage(
+        input_tokens=usage.prompt_tokens,
+        cached_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+        output_tokens=usage.completion_tokens,
+        reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
+
+
+class ChatStream:
+    """Chat-completion chunks in, semantic deltas out; pure, so tests feed it directly.
+
+    Tool calls arrive by `index`, each one's arguments streamed after its name; a call
+    whose index was already closed cannot reopen (the Responses item is done), so an
+    upstream that interleaves calls is refused.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.kind: Kind | None = None
+        self.call_index: int | None = None
+        self.closed_calls: set[int] = set()
+        self.finish_reason: FinishReason | None = None
+        self.usage: _Usage | None = None
+
+    def on_chunk(self, data: bytes | str) -> list[AnyDelta]:
+        try:
+            chunk = _decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise protocol_error(self.what, f"malformed chunk ({e}): {preview(data)}") from e
+        if chunk.error is not None or chunk.object == "error":
+            raise self._error(chunk)
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        out: list[AnyDelta] = []
+        for choice in chunk.choices:
+            if choice.index == 0:
+                self._choice(choice, out)
+        return out
+
+    def _error(self, chunk: _Chunk) -> EngineError:
+        error = chunk.error
+        message = error.get("message") if isinstance(error, dict) else error or chunk.message
+        return EngineError(
+            f"{self.what} failed the generation: {message}", code="engine_stream_error"
+        )
+
+    def _choice(self, choice: _Choice, out: list[AnyDelta]) -> None:
+        delta = choice.delta
+        if delta is not None:
+            reasoning = delta.reasoning_content or delta.reasoning  # never both: same text
+            self._text("reasoning", reasoning, out)
+            self._text("text", delta.content, out)
+            self._text("refusal", delta.refusal, out)
+            for call in delta.tool_calls or []:
+                self._tool_call(call, out)
+        if choice.finish_reason is not None:
+            reason = _REASONS.get(choice.finish_reason)
+            if reason is None:
+                raise protocol_error(self.what, f"unknown finish_reason {choice.finish_reason!r}")
+            self.finish_reason = reason
+            self._switch(None, out)
+
+    def _switch(self, kind: Kind | None, out: list[AnyDelta]) -> None:
+        if self.kind is not None and kind != self.kind:
+            out.append(EndItem())
+            if self.kind == "call" and self.call_index is not None:
+                self.closed_calls.add(self.call_index)
+                self.call_index = None
+        self.kind = kind
+
+    def _text(self, kind: Kind, text: str | None, out: list[AnyDelta]) -> None:
+        if not text:
+            return
+        # Refusal joins the open message; text and refusal are one message's parts.
+        if not (kind == "refusal" and self.kind == "text"):
+            self._switch(kind, out)
+        if kind == "reasoning":
+            out.append(ReasoningDelta(text=text))
+        elif kind == "text":
+            out.append(TextDelta(text=text))
+        else:
+            out.append(RefusalDelta(text=text))
+
+    def _tool_call(self, call: _ToolCallDelta, out: list[AnyDelta]) -> None:
+        index = call.index if call.index is not None else (self.call_index or 0)
+        function = call.function or _Function()
+        if index != self.call_index:
+            if index in self.closed_calls:
+                raise protocol_error(self.what, f"tool call {index} continued after it ended")
+            if not function.name:
+                raise protocol_error(self.what, f"tool call {index} starts without a name")
+            self._switch(None, out)
+            out.append(FunctionCallStart(name=function.name, call_id=call.id))
+            self.kind, self.call_index = "call", index
+        if function.arguments:
+            out.append(ArgumentsDelta(text=function.arguments))
+
+    def finished(self) -> Finished:
+        if self.finish_reason is None:
+            raise protocol_error(self.what, "the stream ended without a finish_reason")
+        if self.usage is None:
+            log.warning("%s sent no usage (stream_options.include_usage ignored)", self.what)
+        return Finished(reason=self.finish_reason, usage=usage_of(self.usage))
+
+
+# --- the engine -------------------------------------------------------------------------
+
+
+class OpenAIChatEngine:
+    """An OpenAI-compatible chat-completions upstream."""
+
+    name = "openai-chat"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeouts: Timeouts | None = None,
+        client: httpx.AsyncClient | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self.model = model
+        # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
+        self.extra_body = dict(extra_body or {})
+        self.served: list[str] = []
+        self.timeouts = timeouts or Timeouts()
+        self._client = client or make_client(self.timeouts, api_key)
+        self._what = f"chat-completions upstream at {self.base_url}"
+
+    async def start(self) -> None:
+        """Learn the served models from `/v1/models`; a configured model that is not among
+        them is an error. Without a configured model, the first served one is used."""
+        try:
+            listing = await get_json(self._client, self.base_url + "/v1/models", self._what)
+        except EngineError as e:
+            if self.model and e.code == "engine_bad_request":  # no /v1/models: trust config
+                log.warning("%s lists no models (%s); using %s", self._what, e, self.model)
+                return
+            raise
+        data = listing.get("data") if isinstance(listing, dict) else None
+        self.served = [m["id"] for m in data or [] if isinstance(m, dict) and "id" in m]
+        if self.model and self.served and self.model not in self.served:
+            raise EngineError(
+                f"{self._what} does not serve {self.model!r} (it serves {self.served})",
+                code="model_not_found",
+            )
+        if not self.model and not self.served:
+            raise EngineError(f"{self._what} serves no model", code="model_not_found")
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> OpenAIChatEngine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def models(self) -> list[str]:
+        if self.model:
+            return [self.model]
+        return self.served[:1]
+
+    async def ready(self) -> bool:
+        try:
+            response = await self._client.get(
+                self.base_url + "/v1/models", timeout=self.timeouts.request
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def upstream_model(self, prompt: Prompt) -> str:
+        """The prompt's model if the upstream serves it, else the configured one."""
+        if prompt.model in self.served or not (self.model or self.served):
+            return prompt.model
+        return self.model or self.served[0]
+
+    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+        body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
+        limit = deadline(self.timeouts)
+        url = self.base_url + "/v1/chat/completions"
+        response = await open_stream(self._client, url, body, self._what, limit)
+        stream = ChatStream(self._what)
+        try:
+            async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
+                done = False
+                async for data in events:
+                    if data == b"[DONE]":
+                        done = True
+                        break
+                    for delta in stream.on_chunk(data):
+                        yield delta
+            if not done and stream.finish_reason is None:
+                raise EngineError(
+                    f"{self._what} ended the stream before the generation finished",
+                    code="engine_disconnected",
+                )
+            yield stream.finished()
+        finally:
+            await response.aclose()  # how a chat upstream is told to stop generating
+
+
+if TYPE_CHECKING:  # the port is structural: let mypy prove this adapter fits it
+    from service.ports import Engine
+
+    def _fits_the_port(engine: OpenAIChatEngine) -> Engine:
+        return engine

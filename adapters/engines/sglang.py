@@ -1,0 +1,359 @@
+"""The sglang engine, native API: harmony-rendered token ids in, `POST /generate` streamed,
+output token ids parsed back with harmony. Protocol facts: shared/SGLANG.md.
+
+A generation that is left early (the iterator closed, cancelled, or failed while sglang was
+still running it) is aborted on sglang with `POST /abort_request`, so nothing keeps
+generating for a response nobody reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx
+import msgspec
+
+from adapters.engines._http import (
+    Timeouts,
+    deadline,
+    get_json,
+    make_client,
+    open_stream,
+    preview,
+    protocol_error,
+    sse_events,
+)
+from adapters.engines.harmony import HarmonyParser, HarmonyRenderer
+from domain.errors import EngineError
+from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_NEW_TOKENS = 16384
+
+
+# --- the wire: only the fields the adapter reads (msgspec skips the rest unparsed) ---------
+
+
+class _Finish(msgspec.Struct, frozen=True):
+    type: str
+    matched: int | str | None = None
+    length: int | None = None
+    message: str | None = None
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    completion_tokens: int
+    finish_reason: _Finish | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+
+class _Chunk(msgspec.Struct, frozen=True):
+    output_ids: list[int] | None = None
+    meta_info: _Meta | None = None
+    error: Any = None
+
+
+_decoder = msgspec.json.Decoder(_Chunk)
+
+
+class OutputIds:
+    """The new output ids of each chunk, whatever sglang's streaming style.
+
+    0.5.23 sends all ids so far in each chunk, `--incremental-streaming-output` and 0.5.2
+    send only the new ones. With `n` ids consumed, a chunk of `L` ids and
+    `completion_tokens = c` is cumulative if `L == c`, incremental if `n + L == c`; both
+    hold only before the first id, where they agree. The style is latched the first time it
+    is unambiguous, and a chunk that fits neither (or not the latched one) is refused.
+    """
+
+    def __init__(self) -> None:
+        self.consumed = 0
+        self.mode: Literal["cumulative", "incremental"] | None = None
+
+    def new(self, ids: list[int], completion_tokens: int) -> list[int]:
+        n, c = self.consumed, completion_tokens
+        cumulative = len(ids) == c and self.mode != "incremental"
+        incremental = n + len(ids) == c and self.mode != "cumulative"
+        if not (cumulative or incremental):
+            raise ValueError(
+                f"a chunk of {len(ids)} output ids with completion_tokens={c} after {n} ids "
+                f"fits neither cumulative nor incremental streaming (latched: {self.mode})"
+            )
+        if n and not (cumulative and incremental):
+            self.mode = "cumulative" if cumulative else "incremental"
+        self.consumed = c
+        return ids[n:] if cumulative else ids
+
+
+def _reason(finish: _Finish, what: str) -> FinishReason:
+    if finish.type == "stop":
+        return "stop"
+    if finish.type == "length":
+        return "length"
+    if finish.type == "abort":
+        raise EngineError(
+            f"{what} aborted the generation: {finish.message or 'no reason given'}",
+            code="engine_aborted",
+        )
+    raise protocol_error(what, f"unknown finish_reason type {finish.type!r}")
+
+
+def _stream_error(what: str, error: Any) -> EngineError:
+    message = error.get("message") if isinstance(error, dict) else error
+    return EngineError(f"{what} failed the generation: {message}", code="engine_stream_error")
+
+
+class _Generation:
+    """The state of one streamed generation: ids reconciled, harmony parsed, how it ended."""
+
+    def __init__(self, parser: HarmonyParser, what: str) -> None:
+        self.parser = parser
+        self.what = what
+        self.ids = OutputIds()
+        self.ended = False  # sglang is done with the request (finished, failed, or aborted)
+        self.finished: Finished | None = None
+
+    def on_chunk(self, data: bytes | str) -> list[AnyDelta]:
+        if self.finished is not None:
+            raise protocol_error(self.what, "a chunk after the finishing one")
+        try:
+            chunk = _decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise protocol_error(self.what, f"malformed chunk ({e}): {preview(data)}") from e
+        if chunk.error is not None:
+            self.ended = True
+            raise _stream_error(self.what, chunk.error)
+        meta = chunk.meta_info
+        if meta is None:
+            raise protocol_error(self.what, f"a chunk without meta_info: {preview(data)}")
+        if meta.finish_reason is not None and meta.finish_reason.type == "abort":
+            self.ended = True  # and its tokens are not taken: the answer stops where it was
+        reason = _reason(meta.finish_reason, self.what) if meta.finish_reason else None
+        deltas = self.parser.feed(self._new_ids(chunk.output_ids or [], meta))
+        if reason is not None:
+            self.ended = True
+            self.finished = Finished(reason=reason, usage=self._usage(meta))
+        return deltas
+
+    def _new_ids(self, ids: list[int], meta: _Meta) -> list[int]:
+        try:
+            return self.ids.new(ids, meta.completion_tokens)
+        except ValueError as e:
+            raise protocol_error(self.what, str(e)) from e
+
+    def _usage(self, meta: _Meta) -> TokenUsage:
+        # sglang counts reasoning only with a reasoning parser of its own; for /generate it
+        # reports nothing or 0, so the analysis tokens harmony saw are the count then.
+        counted = self.parser.reasoning_tokens + self.parser.open_reasoning_tokens
+        return TokenUsage(
+            input_tokens=meta.prompt_tokens,
+            cached_tokens=meta.cached_tokens,
+            output_tokens=meta.completion_tokens,
+            reasoning_tokens=meta.reasoning_tokens or counted,
+        )
+
+
+class SglangEngine:
+    """gpt-oss on sglang's native `/generate`, rendered and parsed with harmony."""
+
+    name = "sglang"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeouts: Timeouts | None = None,
+        renderer: HarmonyRenderer | None = None,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or Timeouts()
+        self.renderer = renderer or HarmonyRenderer()
+        self.max_new_tokens = max_new_tokens
+        self.model = model
+        self.served_model: str | None = None
+        self.context_length: int | None = None
+        self.model_type: str | None = None
+        self._client = client or make_client(self.timeouts, api_key)
+        self._what = f"sglang at {self.base_url}"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Learn what sglang serves (`/model_info`, else `/get_model_info`, else
+        `/v1/models`); raises `EngineError` if it cannot be reached."""
+        info = await self._model_info()
+        self.served_model = info.get("served_model_name") or info.get("model_path")
+        self.model_type = info.get("model_type")
+        self.context_length = await self._context_length()
+        if self.model_type and self.model_type != "gpt_oss":
+            log.warning("%s serves a %s model, not gpt-oss", self._what, self.model_type)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> SglangEngine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def models(self) -> list[str]:
+        name = self.model or self.served_model
+        return [name] if name else []
+
+    async def ready(self) -> bool:
+        try:
+            response = await self._client.get(self._url("/health"), timeout=self.timeouts.request)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    # --- generation ----------------------------------------------------------------------
+
+    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+        ids = self.renderer.render(prompt)
+        rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*
+        body = {
+            "input_ids": ids,
+            "sampling_params": self.sampling_params(prompt, len(ids)),
+            "stream": True,
+            "rid": rid,
+        }
+        limit = deadline(self.timeouts)
+        try:
+            response = await open_stream(
+                self._client, self._url("/generate"), body, self._what, limit
+            )
+        except EngineError as e:
+            if e.code == "engine_timeout":  # sent, and perhaps running: stop it
+                await self._abort(rid)
+            raise
+        except asyncio.CancelledError:
+            await self._abort(rid)  # perhaps sent: an unknown rid is answered 200 too
+            raise
+        run = _Generation(HarmonyParser(self.renderer.encoding), self._what)
+        try:
+            async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
+                done = False
+                async for data in events:
+                    if data == b"[DONE]":
+                        done = True
+                        break
+                    for delta in run.on_chunk(data):
+                        yield delta
+            yield self._finished(run, done)
+        finally:
+            if not run.ended:
+                await self._abort(rid)
+            await response.aclose()
+
+    def sampling_params(self, prompt: Prompt, prompt_tokens: int) -> dict[str, Any]:
+        """Only keys sglang knows: 0.5.23 answers 400 to any other."""
+        params: dict[str, Any] = {
+            "max_new_tokens": self._budget(prompt, prompt_tokens),
+            "stop_token_ids": self.renderer.stop_token_ids,
+            "skip_special_tokens": False,  # harmony's markers must come back
+        }
+        if prompt.temperature is not None:
+            params["temperature"] = prompt.temperature
+        if prompt.top_p is not None:
+            params["top_p"] = prompt.top_p
+        return params
+
+    def _budget(self, prompt: Prompt, prompt_tokens: int) -> int:
+        wanted = prompt.max_output_tokens or self.max_new_tokens
+        if self.context_length is None:
+            return wanted
+        room = self.context_length - prompt_tokens
+        if room <= 0:
+            raise EngineError(
+                f"the prompt is {prompt_tokens} tokens; {self.served_model} holds "
+                f"{self.context_length}",
+                code="context_length_exceeded",
+            )
+        return min(wanted, room)
+
+    def _finished(self, run: _Generation, done: bool) -> Finished:
+        if run.finished is None:
+            if done:
+                raise protocol_error(self._what, "[DONE] came before any finish_reason")
+            raise EngineError(
+                f"{self._what} ended the stream before the generation finished",
+                code="engine_disconnected",
+            )
+        if not done:
+            log.warning("%s finished a generation without sending [DONE]", self._what)
+        return run.finished
+
+    async def _abort(self, rid: str) -> None:
+        try:
+            response = await self._client.post(
+                self._url("/abort_request"), json={"rid": rid}, timeout=self.timeouts.abort
+            )
+        except httpx.HTTPError as e:
+            log.warning("could not abort request %s on %s: %s", rid, self._what, e)
+            return
+        if response.status_code != 200:
+            log.warning(
+                "%s refused to abort request %s: HTTP %s", self._what, rid, response.status_code
+            )
+
+    # --- model info ----------------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return self.base_url + path
+
+    async def _model_info(self) -> dict[str, Any]:
+        for path in ("/model_info", "/get_model_info"):
+            try:
+                info = await get_json(self._client, self._url(path), self._what)
+            except EngineError as e:
+                if e.code == "engine_bad_request":  # 404: an older or newer sglang
+                    continue
+                raise
+            if isinstance(info, dict):
+                return info
+        first = await self._first_model()
+        if first is None:
+            raise EngineError(
+                f"{self._what} names no model on /model_info, /get_model_info or /v1/models",
+                code="engine_protocol_error",
+            )
+        return {"served_model_name": first.get("id")}
+
+    async def _first_model(self) -> dict[str, Any] | None:
+        listing = await get_json(self._client, self._url("/v1/models"), self._what)
+        data = listing.get("data") if isinstance(listing, dict) else None
+        if isinstance(data, list) and data and isinstance(data[0], dict):
+            return data[0]
+        return None
+
+    async def _context_length(self) -> int | None:
+        """From `/v1/models` (`max_model_len`); unknown if that fails."""
+        try:
+            first = await self._first_model()
+        except EngineError as e:
+            log.warning("%s: no context length (%s); not capping max_new_tokens", self._what, e)
+            return None
+        length = first.get("max_model_len") if first else None
+        return length if isinstance(length, int) else None
+
+
+if TYPE_CHECKING:  # the port is structural: let mypy prove this adapter fits it
+    from service.ports import Engine
+
+    def _fits_the_port(engine: SglangEngine) -> Engine:
+        return engine

@@ -1,0 +1,85 @@
+"""Authored gpt-oss outputs in harmony, as the model writes them after `<|start|>assistant`;
+the fake sglang encodes them with the real `o200k_harmony` encoding and plays them back.
+
+A request picks one with `[fake:NAME]` in its last user message; a prompt that ends in a
+tool's answer gets `after_tool`. Fault scenarios reuse a transcript and break the stream.
+"""
+
+from __future__ import annotations
+
+import re
+
+REASONING_FINAL = (
+    "<|channel|>analysis<|message|>The user says hello. I should greet them back briefly."
+    "<|end|><|start|>assistant<|channel|>final<|message|>Hello! How can I help you today?"
+    "<|return|>"
+)
+FUNCTION_CALL = (
+    "<|channel|>analysis<|message|>The user wants the weather in Tokyo. I'll call get_weather."
+    "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+    '<|message|>{"location":"Tokyo"}<|call|>'
+)
+PREAMBLE_TOOL_CALL = (
+    "<|channel|>analysis<|message|>Two cities; look up Paris first.<|end|>"
+    "<|start|>assistant<|channel|>commentary<|message|>Let me check the weather in Paris and "
+    "Rome.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary "
+    '<|constrain|>json<|message|>{"location":"Paris"}<|call|>'
+)
+AFTER_TOOL = (
+    "<|channel|>analysis<|message|>The tool answered; report it.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>It is 20°C and sunny in Tokyo.<|return|>"
+)
+UNICODE = (
+    "<|channel|>analysis<|message|>Reply in Japanese with an emoji.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>こんにちは 🎉 — ça va?<|return|>"
+)
+NO_REASONING = "<|channel|>final<|message|>Just the answer.<|return|>"
+
+
+def long_answer(words: int) -> str:
+    """A short thought and a long answer, for cut-offs, aborts and benchmarks."""
+    body = " ".join(f"word{i % 97}" for i in range(words))
+    return (
+        "<|channel|>analysis<|message|>A long answer is needed.<|end|>"
+        f"<|start|>assistant<|channel|>final<|message|>{body}<|return|>"
+    )
+
+
+TRANSCRIPTS = {
+    "reasoning_final": REASONING_FINAL,
+    "function_call": FUNCTION_CALL,
+    "preamble_tool_call": PREAMBLE_TOOL_CALL,
+    "after_tool": AFTER_TOOL,
+    "unicode": UNICODE,
+    "no_reasoning": NO_REASONING,
+}
+# Faults: how the stream breaks; each plays `reasoning_final`/`long` up to the break.
+FAULTS = {
+    "drop",  # the server dies mid-stream: connection closed mid-body
+    "error_chunk",  # an error chunk, then [DONE]
+    "malformed",  # a chunk that is not JSON
+    "server_abort",  # sglang aborts the request itself (finish_reason abort)
+    "stall",  # sends a few chunks, then nothing
+    "stall_first",  # sends nothing at all
+    "no_done",  # finishes but ends the body without [DONE]
+    "eof",  # ends the body cleanly mid-generation, no finish, no [DONE]
+    "bad_counts",  # completion_tokens that fit neither streaming style
+    "long",  # no fault: a long answer (see --long-words)
+}
+
+_MARKER = re.compile(r"\[fake:([a-z_]+)\]")
+_LAST_USER = re.compile(r"<\|start\|>user<\|message\|>(.*?)<\|end\|>", re.S)
+_ENDS_IN_TOOL = re.compile(
+    r"<\|start\|>functions\.[^<]* to=assistant<\|channel\|>[^<]*"
+    r"<\|message\|>[^<]*<\|end\|><\|start\|>assistant$",
+    re.S,
+)
+
+
+def scenario(prompt_text: str) -> str:
+    """The scenario a decoded prompt asks for."""
+    if _ENDS_IN_TOOL.search(prompt_text):
+        return "after_tool"
+    users = _LAST_USER.findall(prompt_text)
+    match = _MARKER.search(users[-1]) if users else None
+    return match.group(1) if match else "reasoning_final"

@@ -1,0 +1,3 @@
+"""The fake engine servers, for the adapter tests."""
+
+from tests.fakes.plugin import *  # noqa: F403
