@@ -168,7 +168,7 @@ def serve(
     import uvicorn
 
     from adapters.http.app import create_app
-    from adapters.wiring import ensure_migrated
+    from adapters.wiring import check_engine, ensure_migrated
 
     settings = Settings(
         database_url=database_url,
@@ -185,6 +185,7 @@ def serve(
         shutdown_grace_s=shutdown_grace_s,
     )
     asyncio.run(ensure_migrated(database_url))
+    asyncio.run(check_engine(settings))
     if engine == "scripted":
         log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
     config = uvicorn.Config(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
+from adapters.engines.sglang import SglangEngine
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest
@@ -43,16 +45,43 @@ async def open_backend(settings: Settings) -> SqlBackend:
 
 
 async def build_engine(settings: Settings) -> Engine:
+    """The engine `settings` names, started (an unreachable upstream is an EngineError)."""
     if settings.engine == "scripted":
         return ScriptedEngine(
             delay_s=settings.scripted_delay_ms / 1000,
             tokens=settings.scripted_tokens,
             model=settings.model or "scripted",
         )
-    raise InvalidRequest(f"unknown engine {settings.engine!r}")
+    if not settings.engine_url:
+        raise InvalidRequest(f"--engine {settings.engine} needs --engine-url")
+    engine: SglangEngine | OpenAIChatEngine
+    if settings.engine == "sglang":
+        engine = SglangEngine(
+            settings.engine_url, model=settings.model, api_key=settings.engine_api_key
+        )
+    elif settings.engine == "openai-chat":
+        engine = OpenAIChatEngine(
+            settings.engine_url, model=settings.model, api_key=settings.engine_api_key
+        )
+    else:
+        raise InvalidRequest(f"unknown engine {settings.engine!r}")
+    try:
+        await engine.start()
+    except BaseException:
+        await engine.aclose()
+        raise
+    return engine
 
 
 async def ensure_migrated(url: str) -> None:
     """Refuse to serve a database that is not at head (the error names the fix)."""
     store = await open_store(url, listen=False)
     await store.close()
+
+
+async def check_engine(settings: Settings) -> None:
+    """Refuse to serve when the configured engine cannot be reached at start-up."""
+    engine = await build_engine(settings)
+    close = getattr(engine, "aclose", None)
+    if close is not None:
+        await close()

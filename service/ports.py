@@ -119,6 +119,10 @@ class Engine(Protocol):
         """Model names this engine serves."""
         ...
 
+    def serves(self, model: str) -> bool:
+        """Whether a request for `model` may run on this engine."""
+        ...
+
     def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]: ...
 
     async def ready(self) -> bool:

@@ -62,6 +62,13 @@ class Started(msgspec.Struct, frozen=True):
 
 async def create_response(svc: Services, req: CreateRequest, owner: str) -> Started:
     """Record the request as the stream's first events, then start generating."""
+    if not svc.engine.serves(req.model):
+        raise InvalidRequest(
+            f"The model '{req.model}' does not exist or is not served here; this server "
+            f"serves: {', '.join(svc.engine.models())}.",
+            param="model",
+            code="model_not_found",
+        )
     history = await load_history(svc, req.previous_response_id, owner)
     rid = new_response_id()
     response = _initial(rid, req, int(svc.clock()))

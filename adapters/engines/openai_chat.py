@@ -417,6 +417,9 @@ class OpenAIChatEngine:
             return [self.model]
         return self.served[:1]
 
+    def serves(self, model: str) -> bool:
+        return model in self.models()
+
     async def ready(self) -> bool:
         try:
             response = await self._client.get(

@@ -191,6 +191,10 @@ class ScriptedEngine:
     def models(self) -> list[str]:
         return [self.model]
 
+    def serves(self, model: str) -> bool:
+        """Any name: the script is not a model, so there is nothing to mismatch."""
+        return True
+
     async def ready(self) -> bool:
         return True
 

@@ -214,6 +214,9 @@ class SglangEngine:
         name = self.model or self.served_model
         return [name] if name else []
 
+    def serves(self, model: str) -> bool:
+        return model in self.models()
+
     async def ready(self) -> bool:
         try:
             response = await self._client.get(self._url("/health"), timeout=self.timeouts.request)

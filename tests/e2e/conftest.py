@@ -75,7 +75,13 @@ class Server:
             await conn.close()
 
 
-def start_server(database_url: str, kind: str, log_path: Path, *extra: str) -> Server:
+def start_server(
+    database_url: str,
+    kind: str,
+    log_path: Path,
+    *extra: str,
+    engine: tuple[str, ...] = ("--engine", "scripted", "--scripted-delay-ms", "0"),
+) -> Server:
     subprocess.run(
         [RESPLOG, "migrate", "--database-url", database_url], check=True, capture_output=True
     )
@@ -91,10 +97,7 @@ def start_server(database_url: str, kind: str, log_path: Path, *extra: str) -> S
             str(port),
             "--database-url",
             database_url,
-            "--engine",
-            "scripted",
-            "--scripted-delay-ms",
-            "0",
+            *engine,
             *extra,
         ],
         stdout=log,

@@ -218,6 +218,9 @@ class FailingEngine:
     def models(self) -> list[str]:
         return ["m"]
 
+    def serves(self, model: str) -> bool:
+        return True
+
     async def ready(self) -> bool:
         return True
 

@@ -1,0 +1,217 @@
+"""The real engine adapters end to end: `resplog serve --engine sglang|openai-chat` against
+the faithful fake servers, driven by the official openai SDK, on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fakes.plugin import *  # noqa: F403
+from tests.fakes.process import FakeProcess
+
+WEATHER: Any = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "Current weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"location": {"type": "string"}},
+            "required": ["location"],
+        },
+    }
+]
+
+
+def _serve(fresh_pg: Any, tmp: Path, *engine: str) -> Iterator[Server]:
+    srv = start_server(fresh_pg(), "postgres", tmp / "server.log", engine=engine)
+    yield srv
+    stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def sglang_resplog(
+    fake_sglang_server: FakeProcess, fresh_pg: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    yield from _serve(
+        fresh_pg,
+        tmp_path_factory.mktemp("sglang"),
+        "--engine",
+        "sglang",
+        "--engine-url",
+        fake_sglang_server.url,
+    )
+
+
+@pytest.fixture(scope="module")
+def chat_resplog(
+    fake_chat_server: FakeProcess, fresh_pg: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    yield from _serve(
+        fresh_pg,
+        tmp_path_factory.mktemp("chat"),
+        "--engine",
+        "openai-chat",
+        "--engine-url",
+        fake_chat_server.url,
+    )
+
+
+def sdk(server: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+
+
+def served_model(client: openai.OpenAI) -> str:
+    return client.models.list().data[0].id
+
+
+def wait_terminal(client: openai.OpenAI, rid: str) -> Any:
+    for _ in range(400):
+        r = client.responses.retrieve(rid)
+        if r.status not in ("queued", "in_progress"):
+            return r
+        time.sleep(0.05)
+    raise AssertionError(f"{rid} did not finish")
+
+
+def test_gpt_oss_function_tool_round_trip_through_sglang(
+    sglang_resplog: Server, fake_sglang: FakeProcess
+) -> None:
+    client = sdk(sglang_resplog)
+    model = served_model(client)
+    first = client.responses.create(
+        model=model, tools=WEATHER, input="What's the weather in Tokyo? [fake:function_call]"
+    )
+    kinds = [item.type for item in first.output]
+    assert kinds == ["reasoning", "function_call"]
+    call = first.output[1]
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"location": "Tokyo"}
+    second = client.responses.create(
+        model=model,
+        tools=WEATHER,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "20C sunny"}],
+    )
+    assert second.output_text == "It is 20°C and sunny in Tokyo."
+    requests = fake_sglang.log()["requests"]
+    assert len(requests) == 2
+    assert all(r["sampling_params"]["skip_special_tokens"] is False for r in requests)
+
+
+def test_usage_is_what_sglang_reported(sglang_resplog: Server, fake_sglang: FakeProcess) -> None:
+    client = sdk(sglang_resplog)
+    model = served_model(client)
+    one = client.responses.create(model=model, input="Hello there")
+    two = client.responses.create(model=model, input="Hello again", previous_response_id=one.id)
+    log = fake_sglang.log()
+    prompts = [len(r["input_ids"]) for r in log["requests"]]
+    assert one.usage is not None and two.usage is not None
+    assert [one.usage.input_tokens, two.usage.input_tokens] == prompts
+    assert two.usage.input_tokens_details.cached_tokens > 0  # the prefix cache hit on turn 2
+    assert one.usage.output_tokens_details.reasoning_tokens > 0
+    assert one.usage.total_tokens == one.usage.input_tokens + one.usage.output_tokens
+
+
+def test_streamed_sglang_events_are_dense_and_equal_the_replay(sglang_resplog: Server) -> None:
+    client = sdk(sglang_resplog)
+    events = list(
+        client.responses.create(
+            model=served_model(client),
+            stream=True,
+            tools=WEATHER,
+            input="Weather? [fake:preamble_tool_call]",
+        )
+    )
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    types = {e.type for e in events}
+    assert {
+        "response.reasoning_text.delta",
+        "response.output_text.delta",
+        "response.function_call_arguments.delta",
+    } <= types
+    final = events[-1].response  # type: ignore[union-attr]
+    assert [i.type for i in final.output] == ["reasoning", "message", "function_call"]
+    assert final.output[1].phase == "commentary"
+    replay = httpx.get(
+        f"{sglang_resplog.base_url}/v1/responses/{final.id}/events", params={"format": "jsonl"}
+    ).text.splitlines()
+    assert [json.loads(line)["sequence_number"] for line in replay] == list(range(len(events)))
+
+
+def test_cancel_aborts_the_sglang_request(sglang_resplog: Server, fake_sglang: FakeProcess) -> None:
+    fake_sglang.configure(token_delay=0.01)
+    client = sdk(sglang_resplog)
+    r = client.responses.create(
+        model=served_model(client), background=True, input="Say a lot [fake:long]"
+    )
+    fake_sglang.wait_for(lambda log: len(log["requests"]) == 1)
+    time.sleep(0.2)
+    cancelled = client.responses.cancel(r.id)
+    assert cancelled.status == "cancelled"
+    rid = fake_sglang.log()["requests"][0]["rid"]
+    log = fake_sglang.wait_for(lambda log: rid in log["aborted"])
+    assert rid in log["aborted"]
+
+
+def test_max_output_tokens_makes_an_incomplete_response(sglang_resplog: Server) -> None:
+    client = sdk(sglang_resplog)
+    r = client.responses.create(
+        model=served_model(client), input="Go on [fake:long]", max_output_tokens=32
+    )
+    assert r.status == "incomplete"
+    assert r.incomplete_details is not None and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage is not None and r.usage.output_tokens == 32
+
+
+def test_a_server_that_dies_mid_stream_fails_the_response_and_keeps_the_partial_log(
+    sglang_resplog: Server,
+) -> None:
+    client = sdk(sglang_resplog)
+    events = list(
+        client.responses.create(
+            model=served_model(client), stream=True, input="Tell me [fake:drop]"
+        )
+    )
+    assert events[-1].type == "response.failed"
+    final = client.responses.retrieve(events[-1].response.id)  # type: ignore[union-attr]
+    assert final.status == "failed" and final.error is not None
+    assert final.error.code == "server_error" and final.error.message
+    replay = httpx.get(
+        f"{sglang_resplog.base_url}/v1/responses/{final.id}/events", params={"format": "jsonl"}
+    ).text.splitlines()
+    assert [json.loads(line)["type"] for line in replay] == [e.type for e in events]
+
+
+def test_an_unknown_model_is_refused(sglang_resplog: Server) -> None:
+    client = sdk(sglang_resplog)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model="gpt-nonexistent", input="x")
+    assert info.value.body["code"] == "model_not_found"  # type: ignore[index]
+
+
+def test_chat_upstream_tool_calls_and_usage(chat_resplog: Server, fake_chat: FakeProcess) -> None:
+    client = sdk(chat_resplog)
+    r = client.responses.create(
+        model="tiny-chat", tools=WEATHER, input="Paris and Rome? [fake:tool_calls]"
+    )
+    calls = [i for i in r.output if i.type == "function_call"]
+    assert [json.loads(c.arguments) for c in calls] == [{"location": "Paris"}, {"location": "Rome"}]
+    assert r.output_text == "Checking both."
+    sent = fake_chat.log()["requests"][0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert r.usage is not None and r.usage.input_tokens > 0 and r.usage.output_tokens > 0
+
+
+def test_chat_upstream_reasoning_becomes_a_reasoning_item(chat_resplog: Server) -> None:
+    client = sdk(chat_resplog)
+    r = client.responses.create(model="tiny-chat", input="Hi [fake:reasoning]")
+    assert [i.type for i in r.output] == ["reasoning", "message"]
+    assert r.output_text == "Hello! Nice to meet you."
