@@ -344,6 +344,9 @@ def decode(
         raise CorruptEvent(
             stream_id, position, f"sequence_number {event.sequence_number} != position"
         )
+    if isinstance(event, _FACTS_CARRIERS) and event.facts is not None:
+        # The wire bytes go to clients verbatim; facts there would leak owner and input.
+        raise CorruptEvent(stream_id, position, "facts inside the wire bytes")
     if facts is not None:
         tag = tag_of(type(event))
         decoder = _facts_decoders.get(tag)

@@ -18,7 +18,7 @@ from domain.response import replay
 from service import responses as uc
 from service.runner import Runner
 from service.wire import Limits, parse_create_body
-from tests.fakes import MemoryStore
+from tests.fakes.memory import MemoryStore
 
 OWNER = "alice"
 

@@ -1,0 +1,241 @@
+"""Builders for the domain tests: a response, its request facts, and a stream driven by the
+aggregate's own commands, plus checks against the official `openai` SDK models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import pydantic
+from openai.types.responses import Response, ResponseStreamEvent
+
+from domain import response as agg
+from domain.events import AnyEvent, RequestFacts, decode, encode, tag_of
+from domain.generation import (
+    AnyDelta,
+    ArgumentsDelta,
+    EndItem,
+    Finished,
+    FinishReason,
+    FunctionCallStart,
+    ReasoningDelta,
+    RefusalDelta,
+    SummaryDelta,
+    TextDelta,
+    TokenUsage,
+)
+from domain.objects import (
+    FunctionTool,
+    InputMessage,
+    InputText,
+    ResponseObject,
+)
+
+RESPONSE_ID = "resp_abc123"
+SUFFIX = "abc123"
+NOW = 1_700_000_100
+
+_stream_event = pydantic.TypeAdapter(ResponseStreamEvent)
+
+
+def make_response(*, background: bool = False, **changes: Any) -> ResponseObject:
+    """A freshly accepted response, as the service would hand it to `create`."""
+    base = ResponseObject(
+        id=RESPONSE_ID,
+        created_at=1_700_000_000,
+        status="queued" if background else "in_progress",
+        background=background,
+        model="gpt-oss-20b",
+        instructions="Be brief.",
+        tools=[
+            FunctionTool(
+                name="get_weather",
+                description="Weather for a city",
+                parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+            )
+        ],
+        max_output_tokens=256,
+        metadata={"k": "v"},
+    )
+    return msgspec.structs.replace(base, **changes)
+
+
+def make_facts(owner: str = "owner-1", text: str = "What is the weather in Paris?") -> RequestFacts:
+    return RequestFacts(
+        owner=owner,
+        input=[InputMessage(id="msg_in_0", role="user", content=[InputText(text=text)])],
+    )
+
+
+def tags(events: list[AnyEvent]) -> list[str]:
+    return [tag_of(type(e)) for e in events]
+
+
+class Stream:
+    """One response's log, appended to by the aggregate's commands (as the service does)."""
+
+    def __init__(self, decision: agg.Decision) -> None:
+        self.events: list[AnyEvent] = list(decision.events)
+        self.state: agg.ResponseState = decision.state
+
+    @classmethod
+    def new(cls, *, background: bool = False, **changes: Any) -> Stream:
+        return cls(agg.create(make_response(background=background, **changes), make_facts()))
+
+    def _apply(self, decision: agg.Decision) -> list[AnyEvent]:
+        self.events.extend(decision.events)
+        self.state = decision.state
+        return list(decision.events)
+
+    def start(self) -> list[AnyEvent]:
+        return self._apply(agg.start(self.state))
+
+    def emit(self, *deltas: AnyDelta) -> list[AnyEvent]:
+        out: list[AnyEvent] = []
+        for delta in deltas:
+            out += self._apply(agg.emit(self.state, delta))
+        return out
+
+    def finish(
+        self, reason: FinishReason = "stop", usage: TokenUsage | None = None
+    ) -> list[AnyEvent]:
+        usage = usage or TokenUsage(input_tokens=10, output_tokens=5)
+        return self._apply(agg.finish(self.state, Finished(reason=reason, usage=usage), now=NOW))
+
+    def fail(self, **kw: Any) -> list[AnyEvent]:
+        args: dict[str, Any] = {"code": "server_error", "message": "engine went away"}
+        args.update(kw)
+        args.setdefault("reason", "engine_error")
+        return self._apply(agg.fail(self.state, **args))
+
+    def cancel(self, reason: str = "user", usage: TokenUsage | None = None) -> list[AnyEvent]:
+        return self._apply(agg.cancel(self.state, reason=reason, usage=usage))
+
+
+# --- a catalogue of scenarios, together reaching every event tag and every status ----------
+
+RICH_DELTAS: tuple[AnyDelta, ...] = (
+    ReasoningDelta(text="The user "),
+    ReasoningDelta(text="wants weather."),
+    SummaryDelta(text="Looking up "),
+    SummaryDelta(text="the weather."),
+    TextDelta(text="Let me check.", phase="commentary"),
+    FunctionCallStart(name="get_weather", call_id="call_engine_1"),
+    ArgumentsDelta(text='{"city": '),
+    ArgumentsDelta(text='"Paris"}'),
+    EndItem(),
+    TextDelta(text="It is ", phase="final_answer"),
+    TextDelta(text="sunny.", phase="final_answer"),
+    RefusalDelta(text="I won't say more."),
+)
+
+
+def _rich_completed() -> Stream:
+    s = Stream.new()
+    s.emit(*RICH_DELTAS)
+    s.finish(
+        usage=TokenUsage(input_tokens=40, cached_tokens=8, output_tokens=30, reasoning_tokens=12)
+    )
+    return s
+
+
+def _background_completed() -> Stream:
+    s = Stream.new(background=True)
+    s.start()
+    s.emit(TextDelta(text="Hi"), EndItem(), TextDelta(text="again"))
+    s.finish()
+    return s
+
+
+def _incomplete_length() -> Stream:
+    s = Stream.new()
+    s.emit(TextDelta(text="One."), EndItem(), TextDelta(text="Two, and th"))
+    s.finish("length")
+    return s
+
+
+def _incomplete_content_filter() -> Stream:
+    s = Stream.new()
+    s.emit(ReasoningDelta(text="hmm"))
+    s.finish("content_filter")
+    return s
+
+
+def _failed_from_queued() -> Stream:
+    s = Stream.new(background=True)
+    s.fail(reason="worker_lost", detail="lease expired on host-7")
+    return s
+
+
+def _failed_mid_call() -> Stream:
+    s = Stream.new()
+    s.emit(FunctionCallStart(name="get_weather"), ArgumentsDelta(text='{"ci'))
+    s.fail(detail="sglang: connection reset", usage=TokenUsage(input_tokens=3, output_tokens=2))
+    return s
+
+
+def _cancelled_from_queued() -> Stream:
+    s = Stream.new(background=True)
+    s.cancel()
+    return s
+
+
+def _cancelled_mid_summary() -> Stream:
+    s = Stream.new(background=True)
+    s.start()
+    s.emit(ReasoningDelta(text="a"), SummaryDelta(text="b"))
+    s.cancel(reason="client_disconnected")
+    return s
+
+
+def _queued() -> Stream:
+    return Stream.new(background=True)
+
+
+def _streaming() -> Stream:
+    s = Stream.new()
+    s.emit(TextDelta(text="partial"))
+    return s
+
+
+SCENARIOS: dict[str, Callable[[], Stream]] = {
+    "rich_completed": _rich_completed,
+    "background_completed": _background_completed,
+    "incomplete_length": _incomplete_length,
+    "incomplete_content_filter": _incomplete_content_filter,
+    "failed_from_queued": _failed_from_queued,
+    "failed_mid_call": _failed_mid_call,
+    "cancelled_from_queued": _cancelled_from_queued,
+    "cancelled_mid_summary": _cancelled_mid_summary,
+    "queued": _queued,
+    "streaming": _streaming,
+}
+
+
+def all_scenario_events() -> list[tuple[str, AnyEvent]]:
+    return [(name, e) for name, make in SCENARIOS.items() for e in make().events]
+
+
+# --- checks -------------------------------------------------------------------------------
+
+
+def roundtrip(event: AnyEvent, stream_id: str = RESPONSE_ID) -> AnyEvent:
+    enc = encode(event)
+    return decode(enc.data, enc.facts, stream_id=stream_id, position=event.sequence_number)
+
+
+def sdk_response(obj: ResponseObject) -> Response:
+    """Validate a projection with the official SDK model; it must read back every field."""
+    data = msgspec.to_builtins(obj)
+    model = Response.model_validate(data)
+    assert model.model_dump(mode="json", exclude_unset=True, by_alias=True) == data
+    return model
+
+
+def sdk_stream_event(data: bytes) -> pydantic.BaseModel:
+    """Validate wire bytes with the SDK's event union; it must read back every field."""
+    model: pydantic.BaseModel = _stream_event.validate_json(data)
+    assert model.model_dump(mode="json", exclude_unset=True, by_alias=True) == json.loads(data)
+    return model

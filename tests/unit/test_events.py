@@ -1,0 +1,416 @@
+"""The event vocabulary and its codec: stable tags, lossless round-trips, OpenAI wire shapes,
+facts kept out of the wire bytes, and corrupt rows refused with their stream and position."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import pytest
+from openai.types.responses import Response
+
+from domain.errors import CorruptEvent
+from domain.events import (
+    TAGS,
+    TERMINAL_TAGS,
+    AnyEvent,
+    EndFacts,
+    LifecycleEvent,
+    OutputItemDone,
+    OutputTextDelta,
+    RequestFacts,
+    ResponseCancelled,
+    ResponseCreated,
+    ResponseFailed,
+    ResponseIncomplete,
+    decode,
+    encode,
+    tag_of,
+)
+from domain.objects import (
+    FormatJsonSchema,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionToolChoice,
+    InputFunctionCall,
+    InputMessage,
+    InputReasoning,
+    InputText,
+    OutputText,
+    ReasoningConfig,
+    ReasoningItem,
+    ReasoningText,
+    Refusal,
+    SummaryText,
+    TextConfig,
+)
+from tests.unit.domain_helpers import (
+    RESPONSE_ID,
+    all_scenario_events,
+    make_response,
+    roundtrip,
+    sdk_response,
+    sdk_stream_event,
+)
+
+# Written out on purpose: renaming or dropping a tag makes stored logs unreadable.
+GOLDEN_TAGS = [
+    "response.cancelled",
+    "response.completed",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.created",
+    "response.failed",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.in_progress",
+    "response.incomplete",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.queued",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_text.delta",
+    "response.reasoning_text.done",
+    "response.refusal.delta",
+    "response.refusal.done",
+]
+
+SCENARIO_EVENTS = all_scenario_events()
+
+
+def _direct_events() -> list[AnyEvent]:
+    """Events built by hand with every optional field set, beyond what the commands emit."""
+    response = make_response(
+        previous_response_id="resp_prev",
+        temperature=0.3,
+        top_p=0.9,
+        user="u-1",
+        safety_identifier="s-1",
+        prompt_cache_key="pk",
+        parallel_tool_calls=False,
+        tool_choice=FunctionToolChoice(name="get_weather"),
+        reasoning=ReasoningConfig(effort="high", summary="auto"),
+        text=TextConfig(
+            format=FormatJsonSchema(name="w", schema={"type": "object"}, strict=True),
+            verbosity="low",
+        ),
+    )
+    facts = RequestFacts(
+        owner="owner-direct",
+        input=[
+            InputMessage(
+                id="m0",
+                role="developer",
+                content=[InputText(text="hi"), OutputText(text="yo"), Refusal(refusal="no")],
+            ),
+            InputFunctionCall(id="f0", call_id="c0", name="get_weather", arguments="{}"),
+            FunctionCallOutput(id="o0", call_id="c0", output="sunny"),
+            InputReasoning(
+                id="r0",
+                summary=[SummaryText(text="s")],
+                content=[ReasoningText(text="t")],
+                encrypted_content="enc",
+            ),
+        ],
+        stream=True,
+        include=["reasoning.encrypted_content"],
+        extra={"stream_options": {"include_obfuscation": False}},
+    )
+    return [
+        ResponseCreated(sequence_number=0, response=response, facts=facts),
+        OutputTextDelta(
+            sequence_number=5,
+            item_id="msg_x_0",
+            output_index=0,
+            content_index=0,
+            delta='é😀"\n',
+            logprobs=[{"token": "é", "logprob": -0.1, "bytes": [195, 169], "top_logprobs": []}],
+        ),
+        OutputItemDone(
+            sequence_number=6,
+            output_index=1,
+            item=ReasoningItem(
+                id="rs_x_1",
+                summary=[SummaryText(text="s")],
+                content=[ReasoningText(text="t")],
+                encrypted_content="opaque",
+                status="completed",
+            ),
+        ),
+        OutputItemDone(
+            sequence_number=7,
+            output_index=2,
+            item=FunctionCall(call_id="c1", name="get_weather", arguments="{}", status="completed"),
+        ),
+        ResponseFailed(
+            sequence_number=9,
+            response=msgspec.structs.replace(response, status="failed"),
+            facts=EndFacts(reason="worker_lost", detail="host-7 lease expired"),
+        ),
+    ]
+
+
+DIRECT_EVENTS = _direct_events()
+ALL_EVENTS = [e for _, e in SCENARIO_EVENTS] + DIRECT_EVENTS
+
+
+def _ids(events: Sequence[AnyEvent]) -> list[str]:
+    return [f"{e.sequence_number}-{tag_of(type(e))}" for e in events]
+
+
+# --- tags -----------------------------------------------------------------------------------
+
+
+def test_the_tag_list_is_exactly_the_golden_list() -> None:
+    assert sorted(TAGS) == GOLDEN_TAGS
+
+
+def test_terminal_tags_are_the_four_endings() -> None:
+    assert sorted(TERMINAL_TAGS) == [
+        "response.cancelled",
+        "response.completed",
+        "response.failed",
+        "response.incomplete",
+    ]
+
+
+@pytest.mark.parametrize("tag", GOLDEN_TAGS)
+def test_every_tag_is_produced_by_the_aggregate_and_round_trips(tag: str) -> None:
+    produced = [e for _, e in SCENARIO_EVENTS if tag_of(type(e)) == tag]
+    assert produced, f"no scenario emits {tag}"
+    for event in produced:
+        assert roundtrip(event) == event
+        assert encode(event).type == tag
+
+
+# --- round-trip -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ALL_EVENTS, ids=_ids(ALL_EVENTS))
+def test_decode_of_encode_is_the_same_event_with_its_facts(event: AnyEvent) -> None:
+    assert roundtrip(event) == event
+
+
+def test_decode_accepts_text_as_well_as_bytes() -> None:
+    event = DIRECT_EVENTS[0]
+    enc = encode(event)
+    assert enc.facts is not None
+    back = decode(enc.data.decode(), enc.facts.decode(), stream_id="resp_x", position=0)
+    assert back == event
+
+
+def test_unknown_fields_in_stored_rows_are_tolerated() -> None:
+    """Stored events stay readable forever: a field added later must not break old readers."""
+    event = DIRECT_EVENTS[1]
+    data = json.loads(encode(event).data)
+    data["added_in_a_later_version"] = {"x": 1}
+    assert decode(json.dumps(data), None, stream_id="resp_x", position=5) == event
+
+
+def test_a_field_with_a_default_may_be_missing_from_old_rows() -> None:
+    data = {
+        "type": "response.output_text.delta",
+        "sequence_number": 3,
+        "item_id": "msg_x_0",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "hi",
+    }
+    event = decode(json.dumps(data), None, stream_id="resp_x", position=3)
+    assert isinstance(event, OutputTextDelta)
+    assert event.logprobs == []
+
+
+# --- facts stay out of the wire -------------------------------------------------------------
+
+FACT_CARRIERS = [e for e in ALL_EVENTS if getattr(e, "facts", None) is not None]
+
+
+def test_every_facts_carrier_is_covered() -> None:
+    carried = {tag_of(type(e)) for e in FACT_CARRIERS}
+    assert carried == {
+        "response.created",
+        "response.failed",
+        "response.incomplete",
+        "response.cancelled",
+    }
+
+
+@pytest.mark.parametrize("event", FACT_CARRIERS, ids=_ids(FACT_CARRIERS))
+def test_facts_travel_beside_the_wire_bytes_not_in_them(event: Any) -> None:
+    enc = encode(event)
+    assert enc.facts is not None
+    assert "facts" not in json.loads(enc.data)
+    bare = decode(enc.data, None, stream_id=RESPONSE_ID, position=event.sequence_number)
+    assert bare == msgspec.structs.replace(event, facts=None)
+    assert msgspec.json.decode(enc.facts, type=type(event.facts)) == event.facts
+
+
+def _secret_events() -> list[AnyEvent]:
+    base = make_response()
+    facts = RequestFacts(
+        owner="OWNER-SECRET-1",
+        input=[InputMessage(id="m0", role="user", content=[InputText(text="INPUT-SECRET-2")])],
+        extra={"k": "EXTRA-SECRET-3"},
+    )
+    end = EndFacts(reason="REASON-SECRET-4", detail="DETAIL-SECRET-5")
+    ended = msgspec.structs.replace(base, completed_at=None)
+    return [
+        ResponseCreated(sequence_number=0, response=base, facts=facts),
+        ResponseFailed(sequence_number=3, response=ended, facts=end),
+        ResponseIncomplete(sequence_number=3, response=ended, facts=end),
+        ResponseCancelled(sequence_number=3, response=ended, facts=end),
+    ]
+
+
+@pytest.mark.parametrize("event", _secret_events(), ids=lambda e: tag_of(type(e)))
+def test_wire_bytes_never_contain_owner_input_reason_or_detail(event: AnyEvent) -> None:
+    enc = encode(event)
+    assert enc.facts is not None
+    secrets = [s for s in (b"OWNER", b"INPUT", b"EXTRA", b"REASON", b"DETAIL") if s in enc.facts]
+    assert secrets, "the facts document holds the secrets"
+    for secret in secrets:
+        assert secret not in enc.data
+
+
+NO_FACTS = [e for e in ALL_EVENTS if getattr(e, "facts", None) is None]
+
+
+@pytest.mark.parametrize("event", NO_FACTS, ids=_ids(NO_FACTS))
+def test_events_without_facts_store_no_facts_document(event: AnyEvent) -> None:
+    assert encode(event).facts is None
+
+
+def test_a_facts_carrier_without_facts_round_trips_as_none() -> None:
+    created = DIRECT_EVENTS[0]
+    assert isinstance(created, ResponseCreated)
+    bare = msgspec.structs.replace(created, facts=None)
+    enc = encode(bare)
+    assert enc.facts is None
+    assert roundtrip(bare) == bare
+
+
+# --- OpenAI wire shapes ---------------------------------------------------------------------
+
+OPENAI_EVENTS = [e for e in ALL_EVENTS if not isinstance(e, ResponseCancelled)]
+CANCELLED = [e for e in ALL_EVENTS if isinstance(e, ResponseCancelled)]
+
+
+@pytest.mark.parametrize("event", OPENAI_EVENTS, ids=_ids(OPENAI_EVENTS))
+def test_wire_event_validates_against_the_openai_sdk_union(event: AnyEvent) -> None:
+    model = sdk_stream_event(encode(event).data)
+    assert getattr(model, "type") == tag_of(type(event))  # noqa: B009
+    assert getattr(model, "sequence_number") == event.sequence_number  # noqa: B009
+
+
+@pytest.mark.parametrize("event", CANCELLED, ids=_ids(CANCELLED))
+def test_cancelled_is_a_plain_event_whose_response_is_an_openai_response(
+    event: AnyEvent,
+) -> None:
+    data: dict[str, Any] = json.loads(encode(event).data)
+    assert set(data) == {"type", "sequence_number", "response"}
+    assert data["type"] == "response.cancelled"
+    assert data["sequence_number"] == event.sequence_number
+    model = Response.model_validate(data["response"])
+    assert model.status == "cancelled"
+
+
+def test_wire_snapshots_of_lifecycle_events_validate_as_openai_responses() -> None:
+    lifecycle = [e for e in ALL_EVENTS if isinstance(e, LifecycleEvent)]
+    assert lifecycle
+    for event in lifecycle:
+        sdk_response(event.response)
+
+
+# --- corrupt rows ---------------------------------------------------------------------------
+
+STREAM = "resp_corrupt_42"
+POS = 7
+
+
+def _delta_data(**changes: Any) -> bytes:
+    data: dict[str, Any] = {
+        "type": "response.output_text.delta",
+        "sequence_number": POS,
+        "item_id": "msg_x_0",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "hi",
+        "logprobs": [],
+    }
+    data.update(changes)
+    return json.dumps({k: v for k, v in data.items() if v is not ...}).encode()
+
+
+def _created_data(position: int = POS) -> bytes:
+    created = DIRECT_EVENTS[0]
+    return encode(msgspec.structs.replace(created, sequence_number=position)).data
+
+
+CORRUPT_ROWS: dict[str, tuple[bytes | str, bytes | str | None]] = {
+    "bad_json": (b'{"type": "response.output_text.delta", ', None),
+    "not_utf8": (b"\xff\xfe{}", None),
+    "not_an_object": (b"[1, 2]", None),
+    "no_tag": (b'{"sequence_number": 7}', None),
+    "unknown_tag": (_delta_data(type="response.output_text.exploded"), None),
+    "wrong_type_of_delta": (_delta_data(delta=5), None),
+    "wrong_type_of_position": (_delta_data(sequence_number="7"), None),
+    "missing_field": (_delta_data(item_id=...), None),
+    "bad_nested_part": (
+        _delta_data(
+            type="response.content_part.added",
+            delta=...,
+            logprobs=...,
+            part={"type": "no_such_part"},
+        ),
+        None,
+    ),
+    "sequence_number_is_not_the_position": (_delta_data(sequence_number=POS + 1), None),
+    "facts_on_an_event_that_carries_none": (_delta_data(), b'{"reason": "x"}'),
+    "facts_are_bad_json": (_created_data(), b'{"owner": '),
+    "facts_have_wrong_types": (_created_data(), b'{"owner": 1, "input": []}'),
+    "facts_of_the_wrong_kind": (_created_data(), b'{"reason": "user"}'),
+    "facts_are_null": (_created_data(), b"null"),
+}
+
+
+@pytest.mark.parametrize(("data", "facts"), CORRUPT_ROWS.values(), ids=CORRUPT_ROWS.keys())
+def test_a_corrupt_row_raises_corrupt_event_naming_stream_and_position(
+    data: bytes | str, facts: bytes | str | None
+) -> None:
+    with pytest.raises(CorruptEvent) as info:
+        decode(data, facts, stream_id=STREAM, position=POS)
+    assert info.value.stream_id == STREAM
+    assert info.value.position == POS
+    assert STREAM in str(info.value)
+    assert f"position {POS}" in str(info.value)
+
+
+def test_the_valid_rows_behind_the_corrupt_cases_decode() -> None:
+    """The corrupt cases above fail for the reason they name, not for a broken base row."""
+    assert isinstance(decode(_delta_data(), None, stream_id=STREAM, position=POS), OutputTextDelta)
+    created = decode(
+        _created_data(), encode(DIRECT_EVENTS[0]).facts, stream_id=STREAM, position=POS
+    )
+    assert isinstance(created, ResponseCreated)
+
+
+ONE_CARRIER_PER_TAG = list({tag_of(type(e)): e for e in FACT_CARRIERS}.values())
+
+
+@pytest.mark.parametrize("event", ONE_CARRIER_PER_TAG, ids=lambda e: tag_of(type(e)))
+def test_facts_smuggled_into_the_wire_bytes_are_corrupt(event: AnyEvent) -> None:
+    """The wire bytes are sent to clients verbatim, so a row whose data holds facts is refused."""
+    enc = encode(event)
+    assert enc.facts is not None
+    data = json.loads(enc.data)
+    data["facts"] = json.loads(enc.facts)
+    with pytest.raises(CorruptEvent, match="facts"):
+        decode(json.dumps(data), None, stream_id=STREAM, position=event.sequence_number)
