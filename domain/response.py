@@ -46,6 +46,7 @@ from domain.events import (
     ResponseIncomplete,
     ResponseInProgress,
     ResponseQueued,
+    tag_of,
 )
 from domain.generation import (
     AnyDelta,
@@ -96,6 +97,9 @@ class ResponseState(msgspec.Struct, frozen=True, kw_only=True):
     open_index: int | None = None  # the output item being streamed
     open_part: int | None = None  # its open content part
     open_summary: int | None = None  # its open summary part (reasoning items)
+    # The open part's final text (or the open call's final arguments) was sent: no more
+    # deltas, and the part (or call) must close next.
+    closing: bool = False
 
     @property
     def status(self) -> str | None:
@@ -185,6 +189,7 @@ def _append_text(
     item, part = _open_part(state, event, index, item_id, content_index)
     if not isinstance(part, kind):
         raise _fail(state, event, f"content part {content_index} is a {type(part).__name__}")
+    _not_closing(state, event)
     parts = _parts(item)
     if isinstance(part, Refusal):
         parts[content_index] = replace(part, refusal=part.refusal + text)
@@ -205,10 +210,21 @@ def _check_text(
     _, part = _open_part(state, event, index, item_id, content_index)
     if not isinstance(part, kind):
         raise _fail(state, event, f"content part {content_index} is a {type(part).__name__}")
+    _not_closing(state, event)
     have = part.refusal if isinstance(part, Refusal) else part.text
     if have != text:
         raise _fail(state, event, "the final text differs from its deltas")
-    return replace(state, version=event.sequence_number)
+    return replace(state, version=event.sequence_number, closing=True)
+
+
+def _not_closing(state: ResponseState, event: AnyEvent) -> None:
+    if state.closing:
+        raise _fail(state, event, "the final text was already sent")
+
+
+def _must_be_closing(state: ResponseState, event: AnyEvent, what: str) -> None:
+    if not state.closing:
+        raise _fail(state, event, f"the {what} was not sent first")
 
 
 def _summary(
@@ -267,6 +283,8 @@ def _evolve_terminal(
         raise _fail(state, event, "a failed response must carry an error")
     if status == "incomplete" and got.incomplete_details is None:
         raise _fail(state, event, "an incomplete response must say why")
+    if (got.completed_at is None) == (status == "completed"):
+        raise _fail(state, event, "completed_at is set exactly when the response completed")
     expected = terminal_snapshot(
         resp,
         status,  # type: ignore[arg-type]
@@ -284,12 +302,18 @@ def evolve(state: ResponseState, event: AnyEvent) -> ResponseState:
     if event.sequence_number != state.version + 1:
         raise _fail(state, event, f"expected position {state.version + 1}")
     seq = event.sequence_number
+    if seq == 1 and state.response is not None:
+        # What follows `response.created` is fixed: `queued` (background) or `in_progress`.
+        second = ResponseQueued if state.response.background else ResponseInProgress
+        if not isinstance(event, second):
+            raise _fail(state, event, f"response.created must be followed by {tag_of(second)}")
     match event:
         case ResponseCreated(response=r, facts=facts):
             if state.response is not None:
                 raise _fail(state, event, "the response was already created")
             want = "queued" if r.background else "in_progress"
-            if r.status != want or r.output or r.usage is not None:
+            ended = r.error or r.incomplete_details or r.completed_at is not None
+            if r.status != want or r.output or r.usage is not None or ended:
                 raise _fail(state, event, f"a new response must be {want} with no output")
             return ResponseState(version=seq, response=r, facts=facts)
         case ResponseQueued(response=r):
@@ -325,6 +349,7 @@ def evolve(state: ResponseState, event: AnyEvent) -> ResponseState:
                 open_index=i,
                 open_part=None,
                 open_summary=None,
+                closing=False,
             )
         case ContentPartAdded(item_id=iid, output_index=i, content_index=c, part=part):
             item = _open_item(state, event, i, iid)
@@ -343,7 +368,8 @@ def evolve(state: ResponseState, event: AnyEvent) -> ResponseState:
             _, have = _open_part(state, event, i, iid, c)
             if have != part:
                 raise _fail(state, event, "the final part differs from its deltas")
-            return replace(state, version=seq, open_part=None)
+            _must_be_closing(state, event, "part's final text")
+            return replace(state, version=seq, open_part=None, closing=False)
         case OutputTextDelta(item_id=iid, output_index=i, content_index=c, delta=d):
             return _append_text(state, event, i, iid, c, d, OutputText)
         case OutputTextDone(item_id=iid, output_index=i, content_index=c, text=t):
@@ -366,39 +392,46 @@ def evolve(state: ResponseState, event: AnyEvent) -> ResponseState:
             return _set_item(state, i, new, version=seq, open_summary=s)
         case ReasoningSummaryTextDelta(item_id=iid, output_index=i, summary_index=s, delta=d):
             item, part = _summary(state, event, i, iid, s)
+            _not_closing(state, event)
             summary = list(item.summary)
             summary[s] = replace(part, text=part.text + d)
             return _set_item(state, i, replace(item, summary=summary), version=seq)
         case ReasoningSummaryTextDone(item_id=iid, output_index=i, summary_index=s, text=t):
             _, part = _summary(state, event, i, iid, s)
+            _not_closing(state, event)
             if part.text != t:
                 raise _fail(state, event, "the summary text differs from its deltas")
-            return replace(state, version=seq)
+            return replace(state, version=seq, closing=True)
         case ReasoningSummaryPartDone(item_id=iid, output_index=i, summary_index=s, part=p):
             _, part = _summary(state, event, i, iid, s)
             if part != p:
                 raise _fail(state, event, "the summary part differs from its deltas")
-            return replace(state, version=seq, open_summary=None)
+            _must_be_closing(state, event, "summary's final text")
+            return replace(state, version=seq, open_summary=None, closing=False)
         case FunctionCallArgumentsDelta(item_id=iid, output_index=i, delta=d):
             item = _open_item(state, event, i, iid)
             if not isinstance(item, FunctionCall):
                 raise _fail(state, event, f"output item {i} is not a function call")
+            _not_closing(state, event)
             return _set_item(state, i, replace(item, arguments=item.arguments + d), version=seq)
         case FunctionCallArgumentsDone(item_id=iid, output_index=i, name=n, arguments=a):
             item = _open_item(state, event, i, iid)
             if not isinstance(item, FunctionCall) or item.arguments != a or item.name != n:
                 raise _fail(state, event, "the final arguments differ from their deltas")
-            return replace(state, version=seq)
+            _not_closing(state, event)
+            return replace(state, version=seq, closing=True)
         case OutputItemDone(output_index=i, item=done):
             item = _open_item(state, event, i, done.id or "")
             if state.open_part is not None or state.open_summary is not None:
                 raise _fail(state, event, "a content part is still open")
+            if isinstance(item, FunctionCall):
+                _must_be_closing(state, event, "call's final arguments")
             if (
                 done.status not in ("completed", "incomplete")
                 or replace(item, status=done.status) != done
             ):
                 raise _fail(state, event, "the final item differs from its deltas")
-            return _set_item(state, i, done, version=seq, open_index=None)
+            return _set_item(state, i, done, version=seq, open_index=None, closing=False)
     raise _fail(state, event, "unknown event")  # pragma: no cover - the union is closed
 
 

@@ -1049,3 +1049,90 @@ def test_the_sdk_reads_the_text_of_a_completed_projection() -> None:
     assert model.usage is not None
     assert model.usage.input_tokens_details.cached_tokens == 8
     assert model.usage.output_tokens_details.reasoning_tokens == 12
+
+
+# --- logs the commands could never have written ---------------------------------------------
+
+
+def _renumbered(events: list[AnyEvent]) -> list[AnyEvent]:
+    return [replace(e, sequence_number=i) for i, e in enumerate(events)]
+
+
+def _without(events: list[AnyEvent], kind: type[AnyEvent], nth: int = 0) -> list[AnyEvent]:
+    hits = [i for i, e in enumerate(events) if isinstance(e, kind)]
+    return _renumbered(events[: hits[nth]] + events[hits[nth] + 1 :])
+
+
+def _doubled(events: list[AnyEvent], kind: type[AnyEvent]) -> list[AnyEvent]:
+    i = next(i for i, e in enumerate(events) if isinstance(e, kind))
+    return _renumbered(events[: i + 1] + events[i:])
+
+
+def _last_snapshot(events: list[AnyEvent], **changes: object) -> list[AnyEvent]:
+    last = events[-1]
+    return [*events[:-1], replace(last, response=replace(last.response, **changes))]  # type: ignore[union-attr]
+
+
+def _impossible_logs() -> dict[str, Callable[[], tuple[list[AnyEvent], str]]]:
+    def background_without_queued() -> tuple[list[AnyEvent], str]:
+        s = Stream.new(background=True)
+        s.cancel()
+        return _without(list(s.events), ResponseQueued), "followed by response.queued"
+
+    def foreground_failed_without_in_progress() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.fail()
+        return _without(list(s.events), ResponseInProgress), "followed by response.in_progress"
+
+    def part_done_without_its_text_done() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.emit(TextDelta(text="hi"))
+        s.finish()
+        return _without(list(s.events), OutputTextDone), "was not sent first"
+
+    def text_done_twice() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.emit(TextDelta(text="hi"))
+        s.finish()
+        return _doubled(list(s.events), OutputTextDone), "already sent"
+
+    def call_done_without_its_arguments_done() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.emit(FunctionCallStart(name="f"), ArgumentsDelta(text="{}"))
+        s.finish()
+        return _without(list(s.events), FunctionCallArgumentsDone), "was not sent first"
+
+    def summary_done_without_its_text_done() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.emit(SummaryDelta(text="gist"))
+        s.finish()
+        return _without(list(s.events), ReasoningSummaryTextDone), "was not sent first"
+
+    def completed_without_completed_at() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.finish()
+        return _last_snapshot(list(s.events), completed_at=None), "completed_at"
+
+    def failed_with_completed_at() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        s.fail()
+        return _last_snapshot(list(s.events), completed_at=NOW), "completed_at"
+
+    def created_with_an_error() -> tuple[list[AnyEvent], str]:
+        s = Stream.new()
+        first = s.events[0]
+        assert isinstance(first, ResponseCreated)
+        bad = replace(first.response, error=ResponseError(code="server_error", message="x"))
+        return [replace(first, response=bad), *s.events[1:]], "no output"
+
+    return {f.__name__: f for f in locals().values() if callable(f)}
+
+
+IMPOSSIBLE = _impossible_logs()
+
+
+@pytest.mark.parametrize("case", IMPOSSIBLE)
+def test_replay_refuses_a_log_the_commands_could_not_have_written(case: str) -> None:
+    events, why = IMPOSSIBLE[case]()
+    with pytest.raises(InvalidTransition, match=why):
+        agg.replay(events)
