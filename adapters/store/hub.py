@@ -10,6 +10,7 @@ out is also what a replay returns.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -82,25 +83,39 @@ def _expire(waiter: asyncio.Future[bool]) -> None:
         waiter.set_result(False)
 
 
+def stream_key(stream_id: str) -> str:
+    """A short name for a stream in a doorbell (8 hex digits, so that one notification can
+    name some 800 streams). Two streams may share a key; that costs a needless re-read."""
+    return format(zlib.crc32(stream_id.encode()), "08x")
+
+
 class Hub:
     """Routes committed events and doorbells to the subscriptions of this process."""
 
     def __init__(self, capacity: int = 1024) -> None:
         self.capacity = capacity
         self._subs: dict[str, set[Subscription]] = {}
+        self._keys: dict[str, set[str]] = {}  # stream_key -> subscribed stream ids
 
     @contextmanager
     def subscribe(self, stream_id: str) -> Iterator[Subscription]:
         sub = Subscription(stream_id, self.capacity)
-        self._subs.setdefault(stream_id, set()).add(sub)
+        subs = self._subs.get(stream_id)
+        if subs is None:
+            subs = self._subs[stream_id] = set()
+            self._keys.setdefault(stream_key(stream_id), set()).add(stream_id)
+        subs.add(sub)
         try:
             yield sub
         finally:
-            subs = self._subs.get(stream_id)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self._subs[stream_id]
+            subs.discard(sub)
+            if not subs and self._subs.get(stream_id) is subs:
+                del self._subs[stream_id]
+                key = stream_key(stream_id)
+                same = self._keys[key]
+                same.discard(stream_id)
+                if not same:
+                    del self._keys[key]
 
     def publish(self, committed: Mapping[str, Sequence[StoredEvent]]) -> None:
         """Hand freshly committed events (by stream, in order) to their subscribers."""
@@ -113,6 +128,11 @@ class Hub:
         for stream_id in stream_ids:
             for sub in self._subs.get(stream_id, ()):
                 sub.ring()
+
+    def ring_keys(self, keys: Iterable[str]) -> None:
+        """Streams moved elsewhere, named by `stream_key`: their subscribers re-read."""
+        for key in keys:
+            self.ring(self._keys.get(key, ()))
 
     def ring_all(self) -> None:
         """Anything may have moved (a lost or oversized notification): everyone re-reads."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from adapters.store.hub import Hub
+from adapters.store.hub import Hub, stream_key
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +27,17 @@ _PAYLOAD_LIMIT = 7900
 
 
 def doorbell_payload(origin: str, stream_ids: Sequence[str]) -> str:
-    """`origin|id,id,...`, or `origin|*` when the list would not fit one notification."""
-    payload = f"{origin}|{','.join(stream_ids)}"
-    if len(payload.encode()) > _PAYLOAD_LIMIT:
+    """`origin|key,key,...` naming the streams by `stream_key`, or `origin|*` when even
+    that would not fit one notification."""
+    keys = sorted({stream_key(s) for s in stream_ids})
+    payload = f"{origin}|{','.join(keys)}"
+    if len(payload) > _PAYLOAD_LIMIT:
         return f"{origin}|{MANY}"
     return payload
 
 
 def parse_payload(payload: str) -> tuple[str, list[str] | None]:
-    """(origin, stream ids); None for the ids means "many: re-read everything"."""
+    """(origin, stream keys); None for the keys means "many: re-read everything"."""
     origin, _, ids = payload.partition("|")
     if ids == MANY:
         return origin, None
@@ -128,7 +130,7 @@ class Listener:
         if ids is None:
             self._hub.ring_all()
         else:
-            self._hub.ring(ids)
+            self._hub.ring_keys(ids)
 
 
 def _settle(lost: asyncio.Future[None]) -> None:

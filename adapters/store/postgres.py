@@ -45,8 +45,7 @@ RETURNING r.id
 
 _INSERT_UNNEST = """
 INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
-SELECT s, p, t, d, f, $6 FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[])
-     AS u(s, p, t, d, f)
+SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::float8[])
 """
 
 _INSERT_MANY = """
@@ -103,28 +102,18 @@ class PostgresEventStore(SqlEventStore):
             won.update(row[0] for row in result)
         return won
 
-    async def _insert_events(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
-    ) -> None:
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
         if not batches:
             return
         if self.settings.pg_insert == "executemany":
-            rows = [(b.stream_id, p, t, d, f, now) for b in batches for p, t, d, f in b.rows]
+            rows = [(b.stream_id, *row) for b in batches for row in b.rows]
             await conn.exec_driver_sql(_INSERT_MANY, rows)
             return
         sids: list[str] = []
-        positions: list[int] = []
-        types: list[str] = []
-        datas: list[str] = []
-        facts: list[str | None] = []
         for b in batches:
             sids.extend([b.stream_id] * len(b.rows))
-            for p, t, d, f in b.rows:
-                positions.append(p)
-                types.append(t)
-                datas.append(d)
-                facts.append(f)
-        await conn.exec_driver_sql(_INSERT_UNNEST, (sids, positions, types, datas, facts, now))
+        columns = zip(*(row for b in batches for row in b.rows), strict=True)
+        await conn.exec_driver_sql(_INSERT_UNNEST, (sids, *map(list, columns)))
 
     async def _notify(self, conn: AsyncConnection, stream_ids: Sequence[str]) -> None:
         # NOTIFY is transactional: it is delivered at commit, and never for a rollback.

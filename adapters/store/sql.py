@@ -224,7 +224,7 @@ class SqlEventStore:
                 raise
             log.warning("flush of %d streams failed (%s); isolating them", len(batches), exc)
             failed, done = await self._commit_isolated(batches, now, recheck)
-        committed = {b.stream_id: b.stored(now) for b in batches if b.stream_id not in failed}
+        committed = {b.stream_id: b.events for b in batches if b.stream_id not in failed}
         committed.update(done)
         self.hub.publish(committed)
         return failed
@@ -267,7 +267,7 @@ class SqlEventStore:
         lost = [b for b in batches if b.stream_id not in won]
         done = await self._already_written(conn, lost) if recheck and lost else {}
         failed: Failures = {b.stream_id: _conflict(b) for b in lost if b.stream_id not in done}
-        await self._insert_events(conn, [b for b in batches if b.stream_id in won], now)
+        await self._insert_events(conn, [b for b in batches if b.stream_id in won])
         return failed, done
 
     async def _already_written(
@@ -287,7 +287,7 @@ class SqlEventStore:
                 .order_by(t_events.c.position)
             )
             stored = [_stored(batch.stream_id, r) for r in await conn.execute(query)]
-            mine = [(p, t, d.encode()) for p, t, d, _ in batch.rows]
+            mine = [(e.position, e.type, e.data) for e in batch.events]
             if [(e.position, e.type, e.data) for e in stored] == mine:
                 done[batch.stream_id] = stored
         return done
@@ -304,9 +304,7 @@ class SqlEventStore:
         """Create or advance the read-model rows whose guard holds; their ids."""
         raise NotImplementedError
 
-    async def _insert_events(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
-    ) -> None:
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
         raise NotImplementedError
 
     async def _notify(self, conn: AsyncConnection, stream_ids: Sequence[str]) -> None:

@@ -121,9 +121,7 @@ class SqliteEventStore(SqlEventStore):
             versions.update({row.id: row.version for row in await conn.execute(query)})
         return versions
 
-    async def _insert_events(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
-    ) -> None:
-        rows = [(b.stream_id, p, t, d, f, now) for b in batches for p, t, d, f in b.rows]
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
+        rows = [(b.stream_id, *row) for b in batches for row in b.rows]
         if rows:
             await conn.exec_driver_sql(_INSERT_EVENTS, rows)
