@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.migrate import upgrade_async
+from adapters.store.rows import encode_append, merge
 from domain import response as agg
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage
@@ -260,6 +261,34 @@ async def replay_phase(store: SqlEventStore, length: int, repeats: int) -> list[
     return runs
 
 
+async def insert_phase(url: str, mode: str, per_stream: int, flushes: int = 30) -> Run:
+    """Flushes of 300 streams x `per_stream` events straight through `store.commit`: how the
+    event rows are shipped (`unnest` arrays or `executemany`) is all that differs."""
+    store = await open_store(url, pg_insert=mode)
+    work = plans(300, flushes * per_stream)
+    for rid, plan in work:
+        await store.append(rid, plan[0][0], plan[0][1])
+    batches = []
+    for f in range(flushes):
+        lo, hi = 1 + f * per_stream, 1 + (f + 1) * per_stream
+        batches.append([merge([encode_append(rid, *a) for a in plan[lo:hi]]) for rid, plan in work])
+    with Meter() as meter:
+        for flush in batches:
+            failed = await store.commit(flush)
+            assert not failed, failed
+    await store.close()
+    events = sum(len(b.rows) for flush in batches for b in flush)
+    return Run(f"{mode}x{per_stream}", events, meter, [], flushes, meter.seconds / flushes * 1e3)
+
+
+def background_load(seconds: float = 2.0) -> float:
+    """Cores busy on this machine before we start (other people's work skews the figures)."""
+    busy0, total0 = cpu_busy()
+    time.sleep(seconds)
+    busy1, total1 = cpu_busy()
+    return (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
+
+
 # --- databases --------------------------------------------------------------------------------
 
 
@@ -289,7 +318,10 @@ async def run(args: argparse.Namespace) -> None:
     try:
         await upgrade_async(url)
         store = await open_store(url, pool_size=10, max_overflow=10, pg_insert=args.pg_insert)
-        print(f"# {store.dialect}, {args.streams} streams x {args.rate:g} ev/s")
+        print(
+            f"# {store.dialect}, {args.streams} streams x {args.rate:g} ev/s, flush every"
+            f" {args.flush_ms:g} ms; {os.cpu_count()} cores, {background_load():.2f} busy before"
+        )
         deltas = int(args.rate * args.seconds)
         opts = {"interval": args.flush_ms / 1e3, "per_task": args.streams_per_task}
         for phase in args.phases.split(","):
@@ -302,6 +334,10 @@ async def run(args: argparse.Namespace) -> None:
             elif phase == "baseline":
                 work = plans(args.streams, deltas // 4)
                 print((await baseline_phase(store, work, args.baseline_seconds)).line())
+            elif phase == "inserts" and not args.sqlite:
+                for per_stream in (1, 10):
+                    for mode in ("unnest", "executemany"):
+                        print((await insert_phase(url, mode, per_stream)).line())
             elif phase == "replay":
                 for r in await replay_phase(store, args.replay_events, 3):
                     print(r.line())
@@ -330,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--baseline-seconds", type=float, default=5)
     p.add_argument("--replay-events", type=int, default=50_000)
     p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
-    p.add_argument("--phases", default="paced,max,baseline,replay")
+    p.add_argument("--phases", default="paced,max,baseline,inserts,replay")
     asyncio.run(run(p.parse_args(argv)))
 
 

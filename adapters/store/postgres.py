@@ -1,8 +1,8 @@
 """The production store: PostgreSQL through asyncpg, multi-row writes with `unnest`, and a
 NOTIFY doorbell (one per commit) heard by every process's listener.
 
-A flush is three statements whatever its size: the guarded row update (or row insert) for
-all its streams at once, then all its event rows, then one `pg_notify`. Arrays bound as
+A flush is a handful of statements whatever its size: the guarded row updates (or row
+inserts) for all its streams at once, then all its event rows, then one `pg_notify`. Arrays bound as
 parameters keep each statement's text (and so its prepared plan) the same for any size.
 """
 
@@ -29,14 +29,20 @@ ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
 
-# The guard: only rows still at the expected version move. COALESCE keeps the lifecycle
-# columns of a stream whose batch holds no lifecycle event.
-_CLAIM_EXISTING = """
+# The guard: only rows still at the expected version move. Most batches hold no lifecycle
+# event (they are deltas) and move only `version`; the few that do also set the snapshot.
+_CLAIM_MOVED = """
 UPDATE responses AS r
-SET version = u.version, updated_at = u.updated_at,
-    status = coalesce(u.status, r.status),
-    snapshot = coalesce(u.snapshot, r.snapshot),
-    snapshot_version = coalesce(u.snapshot_version, r.snapshot_version)
+SET version = u.version, updated_at = $4
+FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, expected, version)
+WHERE r.id = u.id AND r.version = u.expected
+RETURNING r.id
+"""
+
+_CLAIM_LIFECYCLE = """
+UPDATE responses AS r
+SET version = u.version, updated_at = u.updated_at, status = u.status,
+    snapshot = u.snapshot, snapshot_version = u.snapshot_version
 FROM unnest($1::int[], $2::float8[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[])
      AS u(version, updated_at, status, snapshot, snapshot_version, id, expected)
 WHERE r.id = u.id AND r.version = u.expected
@@ -96,9 +102,19 @@ class PostgresEventStore(SqlEventStore):
         if new:
             result = await conn.exec_driver_sql(_CLAIM_NEW, _columns(new))
             won.update(row[0] for row in result)
-        moved = [row_change(b, now) for b in batches if b.expected_version >= 0]
+        moved = [b for b in batches if b.expected_version >= 0 and b.lifecycle is None]
         if moved:
-            result = await conn.exec_driver_sql(_CLAIM_EXISTING, _columns(moved))
+            params = (
+                [b.stream_id for b in moved],
+                [b.expected_version for b in moved],
+                [b.last for b in moved],
+                now,
+            )
+            result = await conn.exec_driver_sql(_CLAIM_MOVED, params)
+            won.update(row[0] for row in result)
+        changed = [row_change(b, now) for b in batches if b.expected_version >= 0 and b.lifecycle]
+        if changed:
+            result = await conn.exec_driver_sql(_CLAIM_LIFECYCLE, _columns(changed))
             won.update(row[0] for row in result)
         return won
 
