@@ -309,7 +309,18 @@ async def drop_postgres(admin_url: str, name: str) -> None:
     await conn.close()
 
 
+def wait_for_quiet(limit: float, cores: float = 0.4) -> float:
+    """Wait up to `limit` seconds for the machine to have at most `cores` busy; the load."""
+    deadline = time.monotonic() + limit
+    load = background_load(1.0)
+    while load > cores and time.monotonic() < deadline:
+        load = background_load(1.0)
+    return load
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.wait_quiet:
+        wait_for_quiet(args.wait_quiet)
     tmp = tempfile.TemporaryDirectory()
     if args.sqlite:
         url, name = f"sqlite+aiosqlite:///{tmp.name}/bench.db", ""
@@ -367,6 +378,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--replay-events", type=int, default=50_000)
     p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
     p.add_argument("--phases", default="paced,max,baseline,inserts,replay")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="first wait (up to this long) for other work on the machine to finish",
+    )
     asyncio.run(run(p.parse_args(argv)))
 
 

@@ -91,6 +91,7 @@ class Listener:
         while True:
             try:
                 await self._listen_once()
+                log.warning("doorbell connection closed; reconnecting")
                 backoff = 0.05
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("doorbell connection lost (%s); reconnecting in %.2fs", exc, backoff)

@@ -75,7 +75,7 @@ class PostgresEventStore(SqlEventStore):
             echo=settings.echo,
             pool_size=settings.pool_size,
             max_overflow=settings.max_overflow,
-            pool_pre_ping=True,
+            pool_pre_ping=settings.pool_pre_ping,
         )
         super().__init__(url, engine, settings)
         if settings.pg_insert not in ("unnest", "executemany"):

@@ -5,6 +5,7 @@ the few statements that differ (the multi-row insert, the guard, the doorbell).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 import time
@@ -44,6 +45,10 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     listen: bool = True  # PostgreSQL: run the LISTEN connection (cross-process doorbell)
     check_migrated: bool = True  # refuse to open a database that is not at the head revision
     pool_size: int = 5
+    # Off: a probe per checkout doubles the round trips of every flush and read. A dropped
+    # connection instead fails one statement, which invalidates the pool; the writer and
+    # the tails retry such errors.
+    pool_pre_ping: bool = False
     max_overflow: int = 10
     pg_insert: str = "unnest"  # or "executemany": how a flush inserts its event rows
     sqlite_busy_timeout: float = 10.0  # seconds a writer waits for SQLite's write lock
@@ -173,11 +178,27 @@ class SqlEventStore:
             stream_id,
             after,
             hub=self.hub,
-            read=self.read,
+            read=self._tail_read,
             ended=self._ended,
             poll_interval=self.settings.poll_interval,
             page=self.settings.read_page,
         )
+
+    async def _tail_read(
+        self, stream_id: str, after: int, limit: int
+    ) -> builtins.list[StoredEvent]:
+        """A tail's read: a transient error (the server restarted, the connection dropped)
+        is waited out rather than ending the tail; it resumes from where it was."""
+        delay = 0.05
+        while True:
+            try:
+                return await self.read(stream_id, after, limit)
+            except (sa_exc.DBAPIError, OSError) as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("tail of %s: read failed (%s); retrying", stream_id, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.settings.poll_interval)
 
     async def _ended(self, stream_id: str, last: int) -> bool:
         query = sa.select(t_responses.c.status, t_responses.c.version).where(

@@ -298,5 +298,32 @@ async def test_events_committed_while_nobody_listened_are_found_on_reconnect(
     assert got == wire(appends)[2:]
 
 
+async def test_a_tail_and_a_writer_ride_out_killed_connections(
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore], pg_url: str
+) -> None:
+    """Every server connection but ours is terminated mid-stream (as in a failover): the
+    writer retries its flush, the tail retries its read, the listener reconnects; the tail
+    still yields each event once, in order."""
+    writer_store, tailer = pg_pair
+    appends = streams.script(deltas=6)
+    rid = rid_of(appends)
+    task = asyncio.create_task(collect(tailer, rid))
+    killer = await open_store(pg_url, listen=False)
+    async with GroupCommitWriter(writer_store) as writer:
+        for i, (expected, batch) in enumerate(appends):
+            if i == 3:
+                async with killer.engine.connect() as conn:
+                    await conn.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        )
+                    )
+            await writer.append(rid, expected, batch)
+    async with asyncio.timeout(30):
+        assert await task == wire(appends)
+    await killer.close()
+
+
 async def collect_rest(tail: AsyncIterator[object]) -> list[tuple[int, bytes]]:
     return [(e.position, e.data) async for e in tail]  # type: ignore[attr-defined]
