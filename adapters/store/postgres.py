@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, Listener, doorbell_payload
 from adapters.store.rows import StreamBatch, row_change, row_insert
 from adapters.store.sql import SqlEventStore, StoreSettings
 from adapters.store.urls import asyncpg_dsn
+from service.ports import StoredEvent
 
 _CLAIM_NEW = """
 INSERT INTO responses (id, owner, status, model, background, store, previous_response_id,
@@ -54,6 +57,15 @@ INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
 SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::float8[])
 """
 
+# What is new on several streams at once (the shared catch-up read of `catchup.py`).
+_FETCH_MANY = """
+SELECT e.stream_id, e.position, e.type, e.data, e.facts, e.recorded_at
+FROM unnest($1::text[], $2::int[]) AS c(sid, after)
+JOIN events AS e ON e.stream_id = c.sid AND e.position > c.after
+ORDER BY e.stream_id, e.position
+LIMIT $3
+"""
+
 _INSERT_MANY = """
 INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -62,6 +74,12 @@ VALUES ($1, $2, $3, $4, $5, $6)
 
 def _columns(rows: Sequence[tuple[object, ...]]) -> tuple[list[object], ...]:
     return tuple(list(column) for column in zip(*rows, strict=True))
+
+
+def _stored(row: Any) -> StoredEvent:
+    sid, position, type_, data, facts, recorded_at = row
+    facts_bytes = None if facts is None else facts.encode()
+    return StoredEvent(sid, position, type_, data.encode(), facts_bytes, recorded_at)
 
 
 class PostgresEventStore(SqlEventStore):
@@ -84,15 +102,27 @@ class PostgresEventStore(SqlEventStore):
             )
         # Identifies this process's own notifications, whose events the hub already has.
         self.origin = secrets.token_hex(6)
-        self.listener = Listener(asyncpg_dsn(url), self.hub, self.origin)
+        self.catchup = CatchUp(self.hub, self._fetch_many)
+        self.listener = Listener(asyncpg_dsn(url), self._rung, self.origin)
 
     async def start(self) -> None:
         if self.settings.listen:
+            await self.catchup.start()
             await self.listener.start()
 
     async def close(self) -> None:
         await self.listener.stop()
+        await self.catchup.stop()
         await super().close()
+
+    def _rung(self, keys: list[str] | None) -> None:
+        self.catchup.want(self.hub.streams(keys))
+
+    async def _fetch_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
+        params = ([sid for sid, _ in points], [after for _, after in points], limit)
+        async with self.engine.connect() as conn:
+            result = await conn.exec_driver_sql(_FETCH_MANY, params)
+            return [_stored(row) for row in result]
 
     async def _claim(
         self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float

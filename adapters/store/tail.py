@@ -64,6 +64,7 @@ async def follow(
                     continue
                 if not rows and check_end and await ended(stream_id, cursor.last):
                     return
+            sub.position = cursor.last
             woke = await sub.wait(poll_interval)
             handed, reread = sub.take()
             for event in handed:

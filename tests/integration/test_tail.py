@@ -252,6 +252,37 @@ async def test_a_tail_hears_another_process_through_notify(
         assert await task == wire(appends)
 
 
+async def test_remote_tails_share_one_read_per_doorbell(
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty tails here, another process writing: the doorbells are answered by shared
+    catch-up reads, not by a read per tail per notification."""
+    writer_store, tailer = pg_pair
+    scripts = [streams.script(deltas=12) for _ in range(20)]
+    own_reads = 0
+    real_read = tailer.read
+
+    async def counting_read(*args: object, **kwargs: object) -> object:
+        nonlocal own_reads
+        own_reads += 1
+        return await real_read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tailer, "read", counting_read)
+    tasks = [asyncio.create_task(collect(tailer, rid_of(s))) for s in scripts]
+    await asyncio.sleep(0.1)
+    async with GroupCommitWriter(writer_store) as writer:
+        for step in range(len(scripts[0])):
+            for appends in scripts:
+                expected, batch = appends[step]
+                await writer.append(rid_of(appends), expected, batch, durable=False)
+            await writer.flush()
+    async with asyncio.timeout(20):
+        seen = await asyncio.gather(*tasks)
+    assert seen == [wire(s) for s in scripts]
+    assert tailer.catchup.reads >= 1
+    assert own_reads <= 3 * len(scripts)  # each tail's first read, and a re-read or two
+
+
 async def test_the_listener_reconnects_after_its_connection_is_killed(
     pg_pair: tuple[PostgresEventStore, PostgresEventStore],
 ) -> None:

@@ -34,10 +34,10 @@ def test_three_hundred_streams_still_fit_by_name() -> None:
     assert len(keys) == 300
 
 
-async def test_ringing_a_key_wakes_only_its_stream_subscribers() -> None:
+async def test_a_key_names_only_its_streams_subscribers() -> None:
     hub = Hub()
     with hub.subscribe("resp_a") as a, hub.subscribe("resp_b") as b:
-        hub.ring_keys([stream_key("resp_a")])
+        hub.ring(hub.streams([stream_key("resp_a")]))
         assert await a.wait(0.01) is True
         assert a.take() == ([], True)
         assert await b.wait(0.01) is False
