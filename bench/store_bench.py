@@ -208,9 +208,13 @@ async def group_phase(
     rate: float,
     interval: float,
     per_task: int,
+    tails: SqlEventStore | None = None,
 ) -> Run:
+    """The group-commit writer on `store`; tailers on `tails` (default: the same store, so
+    they are handed events in-process; another store only hears the doorbell)."""
     streams = [Stream(rid, plan) for rid, plan in work]
-    tailers = [asyncio.create_task(tail(store, s.rid, s.seen)) for s in streams]
+    tails = tails or store
+    tailers = [asyncio.create_task(tail(tails, s.rid, s.seen)) for s in streams]
     await asyncio.sleep(0.2)
     writer = GroupCommitWriter(store, flush_interval=interval)
     await writer.start()
@@ -339,6 +343,14 @@ async def run(args: argparse.Namespace) -> None:
             if phase == "paced":
                 work = plans(args.streams, deltas)
                 print((await group_phase(store, "paced", work, rate=args.rate, **opts)).line())
+            elif phase == "remote" and not args.sqlite:
+                remote = await open_store(url, pool_size=10, max_overflow=10)
+                work = plans(args.streams, deltas // 2)
+                run_ = await group_phase(
+                    store, "remote", work, rate=args.rate, tails=remote, **opts
+                )
+                print(run_.line(), f" [{remote.catchup.reads} shared reads]")  # type: ignore[attr-defined]
+                await remote.close()
             elif phase == "max":
                 work = plans(args.streams, deltas // 2)
                 print((await group_phase(store, "max", work, rate=0, **opts)).line())
@@ -377,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--baseline-seconds", type=float, default=5)
     p.add_argument("--replay-events", type=int, default=50_000)
     p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
-    p.add_argument("--phases", default="paced,max,baseline,inserts,replay")
+    p.add_argument("--phases", default="paced,remote,max,baseline,inserts,replay")
     p.add_argument(
         "--wait-quiet",
         type=float,
