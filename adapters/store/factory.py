@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.store.postgres import PostgresEventStore
-from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.settings import StoreSettings
+from adapters.store.sql import SqlEventStore
 from adapters.store.sqlite import SqliteEventStore
 from adapters.store.urls import async_url, is_postgres
 

@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, Listener, doorbell_payload
 from adapters.store.rows import StreamBatch, row_change, row_insert
-from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.settings import StoreSettings
+from adapters.store.sql import SqlEventStore
 from adapters.store.urls import asyncpg_dsn
 from service.ports import StoredEvent
 

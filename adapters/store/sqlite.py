@@ -20,7 +20,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from adapters.store.rows import StreamBatch, row_change, row_insert
-from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.settings import StoreSettings
+from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
 
 _WRITE = "resplog_write"

@@ -116,6 +116,8 @@ class GroupCommitWriter:
 
     async def close(self) -> None:
         """Commit everything queued, then stop the flusher; later appends raise."""
+        if self._fifo:
+            await self.start()  # never started, but holding appends: drain them too
         self._closing = True
         self._work.set()
         self._full.set()
@@ -131,7 +133,7 @@ class GroupCommitWriter:
         await self.close()
 
     async def flush(self) -> None:
-        """Wait until everything queued so far is committed (or failed)."""
+        """Wait until everything queued so far is committed (or failed); needs `start()`."""
         self._full.set()
         await self._idle.wait()
 
