@@ -42,6 +42,7 @@ from domain.generation import Finished, TextDelta, TokenUsage
 from domain.objects import InputMessage, InputText, ResponseObject
 
 Plan = list[tuple[int, list[AnyEvent]]]  # (expected_version, events) per append
+POOL = 16  # connections per store
 
 
 # --- workload ---------------------------------------------------------------------------------
@@ -132,6 +133,10 @@ class Run:
     events: int
     meter: Meter
     latencies: list[float] = field(default_factory=list)
+    # Steady state: events appended after the first and before the last second (all
+    # streams start, and end with a big `response.completed`, at about the same time).
+    steady: list[float] = field(default_factory=list)
+    steady_rate: float = 0.0
     flushes: int = 0
     flush_ms: float = 0.0
 
@@ -139,9 +144,13 @@ class Run:
         m = self.meter
         rate = self.events / m.seconds
         text = f"{self.name:<9} {self.events:>8} events in {m.seconds:6.2f}s = {rate:>9,.0f} ev/s"
+        if self.steady:
+            q = statistics.quantiles(self.steady, n=100)
+            text += f"  steady {self.steady_rate:,.0f} ev/s p50 {q[49] * 1e3:.1f} ms"
+            text += f" p99 {q[98] * 1e3:.1f} ms;"
         if self.latencies:
             q = statistics.quantiles(self.latencies, n=100)
-            text += f"  p50 {q[49] * 1e3:6.1f} ms  p99 {q[98] * 1e3:6.1f} ms"
+            text += f"  all: p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
         text += (
             f"  cpu/event {m.cpu_self * m.seconds / max(self.events, 1) * 1e6:.1f} us,"
             f"  cores: bench {m.cpu_self:.2f}, postgres {m.cpu_pg:.2f},"
@@ -156,14 +165,6 @@ async def tail(store: SqlEventStore, rid: str, seen: dict[int, float]) -> None:
     clock = time.perf_counter
     async for event in store.subscribe(rid):
         seen[event.position] = clock()
-
-
-def latencies(sent: list[dict[int, float]], seen: list[dict[int, float]]) -> list[float]:
-    return [
-        seen_at[p] - t
-        for sent_at, seen_at in zip(sent, seen, strict=True)
-        for p, t in sent_at.items()
-    ]
 
 
 # --- phases -----------------------------------------------------------------------------------
@@ -230,20 +231,32 @@ async def group_phase(
     lat = [s.seen[p] - t for s in streams for p, t in s.sent.items()]
     per_flush = writer.flush_seconds / max(writer.flushes, 1) * 1e3
     total = sum(len(s.seen) for s in streams)
-    return Run(name, total, meter, lat, writer.flushes, per_flush)
+    run = Run(name, total, meter, lat, flushes=writer.flushes, flush_ms=per_flush)
+    if rate:
+        lo = t0 + 1.0
+        hi = max(t for s in streams for t in s.sent.values()) - 1.0
+        run.steady = [s.seen[p] - t for s in streams for p, t in s.sent.items() if lo <= t <= hi]
+        visible = sum(1 for s in streams for t in s.seen.values() if lo <= t <= hi)
+        run.steady_rate = visible / (hi - lo)
+    return run
 
 
-async def baseline_phase(store: SqlEventStore, work: list[tuple[str, Plan]], seconds: float) -> Run:
-    """One transaction per event append, every stream appending as fast as it commits."""
+async def baseline_phase(
+    store: SqlEventStore, work: list[tuple[str, Plan]], seconds: float, connections: int
+) -> Run:
+    """One transaction per event append, every stream appending as fast as it commits, at
+    most `connections` at a time (the pool: more would only measure waiting for it)."""
     done: list[float] = []
     deadline = time.perf_counter() + seconds
+    gate = asyncio.Semaphore(connections)
 
     async def one(rid: str, plan: Plan) -> None:
         for expected, events in plan:
             if time.perf_counter() > deadline:
                 return
             begin = time.perf_counter()
-            await store.append(rid, expected, events)
+            async with gate:
+                await store.append(rid, expected, events)
             done.extend([time.perf_counter() - begin] * len(events))
 
     with Meter() as meter:
@@ -282,7 +295,13 @@ async def insert_phase(url: str, mode: str, per_stream: int, flushes: int = 30) 
             assert not failed, failed
     await store.close()
     events = sum(len(b.rows) for flush in batches for b in flush)
-    return Run(f"{mode}x{per_stream}", events, meter, [], flushes, meter.seconds / flushes * 1e3)
+    return Run(
+        f"{mode}x{per_stream}",
+        events,
+        meter,
+        flushes=flushes,
+        flush_ms=meter.seconds / flushes * 1e3,
+    )
 
 
 def background_load(seconds: float = 2.0) -> float:
@@ -332,7 +351,7 @@ async def run(args: argparse.Namespace) -> None:
         url, name = await fresh_postgres(args.database_url)
     try:
         await upgrade_async(url)
-        store = await open_store(url, pool_size=10, max_overflow=10, pg_insert=args.pg_insert)
+        store = await open_store(url, pool_size=POOL, max_overflow=0, pg_insert=args.pg_insert)
         print(
             f"# {store.dialect}, {args.streams} streams x {args.rate:g} ev/s, flush every"
             f" {args.flush_ms:g} ms; {os.cpu_count()} cores, {background_load():.2f} busy before"
@@ -344,7 +363,7 @@ async def run(args: argparse.Namespace) -> None:
                 work = plans(args.streams, deltas)
                 print((await group_phase(store, "paced", work, rate=args.rate, **opts)).line())
             elif phase == "remote" and not args.sqlite:
-                remote = await open_store(url, pool_size=10, max_overflow=10)
+                remote = await open_store(url, pool_size=POOL, max_overflow=0)
                 work = plans(args.streams, deltas // 2)
                 run_ = await group_phase(
                     store, "remote", work, rate=args.rate, tails=remote, **opts
@@ -356,11 +375,13 @@ async def run(args: argparse.Namespace) -> None:
                 print((await group_phase(store, "max", work, rate=0, **opts)).line())
             elif phase == "baseline":
                 work = plans(args.streams, deltas // 4)
-                print((await baseline_phase(store, work, args.baseline_seconds)).line())
+                run_ = await baseline_phase(store, work, args.baseline_seconds, POOL)
+                print(run_.line())
             elif phase == "inserts" and not args.sqlite:
                 for per_stream in (1, 10):
-                    for mode in ("unnest", "executemany"):
-                        print((await insert_phase(url, mode, per_stream)).line())
+                    for _ in range(3):  # alternate, so that a burst of noise hits both
+                        for mode in ("unnest", "executemany"):
+                            print((await insert_phase(url, mode, per_stream)).line())
             elif phase == "replay":
                 for r in await replay_phase(store, args.replay_events, 3):
                     print(r.line())
