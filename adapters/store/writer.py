@@ -153,7 +153,9 @@ class GroupCommitWriter:
         if not events:
             return
         append = encode_append(stream_id, expected_version, events)
-        await self._room(stream_id, len(append.rows))
+        known = self._streams.get(stream_id)
+        if known is not None and known.unsettled + len(append.rows) > self.max_pending_per_stream:
+            await self._room(stream_id, len(append.rows))
         stream = self._admit(append)
         pending = _Pending(append, asyncio.get_running_loop().create_future() if durable else None)
         stream.queued.append(pending)
