@@ -27,7 +27,8 @@ class CatchUp:
     """Coalesces the streams named by doorbells and reads them together, one query at a
     time (doorbells that ring meanwhile join the next one)."""
 
-    def __init__(self, hub: Hub, fetch: FetchFn, *, limit: int = 5000) -> None:
+    def __init__(self, hub: Hub, fetch: FetchFn, *, limit: int = 1000) -> None:
+        """`fetch(points, limit)` returns up to `limit` events after each (stream, position)."""
         self._hub = hub
         self._fetch = fetch
         self._limit = limit
@@ -73,6 +74,12 @@ class CatchUp:
         grouped: dict[str, list[StoredEvent]] = {}
         for event in rows:
             grouped.setdefault(event.stream_id, []).append(event)
+        for events in grouped.values():
+            events.sort(key=_position)
         self._hub.publish(grouped)
-        if len(rows) >= self._limit:  # more to come: go again from the new positions
-            self.want(sid for sid, _ in points)
+        # A stream that filled its limit has more: go again from its new position.
+        self.want(sid for sid, events in grouped.items() if len(events) >= self._limit)
+
+
+def _position(event: StoredEvent) -> int:
+    return event.position

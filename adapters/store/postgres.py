@@ -58,13 +58,18 @@ INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
 SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::float8[])
 """
 
-# What is new on several streams at once (the shared catch-up read of `catchup.py`).
+# What is new on several streams at once (the shared catch-up read of `catchup.py`). One
+# LATERAL index range scan per stream, each with its own limit: a global ORDER BY ... LIMIT
+# would tempt the planner into walking the whole primary key in order instead.
 _FETCH_MANY = """
 SELECT e.stream_id, e.position, e.type, e.data, e.facts, e.recorded_at
 FROM unnest($1::text[], $2::int[]) AS c(sid, after)
-JOIN events AS e ON e.stream_id = c.sid AND e.position > c.after
-ORDER BY e.stream_id, e.position
-LIMIT $3
+CROSS JOIN LATERAL (
+    SELECT * FROM events
+    WHERE stream_id = c.sid AND position > c.after
+    ORDER BY position
+    LIMIT $3
+) AS e
 """
 
 _INSERT_MANY = """
