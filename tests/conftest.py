@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -34,7 +34,7 @@ async def _admin(sql: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def fresh_pg() -> Iterator[object]:
+def fresh_pg() -> Iterator[Callable[[], str]]:
     """A factory of fresh, empty PostgreSQL databases (dropped at the end of the session)."""
     made: list[str] = []
 
@@ -50,9 +50,9 @@ def fresh_pg() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def pg_url(fresh_pg: object) -> str:
+def pg_url(fresh_pg: Callable[[], str]) -> str:
     """One migrated PostgreSQL database for the session's store tests."""
-    url: str = fresh_pg()  # type: ignore[operator]
+    url = fresh_pg()
     upgrade(url)
     return url
 

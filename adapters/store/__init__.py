@@ -2,7 +2,9 @@
 
 from adapters.store.factory import make_store, open_store
 from adapters.store.migrate import NotMigrated
-from adapters.store.sql import ResponsePage, SqlEventStore, StoreSettings
+from adapters.store.readmodel import ResponsePage
+from adapters.store.settings import StoreSettings
+from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
 
 __all__ = [

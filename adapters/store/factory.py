@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.store.postgres import PostgresEventStore
-from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.settings import StoreSettings
+from adapters.store.sql import SqlEventStore
 from adapters.store.sqlite import SqliteEventStore
 from adapters.store.urls import async_url, is_postgres
+from adapters.store.writer import GroupCommitWriter
+from service.ports import EventStore, EventWriter, ResponseIndex
 
 
 def make_store(url: str, **settings: Any) -> SqlEventStore:
@@ -34,3 +37,10 @@ async def open_store(url: str, **settings: Any) -> SqlEventStore:
         await store.close()
         raise
     return store
+
+
+def _implements_the_ports(
+    store: SqlEventStore, writer: GroupCommitWriter
+) -> tuple[EventStore, ResponseIndex, EventWriter, EventWriter]:
+    """Never called: mypy checks here that the adapters satisfy the service ports."""
+    return store, store, store, writer

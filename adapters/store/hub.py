@@ -10,6 +10,7 @@ out is also what a replay returns.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,10 +21,13 @@ from service.ports import StoredEvent
 class Subscription:
     """One tailer's mailbox: committed events handed over in-process, and a re-read flag."""
 
-    __slots__ = ("_capacity", "_events", "_reread", "_waiter", "stream_id")
+    __slots__ = ("_capacity", "_events", "_reread", "_waiter", "position", "stream_id")
 
     def __init__(self, stream_id: str, capacity: int) -> None:
         self.stream_id = stream_id
+        # The position the tail had yielded up to when it last went to wait; None until its
+        # first read of the table is done.
+        self.position: int | None = None
         self._capacity = capacity
         self._events: deque[StoredEvent] = deque()
         self._reread = False
@@ -82,31 +86,52 @@ def _expire(waiter: asyncio.Future[bool]) -> None:
         waiter.set_result(False)
 
 
+def stream_key(stream_id: str) -> str:
+    """A short name for a stream in a doorbell (8 hex digits, so that one notification can
+    name some 800 streams). Two streams may share a key; that costs a needless re-read."""
+    return format(zlib.crc32(stream_id.encode()), "08x")
+
+
 class Hub:
     """Routes committed events and doorbells to the subscriptions of this process."""
 
     def __init__(self, capacity: int = 1024) -> None:
         self.capacity = capacity
         self._subs: dict[str, set[Subscription]] = {}
+        self._keys: dict[str, set[str]] = {}  # stream_key -> subscribed stream ids
+        self._delivered: dict[str, int] = {}  # last position handed out, per subscribed stream
 
     @contextmanager
     def subscribe(self, stream_id: str) -> Iterator[Subscription]:
         sub = Subscription(stream_id, self.capacity)
-        self._subs.setdefault(stream_id, set()).add(sub)
+        subs = self._subs.get(stream_id)
+        if subs is None:
+            subs = self._subs[stream_id] = set()
+            self._keys.setdefault(stream_key(stream_id), set()).add(stream_id)
+        subs.add(sub)
         try:
             yield sub
         finally:
-            subs = self._subs.get(stream_id)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self._subs[stream_id]
+            subs.discard(sub)
+            if not subs and self._subs.get(stream_id) is subs:
+                del self._subs[stream_id]
+                self._delivered.pop(stream_id, None)
+                key = stream_key(stream_id)
+                same = self._keys[key]
+                same.discard(stream_id)
+                if not same:
+                    del self._keys[key]
 
     def publish(self, committed: Mapping[str, Sequence[StoredEvent]]) -> None:
         """Hand freshly committed events (by stream, in order) to their subscribers."""
         for stream_id, events in committed.items():
-            for sub in self._subs.get(stream_id, ()):
-                sub.deliver(events)
+            subs = self._subs.get(stream_id)
+            if subs and events:
+                last = events[-1].position
+                if last > self._delivered.get(stream_id, -1):
+                    self._delivered[stream_id] = last
+                for sub in subs:
+                    sub.deliver(events)
 
     def ring(self, stream_ids: Iterable[str]) -> None:
         """Streams moved elsewhere: their subscribers re-read the table."""
@@ -114,11 +139,24 @@ class Hub:
             for sub in self._subs.get(stream_id, ()):
                 sub.ring()
 
-    def ring_all(self) -> None:
-        """Anything may have moved (a lost or oversized notification): everyone re-reads."""
-        for subs in self._subs.values():
-            for sub in subs:
+    def streams(self, keys: Iterable[str] | None = None) -> list[str]:
+        """The subscribed streams (those named by `keys`, if given)."""
+        if keys is None:
+            return list(self._subs)
+        return [sid for key in keys for sid in self._keys.get(key, ())]
+
+    def fetch_point(self, stream_id: str) -> int | None:
+        """Where one shared read of `stream_id` should start for this process's tails: past
+        what they have been handed or have read. Tails still on their first read are rung
+        instead (they re-read when they get to wait); None if that is all of them."""
+        subs = self._subs.get(stream_id, ())
+        known = [sub.position for sub in subs if sub.position is not None]
+        for sub in subs:
+            if sub.position is None:
                 sub.ring()
+        if not known:
+            return None
+        return max(max(known), self._delivered.get(stream_id, -1))
 
     def subscribers(self, stream_id: str) -> int:
         return len(self._subs.get(stream_id, ()))

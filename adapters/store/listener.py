@@ -1,9 +1,9 @@
-"""The PostgreSQL doorbell: one dedicated LISTEN connection per process that rings the hub
-for the streams other processes moved, reconnecting with backoff when it drops.
+"""The PostgreSQL doorbell: one dedicated LISTEN connection per process that reports the
+streams other processes moved, reconnecting with backoff when it drops.
 
-A notification only says *which* streams moved; subscribers then re-read the table. While
-the connection is down notifications are simply lost, so after every (re)connect the whole
-hub is rung, and tails poll on a timeout regardless.
+A notification only says *which* streams moved; the table is then re-read. While the
+connection is down notifications are simply lost, so after every (re)connect it reports
+"everything may have moved", and tails poll on a timeout regardless.
 """
 
 from __future__ import annotations
@@ -11,31 +11,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
 
-from adapters.store.hub import Hub
+from adapters.store.hub import stream_key
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "resplog_events"
+# Told the stream keys that moved, or None for "anything may have moved".
+RingFn = Callable[[list[str] | None], None]
 MANY = "*"
 # PostgreSQL refuses payloads of 8000 bytes or more; stay well inside.
 _PAYLOAD_LIMIT = 7900
 
 
 def doorbell_payload(origin: str, stream_ids: Sequence[str]) -> str:
-    """`origin|id,id,...`, or `origin|*` when the list would not fit one notification."""
-    payload = f"{origin}|{','.join(stream_ids)}"
-    if len(payload.encode()) > _PAYLOAD_LIMIT:
+    """`origin|key,key,...` naming the streams by `stream_key`, or `origin|*` when even
+    that would not fit one notification."""
+    keys = sorted({stream_key(s) for s in stream_ids})
+    payload = f"{origin}|{','.join(keys)}"
+    if len(payload) > _PAYLOAD_LIMIT:
         return f"{origin}|{MANY}"
     return payload
 
 
 def parse_payload(payload: str) -> tuple[str, list[str] | None]:
-    """(origin, stream ids); None for the ids means "many: re-read everything"."""
+    """(origin, stream keys); None for the keys means "many: re-read everything"."""
     origin, _, ids = payload.partition("|")
     if ids == MANY:
         return origin, None
@@ -43,19 +47,19 @@ def parse_payload(payload: str) -> tuple[str, list[str] | None]:
 
 
 class Listener:
-    """Keeps one LISTEN connection alive and turns notifications into hub rings."""
+    """Keeps one LISTEN connection alive and passes on what the notifications name."""
 
     def __init__(
         self,
         dsn: str,
-        hub: Hub,
+        ring: RingFn,
         origin: str,
         *,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
     ) -> None:
         self._dsn = dsn
-        self._hub = hub
+        self._ring = ring
         self._origin = origin
         self._health_interval = health_interval
         self._max_backoff = max_backoff
@@ -89,6 +93,7 @@ class Listener:
         while True:
             try:
                 await self._listen_once()
+                log.warning("doorbell connection closed; reconnecting")
                 backoff = 0.05
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("doorbell connection lost (%s); reconnecting in %.2fs", exc, backoff)
@@ -106,7 +111,7 @@ class Listener:
             self.connects += 1
             self.connected.set()
             # Anything may have moved while nobody was listening.
-            self._hub.ring_all()
+            self._ring(None)
             await self._watch(conn, lost)
         finally:
             self._conn = None
@@ -122,13 +127,9 @@ class Listener:
                 await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=self._health_interval)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        origin, ids = parse_payload(payload)
-        if origin == self._origin:
-            return  # our own commit: the hub was handed its events directly
-        if ids is None:
-            self._hub.ring_all()
-        else:
-            self._hub.ring(ids)
+        origin, keys = parse_payload(payload)
+        if origin != self._origin:  # our own commits were handed to the hub directly
+            self._ring(keys)
 
 
 def _settle(lost: asyncio.Future[None]) -> None:

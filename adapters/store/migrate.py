@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 import migrations
-from adapters.store.urls import async_url
+from adapters.store.urls import async_url, ensure_sqlite_directory
 from domain.errors import ResplogError
 
 
@@ -63,7 +63,9 @@ def _on_connection(action: Callable[[Config], None]) -> Callable[[Connection], N
 
 
 async def _run(url: str | URL, work: Callable[[Connection], object]) -> object:
-    engine = create_async_engine(async_url(url), poolclass=NullPool)
+    parsed = async_url(url)
+    ensure_sqlite_directory(parsed)
+    engine = create_async_engine(parsed, poolclass=NullPool)
     try:
         async with engine.connect() as conn:
             result = await conn.run_sync(work)

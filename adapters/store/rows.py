@@ -7,12 +7,13 @@ appending task, so the flusher only ships ready rows.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import msgspec
 
 from domain.events import (
-    TERMINAL_TAGS,
+    LIFECYCLE_TAGS,
     AnyEvent,
     ResponseCancelled,
     ResponseCompleted,
@@ -38,7 +39,8 @@ _LIFECYCLE = (
     ResponseCancelled,
 )
 
-Row = tuple[int, str, str, str | None]
+# (position, type, data, facts, recorded_at): one event row, in the table's column order.
+Row = tuple[int, str, str, str | None, float]
 
 
 class NewRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,14 +64,15 @@ class Lifecycle(msgspec.Struct, frozen=True):
 
 
 class Append(msgspec.Struct, frozen=True, kw_only=True):
-    """One caller's append, encoded: `rows` are (position, type, data, facts) in order."""
+    """One caller's append, encoded: the rows to insert, and the same rows as the
+    `StoredEvent`s that tails are handed once they commit (built once, here)."""
 
     stream_id: str
     expected_version: int
     rows: list[Row]
+    events: list[StoredEvent]
     created: NewRow | None
     lifecycle: Lifecycle | None
-    terminal: bool
 
     @property
     def last(self) -> int:
@@ -82,6 +85,7 @@ class StreamBatch(msgspec.Struct, frozen=True, kw_only=True):
     stream_id: str
     expected_version: int
     rows: list[Row]
+    events: list[StoredEvent]
     created: NewRow | None
     lifecycle: Lifecycle | None
 
@@ -89,19 +93,14 @@ class StreamBatch(msgspec.Struct, frozen=True, kw_only=True):
     def last(self) -> int:
         return self.expected_version + len(self.rows)
 
-    def stored(self, recorded_at: float) -> list[StoredEvent]:
-        sid = self.stream_id
-        return [
-            StoredEvent(sid, p, t, d.encode(), None if f is None else f.encode(), recorded_at)
-            for p, t, d, f in self.rows
-        ]
-
 
 def _snapshot(response: ResponseObject) -> str:
     return encode_json(response).decode()
 
 
-def _new_row(stream_id: str, event: ResponseCreated) -> NewRow:
+def _new_row(stream_id: str, event: AnyEvent) -> NewRow:
+    if not isinstance(event, ResponseCreated):
+        raise ValueError(f"{stream_id}: a stream must start with response.created")
     if event.facts is None:
         raise ValueError(f"{stream_id}: response.created must carry its request facts (owner)")
     if event.response.id != stream_id:
@@ -118,11 +117,22 @@ def _new_row(stream_id: str, event: ResponseCreated) -> NewRow:
     )
 
 
-def encode_append(stream_id: str, expected_version: int, events: Sequence[AnyEvent]) -> Append:
-    """Encode one append; refuses events whose sequence numbers do not follow the version."""
+def encode_append(
+    stream_id: str,
+    expected_version: int,
+    events: Sequence[AnyEvent],
+    recorded_at: float | None = None,
+) -> Append:
+    """Encode one append; refuses events whose sequence numbers do not follow the version.
+
+    `recorded_at` (default: now) is when the log accepted the events; the row keeps it, so
+    a replay shows the same value as the live tail did.
+    """
     if expected_version < -1:
         raise ValueError(f"{stream_id}: expected version {expected_version} is below -1")
+    now = time.time() if recorded_at is None else recorded_at
     rows: list[Row] = []
+    stored: list[StoredEvent] = []
     lifecycle: Lifecycle | None = None
     created: NewRow | None = None
     for offset, event in enumerate(events):
@@ -134,36 +144,36 @@ def encode_append(stream_id: str, expected_version: int, events: Sequence[AnyEve
             )
         enc = encode(event)
         facts = None if enc.facts is None else enc.facts.decode()
-        rows.append((position, enc.type, enc.data.decode(), facts))
-        if isinstance(event, _LIFECYCLE):
+        rows.append((position, enc.type, enc.data.decode(), facts, now))
+        stored.append(StoredEvent(stream_id, position, enc.type, enc.data, enc.facts, now))
+        if enc.type in LIFECYCLE_TAGS and isinstance(event, _LIFECYCLE):
             lifecycle = Lifecycle(position, event.response.status, _snapshot(event.response))
         if position == 0:
-            if not isinstance(event, ResponseCreated):
-                raise ValueError(f"{stream_id}: a stream must start with response.created")
             created = _new_row(stream_id, event)
-    terminal = bool(rows) and rows[-1][1] in TERMINAL_TAGS
     return Append(
         stream_id=stream_id,
         expected_version=expected_version,
         rows=rows,
+        events=stored,
         created=created,
         lifecycle=lifecycle,
-        terminal=terminal,
     )
 
 
 def merge(appends: Sequence[Append]) -> StreamBatch:
     """Chain the appends of one stream (each continues the previous) into one batch."""
     first = appends[0]
-    rows = list(first.rows)
+    rows, events = list(first.rows), list(first.events)
     lifecycle = first.lifecycle
     for append in appends[1:]:
         rows.extend(append.rows)
+        events.extend(append.events)
         lifecycle = append.lifecycle or lifecycle
     return StreamBatch(
         stream_id=first.stream_id,
         expected_version=first.expected_version,
         rows=rows,
+        events=events,
         created=first.created,
         lifecycle=lifecycle,
     )

@@ -1,18 +1,18 @@
-"""What both SQL stores share: reads, the tail, the read-model queries, and the transaction
-that commits a set of stream batches (with conflict isolation). The dialect classes supply
-the few statements that differ (the multi-row insert, the guard, the doorbell).
+"""The SQL event store both databases share: reading a stream, tailing it, and the
+transaction that commits a flush of stream batches with conflict isolation. The dialect
+classes supply the few statements that differ (the multi-row insert, the guard, the
+doorbell); the read-model queries are mixed in from `readmodel.py`.
 """
 
 from __future__ import annotations
 
-import builtins
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
-import msgspec
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.engine import URL
@@ -20,42 +20,21 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.store import migrate
 from adapters.store.hub import Hub
+from adapters.store.readmodel import ReadModel
 from adapters.store.rows import StreamBatch, encode_append, merge
+from adapters.store.settings import StoreSettings
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tail import follow
 from adapters.store.transient import is_transient
-from domain.errors import Conflict, NotFound
+from domain.errors import Conflict
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES
-from service.ports import ResponseRow, StoredEvent
+from service.ports import StoredEvent
 
 log = logging.getLogger(__name__)
 
 Failures = dict[str, BaseException]
-
-
-class StoreSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Tuning of a store; every field is a keyword of `open_store`."""
-
-    poll_interval: float = 1.0  # a tail re-reads at least this often (lost doorbells)
-    tail_buffer: int = 1024  # events a subscriber may have waiting before it must re-read
-    read_page: int = 1000  # rows per catch-up read of a tail
-    listen: bool = True  # PostgreSQL: run the LISTEN connection (cross-process doorbell)
-    check_migrated: bool = True  # refuse to open a database that is not at the head revision
-    pool_size: int = 5
-    max_overflow: int = 10
-    pg_insert: str = "unnest"  # or "executemany": how a flush inserts its event rows
-    sqlite_busy_timeout: float = 10.0  # seconds a writer waits for SQLite's write lock
-    sqlite_synchronous: str = "FULL"  # SQLite's PRAGMA synchronous (NORMAL trades durability)
-    echo: bool = False
-
-
-class ResponsePage(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of `list`, newest first; pass `rows[-1].id` as `after` for the next one."""
-
-    rows: list[ResponseRow]
-    has_more: bool
 
 
 def _conflict(batch: StreamBatch) -> Conflict:
@@ -88,27 +67,7 @@ _READ_COLUMNS = (
 )
 
 
-def _row(r: Any) -> ResponseRow:
-    m = r._mapping
-    return ResponseRow(
-        id=m["id"],
-        owner=m["owner"],
-        status=m["status"],
-        model=m["model"],
-        background=bool(m["background"]),
-        store=bool(m["store"]),
-        previous_response_id=m["previous_response_id"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        version=m["version"],
-        snapshot_version=m["snapshot_version"],
-        snapshot=m["snapshot"].encode(),
-        cancel_requested=m["cancel_requested_at"] is not None,
-        deleted=m["deleted_at"] is not None,
-    )
-
-
-class SqlEventStore:
+class SqlEventStore(ReadModel):
     """The event log and read model on one SQL database (see the dialect subclasses)."""
 
     dialect: ClassVar[str]
@@ -148,7 +107,7 @@ class SqlEventStore:
 
     async def read(
         self, stream_id: str, after: int = -1, limit: int | None = None
-    ) -> builtins.list[StoredEvent]:
+    ) -> list[StoredEvent]:
         """Events of one stream with position > `after`, in order."""
         query = (
             sa.select(*_READ_COLUMNS)
@@ -161,7 +120,7 @@ class SqlEventStore:
             result = await conn.execute(query)
             return [_stored(stream_id, row) for row in result]
 
-    async def read_events(self, stream_id: str, after: int = -1) -> builtins.list[AnyEvent]:
+    async def read_events(self, stream_id: str, after: int = -1) -> list[AnyEvent]:
         """The stream decoded into typed events; a corrupt row raises `CorruptEvent` naming
         its stream and position (it is never skipped)."""
         return [stored.event() for stored in await self.read(stream_id, after)]
@@ -173,11 +132,25 @@ class SqlEventStore:
             stream_id,
             after,
             hub=self.hub,
-            read=self.read,
+            read=self._tail_read,
             ended=self._ended,
             poll_interval=self.settings.poll_interval,
             page=self.settings.read_page,
         )
+
+    async def _tail_read(self, stream_id: str, after: int, limit: int) -> list[StoredEvent]:
+        """A tail's read: a transient error (the server restarted, the connection dropped)
+        is waited out rather than ending the tail; it resumes from where it was."""
+        delay = 0.05
+        while True:
+            try:
+                return await self.read(stream_id, after, limit)
+            except (sa_exc.DBAPIError, OSError) as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("tail of %s: read failed (%s); retrying", stream_id, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.settings.poll_interval)
 
     async def _ended(self, stream_id: str, last: int) -> bool:
         query = sa.select(t_responses.c.status, t_responses.c.version).where(
@@ -224,14 +197,14 @@ class SqlEventStore:
                 raise
             log.warning("flush of %d streams failed (%s); isolating them", len(batches), exc)
             failed, done = await self._commit_isolated(batches, now, recheck)
-        committed = {b.stream_id: b.stored(now) for b in batches if b.stream_id not in failed}
+        committed = {b.stream_id: b.events for b in batches if b.stream_id not in failed}
         committed.update(done)
         self.hub.publish(committed)
         return failed
 
     async def _commit_together(
         self, batches: Sequence[StreamBatch], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, builtins.list[StoredEvent]]]:
+    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         async with self._begin_write() as conn:
             failed, done = await self._write(conn, batches, now, recheck)
             await self._notify(conn, [b.stream_id for b in batches if b.stream_id not in failed])
@@ -239,9 +212,9 @@ class SqlEventStore:
 
     async def _commit_isolated(
         self, batches: Sequence[StreamBatch], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, builtins.list[StoredEvent]]]:
+    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         failed: Failures = {}
-        done: dict[str, builtins.list[StoredEvent]] = {}
+        done: dict[str, list[StoredEvent]] = {}
         async with self._begin_write() as conn:
             for batch in batches:
                 try:
@@ -258,7 +231,7 @@ class SqlEventStore:
 
     async def _write(
         self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, builtins.list[StoredEvent]]]:
+    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         """Guard first, then insert: the guarded row update (or the row insert) decides which
         streams this transaction may extend, and only their events are inserted. On
         PostgreSQL the guard's row lock also queues a concurrent writer of the same stream
@@ -267,15 +240,15 @@ class SqlEventStore:
         lost = [b for b in batches if b.stream_id not in won]
         done = await self._already_written(conn, lost) if recheck and lost else {}
         failed: Failures = {b.stream_id: _conflict(b) for b in lost if b.stream_id not in done}
-        await self._insert_events(conn, [b for b in batches if b.stream_id in won], now)
+        await self._insert_events(conn, [b for b in batches if b.stream_id in won])
         return failed, done
 
     async def _already_written(
         self, conn: AsyncConnection, batches: Sequence[StreamBatch]
-    ) -> dict[str, builtins.list[StoredEvent]]:
+    ) -> dict[str, list[StoredEvent]]:
         """The batches whose exact rows are already in the log (an earlier attempt of this
         flush committed but its acknowledgement was lost)."""
-        done: dict[str, builtins.list[StoredEvent]] = {}
+        done: dict[str, list[StoredEvent]] = {}
         for batch in batches:
             query = (
                 sa.select(*_READ_COLUMNS)
@@ -287,7 +260,7 @@ class SqlEventStore:
                 .order_by(t_events.c.position)
             )
             stored = [_stored(batch.stream_id, r) for r in await conn.execute(query)]
-            mine = [(p, t, d.encode()) for p, t, d, _ in batch.rows]
+            mine = [(e.position, e.type, e.data) for e in batch.events]
             if [(e.position, e.type, e.data) for e in stored] == mine:
                 done[batch.stream_id] = stored
         return done
@@ -304,93 +277,11 @@ class SqlEventStore:
         """Create or advance the read-model rows whose guard holds; their ids."""
         raise NotImplementedError
 
-    async def _insert_events(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
-    ) -> None:
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
         raise NotImplementedError
 
     async def _notify(self, conn: AsyncConnection, stream_ids: Sequence[str]) -> None:
         """Ring other processes' doorbells for these streams (at commit); none by default."""
-
-    # --- the read model -------------------------------------------------------------------
-
-    async def get(self, response_id: str) -> ResponseRow | None:
-        query = sa.select(t_responses).where(t_responses.c.id == response_id)
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None else _row(row)
-
-    async def mark_deleted(self, response_id: str) -> bool:
-        """Hide the response from the API (its log stays); False if absent or already so."""
-        stmt = (
-            sa.update(t_responses)
-            .where(t_responses.c.id == response_id, t_responses.c.deleted_at.is_(None))
-            .values(deleted_at=time.time())
-        )
-        return await self._flag(stmt)
-
-    async def request_cancel(self, response_id: str) -> bool:
-        """Flag the response for cancellation (the first request's time is kept); False if
-        there is no such (undeleted) response."""
-        stmt = (
-            sa.update(t_responses)
-            .where(t_responses.c.id == response_id, t_responses.c.deleted_at.is_(None))
-            .values(
-                cancel_requested_at=sa.func.coalesce(t_responses.c.cancel_requested_at, time.time())
-            )
-        )
-        return await self._flag(stmt)
-
-    async def _flag(self, stmt: sa.Update) -> bool:
-        async with self._begin_write() as conn:
-            result = await conn.execute(stmt)
-        return result.rowcount == 1
-
-    async def list(
-        self,
-        *,
-        owner: str | None = None,
-        status: str | Sequence[str] | None = None,
-        model: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        include_deleted: bool = False,
-        after: str | None = None,
-        limit: int = 20,
-    ) -> ResponsePage:
-        """Responses newest first (`created_at`, then id), filtered; keyset-paginated by
-        `after` (the last id of the previous page). `since` is inclusive, `until` exclusive."""
-        c = t_responses.c
-        query = sa.select(t_responses).order_by(c.created_at.desc(), c.id.desc()).limit(limit + 1)
-        conds: builtins.list[sa.ColumnElement[bool]] = []
-        if owner is not None:
-            conds.append(c.owner == owner)
-        if isinstance(status, str):
-            conds.append(c.status == status)
-        elif status is not None:
-            conds.append(c.status.in_(builtins.list(status)))
-        if model is not None:
-            conds.append(c.model == model)
-        if since is not None:
-            conds.append(c.created_at >= since)
-        if until is not None:
-            conds.append(c.created_at < until)
-        if not include_deleted:
-            conds.append(c.deleted_at.is_(None))
-        async with self.engine.connect() as conn:
-            if after is not None:
-                conds.append(await self._older_than(conn, after))
-            rows = (await conn.execute(query.where(*conds))).all()
-        page = [_row(r) for r in rows[:limit]]
-        return ResponsePage(rows=page, has_more=len(rows) > limit)
-
-    async def _older_than(self, conn: AsyncConnection, after: str) -> sa.ColumnElement[bool]:
-        c = t_responses.c
-        query = sa.select(c.created_at).where(c.id == after)
-        created = (await conn.execute(query)).scalar_one_or_none()
-        if created is None:
-            raise NotFound(f"no response {after} to list after")
-        return sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.id < after))
 
 
 def _wrap(batch: StreamBatch, exc: sa_exc.DBAPIError) -> BaseException:

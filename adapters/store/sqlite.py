@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,8 +19,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from adapters.store.rows import StreamBatch, row_change, row_insert
-from adapters.store.sql import SqlEventStore, StoreSettings
+from adapters.store.settings import StoreSettings
+from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
+from adapters.store.urls import ensure_sqlite_directory
 
 _WRITE = "resplog_write"
 _CHUNK = 500  # ids per IN (...) list, far below SQLite's bound-parameter limit
@@ -42,14 +43,11 @@ _UPDATE_ROW = (
 )
 
 
-def _database_path(url: URL) -> Path:
-    if not url.database or url.database == ":memory:":
-        raise ValueError("the SQLite store needs a file: sqlite+aiosqlite:///path/to/resplog.db")
-    return Path(url.database)
-
-
 def _engine(url: URL, settings: StoreSettings) -> AsyncEngine:
-    _database_path(url).parent.mkdir(parents=True, exist_ok=True)
+    if not url.database or url.database == ":memory:":
+        # Every connection of the pool would get a database of its own.
+        raise ValueError("the SQLite store needs a file: sqlite+aiosqlite:///path/to/resplog.db")
+    ensure_sqlite_directory(url)
     engine = create_async_engine(
         url,
         echo=settings.echo,
@@ -121,9 +119,7 @@ class SqliteEventStore(SqlEventStore):
             versions.update({row.id: row.version for row in await conn.execute(query)})
         return versions
 
-    async def _insert_events(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
-    ) -> None:
-        rows = [(b.stream_id, p, t, d, f, now) for b in batches for p, t, d, f in b.rows]
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
+        rows = [(b.stream_id, *row) for b in batches for row in b.rows]
         if rows:
             await conn.exec_driver_sql(_INSERT_EVENTS, rows)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from adapters.store.hub import Hub
+from domain.errors import CorruptEvent
 from service.ports import StoredEvent
 
 ReadFn = Callable[[str, int, int], Awaitable[list[StoredEvent]]]
@@ -38,6 +39,12 @@ class _Cursor:
         return True
 
 
+def _hole(stream_id: str, missing: int, found: int) -> CorruptEvent:
+    # Committed rows of one stream are dense (the guard), so a jump is a damaged log, not
+    # an uncommitted row: say so rather than wait for it forever.
+    return CorruptEvent(stream_id, missing, f"missing; the log jumps to position {found}")
+
+
 async def follow(
     stream_id: str,
     after: int,
@@ -48,7 +55,8 @@ async def follow(
     poll_interval: float,
     page: int,
 ) -> AsyncIterator[StoredEvent]:
-    """The tail loop; `read` pages the table, `ended` says the stream ended at or before."""
+    """The tail loop; `read` pages the table, `ended` says the stream ended at or before.
+    A hole in the table raises `CorruptEvent` naming the missing position."""
     cursor = _Cursor(after)
     with hub.subscribe(stream_id) as sub:
         reread, check_end = True, True
@@ -56,14 +64,16 @@ async def follow(
             if reread:
                 rows = await read(stream_id, cursor.last, page)
                 for event in rows:
-                    if cursor.accept(event):
-                        yield event
-                        if cursor.done:
-                            return
+                    if not cursor.accept(event):
+                        raise _hole(stream_id, cursor.last + 1, event.position)
+                    yield event
+                    if cursor.done:
+                        return
                 if len(rows) == page:
                     continue
                 if not rows and check_end and await ended(stream_id, cursor.last):
                     return
+            sub.position = cursor.last
             woke = await sub.wait(poll_interval)
             handed, reread = sub.take()
             for event in handed:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlalchemy.engine import URL, make_url
 
 _ASYNC_DRIVERS = {
@@ -33,3 +35,9 @@ def asyncpg_dsn(url: URL) -> str:
     """A plain libpq-style DSN for a raw asyncpg connection (the LISTEN connection)."""
     plain = url.set(drivername="postgresql", query={})
     return plain.render_as_string(hide_password=False)
+
+
+def ensure_sqlite_directory(url: URL) -> None:
+    """SQLite creates the file but not its directory (e.g. a fresh `resplog-data/`)."""
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)

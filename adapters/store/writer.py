@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
@@ -32,16 +33,13 @@ log = logging.getLogger(__name__)
 class _Pending:
     """One caller's append in the queue; `waiter` is set for a durable append."""
 
-    __slots__ = ("append", "dropped", "waiter")
+    __slots__ = ("append", "dropped", "size", "waiter")
 
     def __init__(self, append: Append, waiter: asyncio.Future[None] | None) -> None:
         self.append = append
         self.waiter = waiter
+        self.size = len(append.rows)
         self.dropped = False
-
-    @property
-    def size(self) -> int:
-        return len(self.append.rows)
 
 
 class _Stream:
@@ -108,6 +106,7 @@ class GroupCommitWriter:
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self.flushes = 0  # commits so far (for the benchmark and tests)
+        self.flush_seconds = 0.0  # time spent committing them
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -117,6 +116,8 @@ class GroupCommitWriter:
 
     async def close(self) -> None:
         """Commit everything queued, then stop the flusher; later appends raise."""
+        if self._fifo:
+            await self.start()  # never started, but holding appends: drain them too
         self._closing = True
         self._work.set()
         self._full.set()
@@ -132,7 +133,7 @@ class GroupCommitWriter:
         await self.close()
 
     async def flush(self) -> None:
-        """Wait until everything queued so far is committed (or failed)."""
+        """Wait until everything queued so far is committed (or failed); needs `start()`."""
         self._full.set()
         await self._idle.wait()
 
@@ -235,6 +236,7 @@ class GroupCommitWriter:
         return taken
 
     async def _flush(self, taken: dict[_Stream, list[_Pending]]) -> None:
+        began = time.perf_counter()
         batches = [merge([p.append for p in pendings]) for pendings in taken.values()]
         try:
             failures = await self._commit(batches)
@@ -242,6 +244,7 @@ class GroupCommitWriter:
             log.exception("flush failed")
             failures = {b.stream_id: exc for b in batches}
         self.flushes += 1
+        self.flush_seconds += time.perf_counter() - began
         self._settle(taken, failures)
 
     async def _commit(self, batches: Sequence[StreamBatch]) -> Failures:

@@ -96,3 +96,14 @@ def test_the_migrations_ship_as_packages() -> None:
     found = find_packages(str(REPO), include=["migrations*"])
     assert {"migrations", "migrations.versions"} <= set(found)
     assert (REPO / "migrations" / "script.py.mako").is_file()
+
+
+async def test_upgrade_creates_the_sqlite_file_and_its_directory(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new' / 'dir' / 'resplog.db'}"
+    await upgrade_async(url)
+    assert await current_is_head_async(url) is True
+
+
+async def test_the_sqlite_store_refuses_an_in_memory_database() -> None:
+    with pytest.raises(ValueError, match="needs a file"):
+        await open_store("sqlite+aiosqlite:///:memory:")

@@ -275,6 +275,23 @@ async def test_a_row_whose_sequence_number_is_not_its_position_is_corrupt(
         await store.read_events(rid)
 
 
+async def test_a_tail_over_a_hole_in_the_log_raises_naming_the_missing_position(
+    store: SqlEventStore,
+) -> None:
+    appends = streams.script(deltas=1, end="open")
+    rid = await write(store, appends)
+    state = agg.replay(streams.events_of(appends))
+    event = agg.emit(state, TextDelta(text="x")).events[0]
+    stray = _renumber(event, state.version + 3)
+    await _insert_raw(
+        store, rid, state.version + 3, encode(stray).type, encode(stray).data.decode()
+    )  # type: ignore[arg-type]
+    tail = store.subscribe(rid, after=state.version)
+    with pytest.raises(CorruptEvent) as info:
+        await anext(tail)  # type: ignore[arg-type]
+    assert (info.value.stream_id, info.value.position) == (rid, state.version + 1)
+
+
 async def test_list_filters_by_owner_status_model_and_time(store: SqlEventStore) -> None:
     owner = f"lister_{secrets.token_hex(4)}"
     ids = {}

@@ -252,6 +252,37 @@ async def test_a_tail_hears_another_process_through_notify(
         assert await task == wire(appends)
 
 
+async def test_remote_tails_share_one_read_per_doorbell(
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty tails here, another process writing: the doorbells are answered by shared
+    catch-up reads, not by a read per tail per notification."""
+    writer_store, tailer = pg_pair
+    scripts = [streams.script(deltas=12) for _ in range(20)]
+    own_reads = 0
+    real_read = tailer.read
+
+    async def counting_read(*args: object, **kwargs: object) -> object:
+        nonlocal own_reads
+        own_reads += 1
+        return await real_read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tailer, "read", counting_read)
+    tasks = [asyncio.create_task(collect(tailer, rid_of(s))) for s in scripts]
+    await asyncio.sleep(0.1)
+    async with GroupCommitWriter(writer_store) as writer:
+        for step in range(len(scripts[0])):
+            for appends in scripts:
+                expected, batch = appends[step]
+                await writer.append(rid_of(appends), expected, batch, durable=False)
+            await writer.flush()
+    async with asyncio.timeout(20):
+        seen = await asyncio.gather(*tasks)
+    assert seen == [wire(s) for s in scripts]
+    assert tailer.catchup.reads >= 1
+    assert own_reads <= 3 * len(scripts)  # each tail's first read, and a re-read or two
+
+
 async def test_the_listener_reconnects_after_its_connection_is_killed(
     pg_pair: tuple[PostgresEventStore, PostgresEventStore],
 ) -> None:
@@ -296,6 +327,33 @@ async def test_events_committed_while_nobody_listened_are_found_on_reconnect(
     async with asyncio.timeout(20):
         got = await rest
     assert got == wire(appends)[2:]
+
+
+async def test_a_tail_and_a_writer_ride_out_killed_connections(
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore], pg_url: str
+) -> None:
+    """Every server connection but ours is terminated mid-stream (as in a failover): the
+    writer retries its flush, the tail retries its read, the listener reconnects; the tail
+    still yields each event once, in order."""
+    writer_store, tailer = pg_pair
+    appends = streams.script(deltas=6)
+    rid = rid_of(appends)
+    task = asyncio.create_task(collect(tailer, rid))
+    killer = await open_store(pg_url, listen=False)
+    async with GroupCommitWriter(writer_store) as writer:
+        for i, (expected, batch) in enumerate(appends):
+            if i == 3:
+                async with killer.engine.connect() as conn:
+                    await conn.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        )
+                    )
+            await writer.append(rid, expected, batch)
+    async with asyncio.timeout(30):
+        assert await task == wire(appends)
+    await killer.close()
 
 
 async def collect_rest(tail: AsyncIterator[object]) -> list[tuple[int, bytes]]:

@@ -318,3 +318,24 @@ async def test_in_process_tailers_get_the_committed_events_of_a_flush(
         seen = await asyncio.gather(*tailers)
     wanted = [encode(e).data for e in streams.events_of(appends)]
     assert seen == [wanted] * 3
+
+
+async def test_two_writers_racing_on_one_stream_commit_exactly_one_append(
+    store: SqlEventStore, other: SqlEventStore
+) -> None:
+    """Two processes' writers, same expected version: one wins, the loser writes nothing."""
+    for _ in range(3):
+        appends = streams.script(deltas=2, end="open")
+        rid = await write(store, appends)
+        state = agg.replay(streams.events_of(appends))
+        mine = agg.emit(state, TextDelta(text="mine")).events
+        theirs = agg.emit(state, TextDelta(text="theirs")).events
+        async with GroupCommitWriter(store) as w1, GroupCommitWriter(other) as w2:
+            results = await asyncio.gather(
+                w1.append(rid, state.version, mine),
+                w2.append(rid, state.version, theirs),
+                return_exceptions=True,
+            )
+        assert sorted(type(r).__name__ for r in results) == ["Conflict", "NoneType"]
+        winner = mine if results[0] is None else theirs
+        assert await store.read_events(rid) == streams.events_of(appends) + winner

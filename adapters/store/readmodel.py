@@ -1,0 +1,132 @@
+"""Queries and flags on the `responses` read model (the `ResponseIndex` port, plus `list`),
+shared by both stores."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from adapters.store.tables import responses as t_responses
+from domain.errors import NotFound
+from service.ports import ResponseRow
+
+
+class ResponsePage(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of `list`, newest first; pass `rows[-1].id` as `after` for the next one."""
+
+    rows: list[ResponseRow]
+    has_more: bool
+
+
+def _row(r: Any) -> ResponseRow:
+    m = r._mapping
+    return ResponseRow(
+        id=m["id"],
+        owner=m["owner"],
+        status=m["status"],
+        model=m["model"],
+        background=bool(m["background"]),
+        store=bool(m["store"]),
+        previous_response_id=m["previous_response_id"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        version=m["version"],
+        snapshot_version=m["snapshot_version"],
+        snapshot=m["snapshot"].encode(),
+        cancel_requested=m["cancel_requested_at"] is not None,
+        deleted=m["deleted_at"] is not None,
+    )
+
+
+class ReadModel:
+    """Mixed into the stores, which supply the engine and their write transaction."""
+
+    engine: AsyncEngine
+
+    def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        raise NotImplementedError
+
+    async def get(self, response_id: str) -> ResponseRow | None:
+        query = sa.select(t_responses).where(t_responses.c.id == response_id)
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _row(row)
+
+    async def mark_deleted(self, response_id: str) -> bool:
+        """Hide the response from the API (its log stays); False if absent or already so."""
+        stmt = (
+            sa.update(t_responses)
+            .where(t_responses.c.id == response_id, t_responses.c.deleted_at.is_(None))
+            .values(deleted_at=time.time())
+        )
+        return await self._flag(stmt)
+
+    async def request_cancel(self, response_id: str) -> bool:
+        """Flag the response for cancellation (the first request's time is kept); False if
+        there is no such (undeleted) response."""
+        stmt = (
+            sa.update(t_responses)
+            .where(t_responses.c.id == response_id, t_responses.c.deleted_at.is_(None))
+            .values(
+                cancel_requested_at=sa.func.coalesce(t_responses.c.cancel_requested_at, time.time())
+            )
+        )
+        return await self._flag(stmt)
+
+    async def _flag(self, stmt: sa.Update) -> bool:
+        async with self._begin_write() as conn:
+            result = await conn.execute(stmt)
+        return result.rowcount == 1
+
+    async def list(
+        self,
+        *,
+        owner: str | None = None,
+        status: str | Sequence[str] | None = None,
+        model: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        include_deleted: bool = False,
+        after: str | None = None,
+        limit: int = 20,
+    ) -> ResponsePage:
+        """Responses newest first (`created_at`, then id), filtered; keyset-paginated by
+        `after` (the last id of the previous page). `since` is inclusive, `until` exclusive."""
+        c = t_responses.c
+        query = sa.select(t_responses).order_by(c.created_at.desc(), c.id.desc()).limit(limit + 1)
+        conds: builtins.list[sa.ColumnElement[bool]] = []
+        if owner is not None:
+            conds.append(c.owner == owner)
+        if isinstance(status, str):
+            conds.append(c.status == status)
+        elif status is not None:
+            conds.append(c.status.in_(builtins.list(status)))
+        if model is not None:
+            conds.append(c.model == model)
+        if since is not None:
+            conds.append(c.created_at >= since)
+        if until is not None:
+            conds.append(c.created_at < until)
+        if not include_deleted:
+            conds.append(c.deleted_at.is_(None))
+        async with self.engine.connect() as conn:
+            if after is not None:
+                conds.append(await self._older_than(conn, after))
+            rows = (await conn.execute(query.where(*conds))).all()
+        page = [_row(r) for r in rows[:limit]]
+        return ResponsePage(rows=page, has_more=len(rows) > limit)
+
+    async def _older_than(self, conn: AsyncConnection, after: str) -> sa.ColumnElement[bool]:
+        c = t_responses.c
+        query = sa.select(c.created_at).where(c.id == after)
+        created = (await conn.execute(query)).scalar_one_or_none()
+        if created is None:
+            raise NotFound(f"no response {after} to list after")
+        return sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.id < after))

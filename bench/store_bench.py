@@ -1,0 +1,425 @@
+"""Event-store benchmark (prints figures; not a test). See docs/performance.md.
+
+    .venv/bin/python bench/store_bench.py                        # PostgreSQL (fresh database)
+    .venv/bin/python bench/store_bench.py --sqlite               # the embedded store
+
+Phases, each on the same fresh database:
+  paced     S streams x R events/s through the group-commit writer, a tailer on every
+            stream: sustained events/s and append -> visible-to-the-tailer latency.
+  max       the same streams unpaced (producers only held back by backpressure).
+  baseline  one commit per event (`store.append`), closed loop, same streams.
+  replay    one long stream read back and decoded into typed events.
+Events are made by the real aggregate (`create`, `emit(TextDelta)`, `finish`) before the
+clock starts; encoding them into rows is part of the measured append.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.migrate import upgrade_async
+from adapters.store.rows import encode_append, merge
+from domain import response as agg
+from domain.events import AnyEvent, RequestFacts
+from domain.generation import Finished, TextDelta, TokenUsage
+from domain.objects import InputMessage, InputText, ResponseObject
+
+Plan = list[tuple[int, list[AnyEvent]]]  # (expected_version, events) per append
+POOL = 16  # connections per store
+
+
+# --- workload ---------------------------------------------------------------------------------
+
+
+def plan_stream(rid: str, deltas: int) -> Plan:
+    """created + in_progress, `deltas` text deltas (one append each), then completed."""
+    response = ResponseObject(
+        id=rid, created_at=int(time.time()), status="in_progress", model="bench-model"
+    )
+    question = InputMessage(id=f"msg_{rid}", role="user", content=[InputText(text="Hello")])
+    decision = agg.create(response, RequestFacts(owner="bench", input=[question]))
+    plan: Plan = [(-1, decision.events)]
+    state = decision.state
+    for i in range(deltas):
+        decision = agg.emit(state, TextDelta(text=f" token{i}"))
+        plan.append((state.version, decision.events))
+        state = decision.state
+    usage = TokenUsage(input_tokens=5, output_tokens=deltas)
+    decision = agg.finish(state, Finished(reason="stop", usage=usage), now=int(time.time()))
+    plan.append((state.version, decision.events))
+    return plan
+
+
+def plans(streams: int, deltas: int) -> list[tuple[str, Plan]]:
+    out = []
+    for _ in range(streams):
+        rid = f"resp_{secrets.token_hex(12)}"
+        out.append((rid, plan_stream(rid, deltas)))
+    # The pre-made workload is the harness's, not the store's: keep the cyclic garbage
+    # collector from re-scanning its hundreds of thousands of objects during the run.
+    gc.collect()
+    gc.freeze()
+    return out
+
+
+# --- measurement helpers ----------------------------------------------------------------------
+
+
+def cpu_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def postgres_cpu() -> dict[str, float]:
+    """CPU seconds used so far by each of the server's processes."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+        if name.startswith("postgres"):
+            fields = rest.split()
+            total[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+class Meter:
+    """Wall time, the machine's CPU busy share, and this process's own CPU, over a block."""
+
+    def __enter__(self) -> Meter:
+        self._t, self._c, self._p = time.perf_counter(), cpu_busy(), time.process_time()
+        self._pg = postgres_cpu()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.seconds = time.perf_counter() - self._t
+        busy, total = cpu_busy()
+        self.cpu = (busy - self._c[0]) / max(total - self._c[1], 1.0)
+        self.cpu_self = (time.process_time() - self._p) / self.seconds
+        # Backends that exited during the block are missed: a lower bound.
+        end = postgres_cpu()
+        self.cpu_pg = sum(v - self._pg.get(k, 0.0) for k, v in end.items()) / self.seconds
+
+
+@dataclass
+class Run:
+    name: str
+    events: int
+    meter: Meter
+    latencies: list[float] = field(default_factory=list)
+    # Steady state: events appended after the first and before the last second (all
+    # streams start, and end with a big `response.completed`, at about the same time).
+    steady: list[float] = field(default_factory=list)
+    steady_rate: float = 0.0
+    flushes: int = 0
+    flush_ms: float = 0.0
+
+    def line(self) -> str:
+        m = self.meter
+        rate = self.events / m.seconds
+        text = f"{self.name:<9} {self.events:>8} events in {m.seconds:6.2f}s = {rate:>9,.0f} ev/s"
+        if self.steady:
+            q = statistics.quantiles(self.steady, n=100)
+            text += f"  steady {self.steady_rate:,.0f} ev/s p50 {q[49] * 1e3:.1f} ms"
+            text += f" p99 {q[98] * 1e3:.1f} ms;"
+        if self.latencies:
+            q = statistics.quantiles(self.latencies, n=100)
+            text += f"  all: p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
+        text += (
+            f"  cpu/event {m.cpu_self * m.seconds / max(self.events, 1) * 1e6:.1f} us,"
+            f"  cores: bench {m.cpu_self:.2f}, postgres {m.cpu_pg:.2f},"
+            f" machine {m.cpu * os.cpu_count():.2f}"  # type: ignore[operator]
+        )
+        if self.flushes:
+            text += f"  ({self.events / self.flushes:.0f} ev/flush, {self.flush_ms:.1f} ms each)"
+        return text
+
+
+async def tail(store: SqlEventStore, rid: str, seen: dict[int, float]) -> None:
+    clock = time.perf_counter
+    async for event in store.subscribe(rid):
+        seen[event.position] = clock()
+
+
+# --- phases -----------------------------------------------------------------------------------
+
+
+class Stream:
+    """One simulated generation: its plan, and when each position was handed to append."""
+
+    def __init__(self, rid: str, plan: Plan) -> None:
+        self.rid, self.plan = rid, plan
+        self.sent: dict[int, float] = {}
+        self.seen: dict[int, float] = {}
+
+
+async def produce(
+    writer: GroupCommitWriter, group: list[Stream], start: float, step: float
+) -> None:
+    """Drive a few streams: at tick k (every `step` s; 0: unpaced) each appends its k-th
+    batch. Each stream still makes its own appends; grouping only saves the simulation one
+    timer per stream per token, which would otherwise dominate the measured CPU."""
+    clock = time.perf_counter
+    for k in range(max(len(s.plan) for s in group)):
+        if step:
+            delay = start + k * step - clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        for s in group:
+            if k < len(s.plan):
+                expected, events = s.plan[k]
+                now = clock()
+                for e in events:
+                    s.sent[e.sequence_number] = now
+                last = k == len(s.plan) - 1
+                await writer.append(s.rid, expected, events, durable=last)
+
+
+async def group_phase(
+    store: SqlEventStore,
+    name: str,
+    work: list[tuple[str, Plan]],
+    *,
+    rate: float,
+    interval: float,
+    per_task: int,
+    tails: SqlEventStore | None = None,
+) -> Run:
+    """The group-commit writer on `store`; tailers on `tails` (default: the same store, so
+    they are handed events in-process; another store only hears the doorbell)."""
+    streams = [Stream(rid, plan) for rid, plan in work]
+    tails = tails or store
+    tailers = [asyncio.create_task(tail(tails, s.rid, s.seen)) for s in streams]
+    await asyncio.sleep(0.2)
+    writer = GroupCommitWriter(store, flush_interval=interval)
+    await writer.start()
+    step = 1 / rate if rate else 0.0
+    groups = [streams[i : i + per_task] for i in range(0, len(streams), per_task)]
+    with Meter() as meter:
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            *(produce(writer, g, t0 + i * step / len(groups), step) for i, g in enumerate(groups))
+        )
+        await asyncio.gather(*tailers)
+    await writer.close()
+    lat = [s.seen[p] - t for s in streams for p, t in s.sent.items()]
+    per_flush = writer.flush_seconds / max(writer.flushes, 1) * 1e3
+    total = sum(len(s.seen) for s in streams)
+    run = Run(name, total, meter, lat, flushes=writer.flushes, flush_ms=per_flush)
+    if rate:
+        lo = t0 + 1.0
+        hi = max(t for s in streams for t in s.sent.values()) - 1.0
+        run.steady = [s.seen[p] - t for s in streams for p, t in s.sent.items() if lo <= t <= hi]
+        visible = sum(1 for s in streams for t in s.seen.values() if lo <= t <= hi)
+        run.steady_rate = visible / (hi - lo)
+    return run
+
+
+async def baseline_phase(
+    store: SqlEventStore, work: list[tuple[str, Plan]], seconds: float, connections: int
+) -> Run:
+    """One transaction per event append, every stream appending as fast as it commits, at
+    most `connections` at a time (the pool: more would only measure waiting for it)."""
+    done: list[float] = []
+    deadline = time.perf_counter() + seconds
+    gate = asyncio.Semaphore(connections)
+
+    async def one(rid: str, plan: Plan) -> None:
+        for expected, events in plan:
+            if time.perf_counter() > deadline:
+                return
+            begin = time.perf_counter()
+            async with gate:
+                await store.append(rid, expected, events)
+            done.extend([time.perf_counter() - begin] * len(events))
+
+    with Meter() as meter:
+        await asyncio.gather(*(one(rid, plan) for rid, plan in work))
+    return Run("baseline", len(done), meter, done)
+
+
+async def replay_phase(store: SqlEventStore, length: int, repeats: int) -> list[Run]:
+    rid = f"resp_{secrets.token_hex(12)}"
+    plan = plan_stream(rid, length)
+    async with GroupCommitWriter(store, max_pending_per_stream=10 * length) as writer:
+        for expected, events in plan:
+            await writer.append(rid, expected, events, durable=False)
+    runs = []
+    for _ in range(repeats):
+        with Meter() as meter:
+            typed = await store.read_events(rid)
+        runs.append(Run("replay", len(typed), meter))
+    return runs
+
+
+async def insert_phase(url: str, mode: str, per_stream: int, flushes: int = 30) -> Run:
+    """Flushes of 300 streams x `per_stream` events straight through `store.commit`: how the
+    event rows are shipped (`unnest` arrays or `executemany`) is all that differs."""
+    store = await open_store(url, pg_insert=mode)
+    work = plans(300, flushes * per_stream)
+    for rid, plan in work:
+        await store.append(rid, plan[0][0], plan[0][1])
+    batches = []
+    for f in range(flushes):
+        lo, hi = 1 + f * per_stream, 1 + (f + 1) * per_stream
+        batches.append([merge([encode_append(rid, *a) for a in plan[lo:hi]]) for rid, plan in work])
+    with Meter() as meter:
+        for flush in batches:
+            failed = await store.commit(flush)
+            assert not failed, failed
+    await store.close()
+    events = sum(len(b.rows) for flush in batches for b in flush)
+    return Run(
+        f"{mode}x{per_stream}",
+        events,
+        meter,
+        flushes=flushes,
+        flush_ms=meter.seconds / flushes * 1e3,
+    )
+
+
+def background_load(seconds: float = 2.0) -> float:
+    """Cores busy on this machine before we start (other people's work skews the figures)."""
+    busy0, total0 = cpu_busy()
+    time.sleep(seconds)
+    busy1, total1 = cpu_busy()
+    return (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
+
+
+# --- databases --------------------------------------------------------------------------------
+
+
+async def fresh_postgres(admin_url: str) -> tuple[str, str]:
+    name = f"resplog_bench_{secrets.token_hex(4)}"
+    dsn = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    return url, name
+
+
+async def drop_postgres(admin_url: str, name: str) -> None:
+    dsn = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await conn.close()
+
+
+def wait_for_quiet(limit: float, cores: float = 0.4) -> float:
+    """Wait up to `limit` seconds for the machine to have at most `cores` busy; the load."""
+    deadline = time.monotonic() + limit
+    load = background_load(1.0)
+    while load > cores and time.monotonic() < deadline:
+        load = background_load(1.0)
+    return load
+
+
+async def run(args: argparse.Namespace) -> None:
+    if args.wait_quiet:
+        wait_for_quiet(args.wait_quiet)
+    tmp = tempfile.TemporaryDirectory()
+    if args.sqlite:
+        url, name = f"sqlite+aiosqlite:///{tmp.name}/bench.db", ""
+    else:
+        url, name = await fresh_postgres(args.database_url)
+    try:
+        await upgrade_async(url)
+        store = await open_store(url, pool_size=POOL, max_overflow=0, pg_insert=args.pg_insert)
+        print(
+            f"# {store.dialect}, {args.streams} streams x {args.rate:g} ev/s, flush every"
+            f" {args.flush_ms:g} ms; {os.cpu_count()} cores, {background_load():.2f} busy before"
+        )
+        deltas = int(args.rate * args.seconds)
+        opts = {"interval": args.flush_ms / 1e3, "per_task": args.streams_per_task}
+        for phase in args.phases.split(","):
+            if phase == "paced":
+                work = plans(args.streams, deltas)
+                print((await group_phase(store, "paced", work, rate=args.rate, **opts)).line())
+            elif phase == "remote" and not args.sqlite:
+                remote = await open_store(url, pool_size=POOL, max_overflow=0)
+                work = plans(args.streams, deltas // 2)
+                run_ = await group_phase(
+                    store, "remote", work, rate=args.rate, tails=remote, **opts
+                )
+                print(run_.line(), f" [{remote.catchup.reads} shared reads]")  # type: ignore[attr-defined]
+                await remote.close()
+            elif phase == "max":
+                work = plans(args.streams, deltas // 2)
+                print((await group_phase(store, "max", work, rate=0, **opts)).line())
+            elif phase == "baseline":
+                work = plans(args.streams, deltas // 4)
+                run_ = await baseline_phase(store, work, args.baseline_seconds, POOL)
+                print(run_.line())
+            elif phase == "inserts" and not args.sqlite:
+                for per_stream in (1, 10):
+                    for _ in range(3):  # alternate, so that a burst of noise hits both
+                        for mode in ("unnest", "executemany"):
+                            print((await insert_phase(url, mode, per_stream)).line())
+            elif phase == "replay":
+                for r in await replay_phase(store, args.replay_events, 3):
+                    print(r.line())
+        await store.close()
+    finally:
+        if name:
+            await drop_postgres(args.database_url, name)
+        tmp.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("RESPLOG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="PostgreSQL server to create the (dropped afterwards) bench database on",
+    )
+    p.add_argument("--sqlite", action="store_true", help="bench the embedded SQLite store")
+    p.add_argument("--streams", type=int, default=300)
+    p.add_argument("--rate", type=float, default=100, help="events/s per stream (paced)")
+    p.add_argument("--seconds", type=float, default=10, help="length of the paced phase")
+    p.add_argument("--flush-ms", type=float, default=5, help="group-commit flush interval")
+    p.add_argument(
+        "--streams-per-task", type=int, default=10, help="simulated streams per producer task"
+    )
+    p.add_argument("--baseline-seconds", type=float, default=5)
+    p.add_argument("--replay-events", type=int, default=50_000)
+    p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
+    p.add_argument("--phases", default="paced,remote,max,baseline,inserts,replay")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="first wait (up to this long) for other work on the machine to finish",
+    )
+    asyncio.run(run(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
