@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -38,8 +40,8 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
 
 
-async def direct_first_delta(rounds: int, tokens: int) -> list[float]:
-    engine = ScriptedEngine(delay_s=0.0, tokens=tokens)
+async def direct_first_delta(rounds: int, tokens: int, delay_ms: float) -> list[float]:
+    engine = ScriptedEngine(delay_s=delay_ms / 1000, tokens=tokens)
     out = []
     for i in range(rounds):
         prompt = Prompt(
@@ -65,12 +67,14 @@ async def direct_first_delta(rounds: int, tokens: int) -> list[float]:
     return out
 
 
-async def one_stream(client: httpx.AsyncClient, tokens: int) -> tuple[int, float, float]:
+async def one_stream(
+    client: httpx.AsyncClient, tokens: int, delay_ms: float = 0.0
+) -> tuple[int, float, float]:
     body = {
         "model": "scripted",
         "input": "bench",
         "stream": True,
-        "metadata": {"scripted_tokens": str(tokens)},
+        "metadata": {"scripted_tokens": str(tokens), "scripted_delay_ms": str(delay_ms)},
     }
     t0 = time.perf_counter()
     first_event = first_delta = 0.0
@@ -87,7 +91,9 @@ async def one_stream(client: httpx.AsyncClient, tokens: int) -> tuple[int, float
     return events, first_event, first_delta
 
 
-async def load(base: str, clients: int, seconds: float, tokens: int) -> dict[str, float]:
+async def load(
+    base: str, clients: int, seconds: float, tokens: int, raw: bool = False, delay_ms: float = 0.0
+) -> Any:
     limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
         deadline = time.perf_counter() + seconds
@@ -98,7 +104,7 @@ async def load(base: str, clients: int, seconds: float, tokens: int) -> dict[str
         async def worker() -> None:
             nonlocal total
             while time.perf_counter() < deadline:
-                n, fe, fd = await one_stream(client, tokens)
+                n, fe, fd = await one_stream(client, tokens, delay_ms)
                 total += n
                 ttfe.append(fe)
                 ttfd.append(fd)
@@ -106,8 +112,36 @@ async def load(base: str, clients: int, seconds: float, tokens: int) -> dict[str
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
         elapsed = time.perf_counter() - start
+    if raw:
+        return {"events": total, "elapsed": elapsed, "ttfe": ttfe, "ttfd": ttfd}
     return {
         "events_per_s": total / elapsed,
+        "responses": len(ttfe),
+        "ttfe_p50_ms": pct(ttfe, 50) * 1e3,
+        "ttfe_p99_ms": pct(ttfe, 99) * 1e3,
+        "ttfd_p50_ms": pct(ttfd, 50) * 1e3,
+        "ttfd_p99_ms": pct(ttfd, 99) * 1e3,
+    }
+
+
+def _load_proc(args: tuple[str, int, float, int, float]) -> dict[str, Any]:
+    base, clients, seconds, tokens, delay_ms = args
+    return asyncio.run(load(base, clients, seconds, tokens, raw=True, delay_ms=delay_ms))
+
+
+def load_in_processes(
+    base: str, clients: int, seconds: float, tokens: int, procs: int, delay_ms: float
+) -> dict[str, float]:
+    """The same load spread over `procs` client processes (one Python client process
+    saturates long before the server does)."""
+    procs = max(1, min(procs, clients))
+    shares = [clients // procs + (i < clients % procs) for i in range(procs)]
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        parts = pool.map(_load_proc, [(base, n, seconds, tokens, delay_ms) for n in shares])
+    ttfe = [v for p in parts for v in p["ttfe"]]
+    ttfd = [v for p in parts for v in p["ttfd"]]
+    return {
+        "events_per_s": sum(p["events"] / p["elapsed"] for p in parts),
         "responses": len(ttfe),
         "ttfe_p50_ms": pct(ttfe, 50) * 1e3,
         "ttfe_p99_ms": pct(ttfe, 99) * 1e3,
@@ -134,6 +168,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=200, help="answer tokens per response")
     parser.add_argument("--clients", default="1,16,128")
+    parser.add_argument(
+        "--delay-ms", type=float, default=0.0, help="scripted pace per delta (0: flat out)"
+    )
+    parser.add_argument(
+        "--procs", type=int, default=1, help="client processes to spread the load over"
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="resplog-bench-"))
     name = f"resplog_bench_{uuid.uuid4().hex[:10]}"
@@ -144,12 +184,17 @@ def main() -> None:
         url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
     server = start_server(url, args.database, tmp / "server.log")
     try:
-        direct = asyncio.run(direct_first_delta(200, args.tokens))
+        direct = asyncio.run(direct_first_delta(50, args.tokens, args.delay_ms))
         d50, d99 = pct(direct, 50) * 1e3, pct(direct, 99) * 1e3
-        print(f"database={args.database} tokens/response={args.tokens} seconds={args.seconds}")
+        print(
+            f"database={args.database} tokens/response={args.tokens} seconds={args.seconds} "
+            f"delay/delta={args.delay_ms} ms client processes={args.procs}"
+        )
         print(f"direct engine first delta: p50 {d50:.3f} ms  p99 {d99:.3f} ms")
         for clients in (int(c) for c in args.clients.split(",")):
-            r = asyncio.run(load(server.base_url, clients, args.seconds, args.tokens))
+            r = load_in_processes(
+                server.base_url, clients, args.seconds, args.tokens, args.procs, args.delay_ms
+            )
             print(
                 f"clients={clients:4d} events/s={r['events_per_s']:9.0f} "
                 f"responses={r['responses']:6.0f} "

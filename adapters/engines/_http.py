@@ -12,6 +12,7 @@ says). The adapters add their own on top (see docs/engines.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -177,8 +178,18 @@ def _timeout(what: str, deadline: _Deadline) -> EngineError:
 async def sse_events(
     response: httpx.Response, what: str, deadline: _Deadline
 ) -> AsyncGenerator[bytes, None]:
-    """The `data` of each server-sent event (multi-line data joined by newlines), under the
-    deadline; ends when the body does.
+    """The `data` of each server-sent event, one at a time (see `sse_batches`)."""
+    async with contextlib.aclosing(sse_batches(response, what, deadline)) as batches:
+        async for batch in batches:
+            for data in batch:
+                yield data
+
+
+async def sse_batches(
+    response: httpx.Response, what: str, deadline: _Deadline
+) -> AsyncGenerator[list[bytes], None]:
+    """The `data` of the server-sent events each network read completed (multi-line data
+    joined by newlines), under the deadline; ends when the body does.
 
     Reads raw network chunks and splits them itself: one deadline and one split per read
     rather than per line, which is most of the per-token cost at streaming rates.
@@ -193,11 +204,11 @@ async def sse_events(
             if b"\n\n" not in buffer:
                 continue
             *events, buffer = buffer.split(b"\n\n")
-            for event in events:
-                if (data := _data(event)) is not None:
-                    yield data
+            batch = [data for event in events if (data := _data(event)) is not None]
+            if batch:
+                yield batch
         if (data := _data(buffer)) is not None:
-            yield data
+            yield [data]
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]
 

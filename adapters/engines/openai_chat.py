@@ -22,7 +22,7 @@ from adapters.engines._http import (
     open_stream,
     preview,
     protocol_error,
-    sse_events,
+    sse_batches,
 )
 from domain.errors import EngineError
 from domain.generation import (
@@ -37,6 +37,7 @@ from domain.generation import (
     RefusalDelta,
     TextDelta,
     TokenUsage,
+    coalesce,
 )
 from domain.objects import (
     AllowedToolsChoice,
@@ -442,14 +443,19 @@ class OpenAIChatEngine:
         response = await open_stream(self._client, url, body, self._what, limit)
         stream = ChatStream(self._what)
         try:
-            async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
+            async with contextlib.aclosing(sse_batches(response, self._what, limit)) as reads:
                 done = False
-                async for data in events:
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    for delta in stream.on_chunk(data):
+                async for batch in reads:
+                    deltas: list[AnyDelta] = []
+                    for data in batch:
+                        if data == b"[DONE]":
+                            done = True
+                            break
+                        deltas += stream.on_chunk(data)
+                    for delta in coalesce(deltas):
                         yield delta
+                    if done:
+                        break
             if not done and stream.finish_reason is None:
                 raise EngineError(
                     f"{self._what} ended the stream before the generation finished",

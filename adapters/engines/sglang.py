@@ -26,11 +26,11 @@ from adapters.engines._http import (
     open_stream,
     preview,
     protocol_error,
-    sse_events,
+    sse_batches,
 )
 from adapters.engines.harmony import HarmonyParser, HarmonyRenderer
 from domain.errors import EngineError
-from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage
+from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage, coalesce
 
 log = logging.getLogger(__name__)
 
@@ -249,14 +249,19 @@ class SglangEngine:
             raise
         run = _Generation(HarmonyParser(self.renderer.encoding), self._what)
         try:
-            async with contextlib.aclosing(sse_events(response, self._what, limit)) as events:
+            async with contextlib.aclosing(sse_batches(response, self._what, limit)) as reads:
                 done = False
-                async for data in events:
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    for delta in run.on_chunk(data):
+                async for batch in reads:
+                    deltas: list[AnyDelta] = []
+                    for data in batch:
+                        if data == b"[DONE]":
+                            done = True
+                            break
+                        deltas += run.on_chunk(data)
+                    for delta in coalesce(deltas):
                         yield delta
+                    if done:
+                        break
             yield self._finished(run, done)
         finally:
             if not run.ended:

@@ -1,0 +1,155 @@
+"""Service overhead per token: the fake sglang streaming at full speed, consumed (a) directly
+by a raw client and (b) through `resplog serve --engine sglang` by an SSE client.
+
+    .venv/bin/python -m bench.service_bench --streams 1 64 --words 500 --procs 4
+
+Prints tokens/s for each path and concurrency, the ratio (b)/(a), and time to first token
+p50/p99 for both (what resplog adds). Tokens are what sglang reports (completion_tokens),
+on the resplog side read from `usage.output_tokens` of the final event. The resplog server
+stores every event in PostgreSQL (a fresh database) as in production. Clients run in
+`--procs` processes so one Python client process is not the bottleneck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adapters.engines.sglang import SglangEngine
+from bench.engine_bench import raw_stream
+from bench.http_bench import PG, pct, pg_db
+from tests.e2e.conftest import start_server, stop_server
+from tests.fakes.process import FakeProcess
+from tests.fakes.prompts import make_prompt, user
+
+TEXT = "[fake:long] go"
+
+
+async def sse_stream(client: httpx.AsyncClient) -> tuple[float, float, int]:
+    body = {"model": "gpt-oss", "input": TEXT, "stream": True}
+    start = time.perf_counter()
+    ttft, last = 0.0, b""
+    async with client.stream("POST", "/v1/responses", json=body) as r:
+        async for chunk in r.aiter_bytes():
+            if not ttft and b'.delta"' in chunk:
+                ttft = time.perf_counter() - start
+            last = (last + chunk)[-65536:]
+    final = [f for f in last.split(b"\n\n") if f.startswith(b"event: response.")][-1]
+    payload = json.loads(final.split(b"\ndata: ", 1)[1])
+    return ttft, time.perf_counter() - start, int(payload["response"]["usage"]["output_tokens"])
+
+
+async def raw_once(
+    client: httpx.AsyncClient, url: str, ids: list[int], params: dict
+) -> tuple[float, float, int]:
+    s = await raw_stream(client, url, ids, params)
+    return s.ttft, s.seconds, s.tokens
+
+
+async def run_clients(kind: str, url: str, streams: int, rounds: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
+    async with httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client:
+        if kind == "raw":
+            async with SglangEngine(url) as engine:
+                prompt = make_prompt([user(TEXT)])
+                ids = engine.renderer.render(prompt)
+                params = engine.sampling_params(prompt, len(ids))
+
+            async def one() -> tuple[float, float, int]:
+                return await raw_once(client, url, ids, params)
+        else:
+
+            async def one() -> tuple[float, float, int]:
+                return await sse_stream(client)
+
+        await one()  # warm
+        results: list[tuple[float, float, int]] = []
+        start = time.perf_counter()
+        for _ in range(rounds):
+            results += await asyncio.gather(*(one() for _ in range(streams)))
+        wall = time.perf_counter() - start
+    return {"tokens": sum(r[2] for r in results), "wall": wall, "ttft": [r[0] for r in results]}
+
+
+def _proc(args: tuple[str, str, int, int]) -> dict[str, Any]:
+    return asyncio.run(run_clients(*args))
+
+
+def measure(kind: str, url: str, streams: int, rounds: int, procs: int) -> dict[str, float]:
+    procs = max(1, min(procs, streams))
+    shares = [streams // procs + (i < streams % procs) for i in range(procs)]
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        parts = pool.map(_proc, [(kind, url, n, rounds) for n in shares])
+    ttft = [t for p in parts for t in p["ttft"]]
+    return {
+        "tokens_per_s": sum(p["tokens"] / p["wall"] for p in parts),
+        "ttft_p50_ms": pct(ttft, 50) * 1e3,
+        "ttft_p99_ms": pct(ttft, 99) * 1e3,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--streams", type=int, nargs="+", default=[1, 64])
+    p.add_argument("--words", type=int, default=500)
+    p.add_argument("--rounds", type=int, default=4, help="rounds of `streams` concurrent streams")
+    p.add_argument("--procs", type=int, default=4)
+    p.add_argument("--style", default="incremental", choices=["cumulative", "incremental"])
+    p.add_argument("--token-delay", type=float, default=0.0, help="fake's s/token (0: flat out)")
+    args = p.parse_args()
+    fake = FakeProcess(
+        "tests.fakes.sglang_server",
+        "--style",
+        args.style,
+        "--long-words",
+        str(args.words),
+        "--token-delay",
+        str(args.token_delay),
+    )
+    name = f"resplog_bench_{uuid.uuid4().hex[:10]}"
+    asyncio.run(pg_db(name, True))
+    tmp = Path(tempfile.mkdtemp(prefix="resplog-svc-bench-"))
+    server = start_server(
+        f"{PG.rsplit('/', 1)[0]}/{name}",
+        "postgres",
+        tmp / "server.log",
+        engine=("--engine", "sglang", "--engine-url", fake.url, "--model", "gpt-oss"),
+    )
+    try:
+        print(
+            f"fake sglang style={args.style}, ~{args.words} words/answer, "
+            f"{'full speed' if not args.token_delay else f'{args.token_delay * 1e3:g} ms/token'}; "
+            f"{args.procs} client processes"
+        )
+        print(
+            "| streams | direct tok/s | through resplog tok/s | ratio | direct TTFT p50/p99 ms "
+            "| resplog TTFT p50/p99 ms |"
+        )
+        print("|---|---|---|---|---|---|")
+        for n in args.streams:
+            rounds = args.rounds if n > 1 else args.rounds * 8
+            raw = measure("raw", fake.url, n, rounds, args.procs)
+            svc = measure("resplog", server.base_url, n, rounds, args.procs)
+            print(
+                f"| {n} | {raw['tokens_per_s']:,.0f} | {svc['tokens_per_s']:,.0f} "
+                f"| {svc['tokens_per_s'] / raw['tokens_per_s']:.2f} "
+                f"| {raw['ttft_p50_ms']:.1f} / {raw['ttft_p99_ms']:.1f} "
+                f"| {svc['ttft_p50_ms']:.1f} / {svc['ttft_p99_ms']:.1f} |"
+            )
+    finally:
+        stop_server(server)
+        fake.stop()
+        asyncio.run(pg_db(name, False))
+
+
+if __name__ == "__main__":
+    main()
