@@ -7,6 +7,7 @@ line to stderr and exit non-zero: 1 for a failure, 2 for bad usage (click's own)
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -108,6 +109,14 @@ def migrate(database_url: str) -> None:
 )
 @click.option("--engine-api-key", envvar="RESPLOG_ENGINE_API_KEY", default=None)
 @click.option(
+    "--engine-extra-body",
+    envvar="RESPLOG_ENGINE_EXTRA_BODY",
+    default=None,
+    metavar="JSON",
+    help="openai-chat engine: JSON object merged into every upstream request "
+    "(e.g. '{\"ignore_eos\": true}' for vLLM).",
+)
+@click.option(
     "--model",
     envvar="RESPLOG_MODEL",
     default=None,
@@ -157,6 +166,7 @@ def serve(
     engine: str,
     engine_url: str | None,
     engine_api_key: str | None,
+    engine_extra_body: str | None,
     model: str | None,
     scripted_delay_ms: float,
     scripted_tokens: int | None,
@@ -177,6 +187,7 @@ def serve(
         engine=engine,
         engine_url=engine_url,
         engine_api_key=engine_api_key,
+        engine_extra_body=_json_object("--engine-extra-body", engine_extra_body),
         model=model,
         scripted_delay_ms=scripted_delay_ms,
         scripted_tokens=scripted_tokens,
@@ -198,6 +209,18 @@ def serve(
     )
     log.info("resplog listening on http://%s:%d (database %s)", host, port, _redact(database_url))
     uvicorn.Server(config).run()
+
+
+def _json_object(flag: str, text: str | None) -> dict[str, object]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=flag) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=flag)
+    return value
 
 
 def _redact(url: str) -> str:

@@ -61,7 +61,10 @@ async def build_engine(settings: Settings) -> Engine:
         )
     elif settings.engine == "openai-chat":
         engine = OpenAIChatEngine(
-            settings.engine_url, model=settings.model, api_key=settings.engine_api_key
+            settings.engine_url,
+            model=settings.model,
+            api_key=settings.engine_api_key,
+            extra_body=settings.engine_extra_body or None,
         )
     else:
         raise InvalidRequest(f"unknown engine {settings.engine!r}")
