@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from domain.errors import EngineError
+from domain.generation import AnyDelta, coalesce
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,36 @@ async def sse_batches(
             yield [data]
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]
+
+
+class Reading:
+    """How a stream read by `read_deltas` ended: `done` once `[DONE]` arrived."""
+
+    done = False
+
+
+async def read_deltas(
+    response: httpx.Response,
+    what: str,
+    deadline: _Deadline,
+    on_chunk: Callable[[bytes], list[AnyDelta]],
+    reading: Reading,
+) -> AsyncGenerator[AnyDelta, None]:
+    """The deltas of a stream up to `[DONE]`: each network read's chunks parsed by
+    `on_chunk`, their same-kind deltas merged (they arrived together, so merging costs no
+    latency and turns a backlog into a few large events)."""
+    async with contextlib.aclosing(sse_batches(response, what, deadline)) as reads:
+        async for batch in reads:
+            deltas: list[AnyDelta] = []
+            for data in batch:
+                if data == b"[DONE]":
+                    reading.done = True
+                    break
+                deltas += on_chunk(data)
+            for delta in coalesce(deltas):
+                yield delta
+            if reading.done:
+                return
 
 
 def _data(event: bytes) -> bytes | None:

@@ -15,6 +15,7 @@ import httpx
 import msgspec
 
 from adapters.engines._http import (
+    Reading,
     Timeouts,
     deadline,
     get_json,
@@ -22,7 +23,7 @@ from adapters.engines._http import (
     open_stream,
     preview,
     protocol_error,
-    sse_batches,
+    read_deltas,
 )
 from domain.errors import EngineError
 from domain.generation import (
@@ -37,7 +38,6 @@ from domain.generation import (
     RefusalDelta,
     TextDelta,
     TokenUsage,
-    coalesce,
 )
 from domain.objects import (
     AllowedToolsChoice,
@@ -443,19 +443,13 @@ class OpenAIChatEngine:
         response = await open_stream(self._client, url, body, self._what, limit)
         stream = ChatStream(self._what)
         try:
-            async with contextlib.aclosing(sse_batches(response, self._what, limit)) as reads:
-                done = False
-                async for batch in reads:
-                    deltas: list[AnyDelta] = []
-                    for data in batch:
-                        if data == b"[DONE]":
-                            done = True
-                            break
-                        deltas += stream.on_chunk(data)
-                    for delta in coalesce(deltas):
-                        yield delta
-                    if done:
-                        break
+            reading = Reading()
+            async with contextlib.aclosing(
+                read_deltas(response, self._what, limit, stream.on_chunk, reading)
+            ) as deltas:
+                async for delta in deltas:
+                    yield delta
+            done = reading.done
             if not done and stream.finish_reason is None:
                 raise EngineError(
                     f"{self._what} ended the stream before the generation finished",

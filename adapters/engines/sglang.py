@@ -19,6 +19,7 @@ import httpx
 import msgspec
 
 from adapters.engines._http import (
+    Reading,
     Timeouts,
     deadline,
     get_json,
@@ -26,11 +27,11 @@ from adapters.engines._http import (
     open_stream,
     preview,
     protocol_error,
-    sse_batches,
+    read_deltas,
 )
 from adapters.engines.harmony import HarmonyParser, HarmonyRenderer
 from domain.errors import EngineError
-from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage, coalesce
+from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -249,19 +250,13 @@ class SglangEngine:
             raise
         run = _Generation(HarmonyParser(self.renderer.encoding), self._what)
         try:
-            async with contextlib.aclosing(sse_batches(response, self._what, limit)) as reads:
-                done = False
-                async for batch in reads:
-                    deltas: list[AnyDelta] = []
-                    for data in batch:
-                        if data == b"[DONE]":
-                            done = True
-                            break
-                        deltas += run.on_chunk(data)
-                    for delta in coalesce(deltas):
-                        yield delta
-                    if done:
-                        break
+            reading = Reading()
+            async with contextlib.aclosing(
+                read_deltas(response, self._what, limit, run.on_chunk, reading)
+            ) as deltas:
+                async for delta in deltas:
+                    yield delta
+            done = reading.done
             yield self._finished(run, done)
         finally:
             if not run.ended:
