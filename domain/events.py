@@ -281,18 +281,17 @@ def tag_of(cls: type[Event]) -> str:
 
 
 TAGS: dict[str, type[Event]] = {tag_of(cls): cls for cls in EVENT_TYPES}
-LIFECYCLE_TAGS: frozenset[str] = frozenset(
-    tag_of(c)
-    for c in (
-        ResponseCreated,
-        ResponseQueued,
-        ResponseInProgress,
-        ResponseCompleted,
-        ResponseFailed,
-        ResponseIncomplete,
-        ResponseCancelled,
-    )
+# The events that carry the whole response object (the read model's snapshot).
+LIFECYCLE_TYPES = (
+    ResponseCreated,
+    ResponseQueued,
+    ResponseInProgress,
+    ResponseCompleted,
+    ResponseFailed,
+    ResponseIncomplete,
+    ResponseCancelled,
 )
+LIFECYCLE_TAGS: frozenset[str] = frozenset(tag_of(c) for c in LIFECYCLE_TYPES)
 TERMINAL_TAGS: frozenset[str] = frozenset(
     tag_of(c) for c in (ResponseCompleted, ResponseFailed, ResponseIncomplete, ResponseCancelled)
 )

@@ -14,14 +14,9 @@ import msgspec
 
 from domain.events import (
     LIFECYCLE_TAGS,
+    LIFECYCLE_TYPES,
     AnyEvent,
-    ResponseCancelled,
-    ResponseCompleted,
     ResponseCreated,
-    ResponseFailed,
-    ResponseIncomplete,
-    ResponseInProgress,
-    ResponseQueued,
     encode,
     encode_json,
 )
@@ -29,15 +24,7 @@ from domain.objects import ResponseObject
 from service.ports import StoredEvent
 
 # The events that carry the whole response object; the last one in a batch is the snapshot.
-_LIFECYCLE = (
-    ResponseCreated,
-    ResponseQueued,
-    ResponseInProgress,
-    ResponseCompleted,
-    ResponseFailed,
-    ResponseIncomplete,
-    ResponseCancelled,
-)
+_LIFECYCLE = LIFECYCLE_TYPES
 
 # (position, type, data, facts, recorded_at): one event row, in the table's column order.
 Row = tuple[int, str, str, str | None, float]

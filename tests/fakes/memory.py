@@ -15,28 +15,15 @@ import msgspec
 
 from domain.errors import Conflict
 from domain.events import (
+    LIFECYCLE_TYPES,
     AnyEvent,
     LifecycleEvent,
-    ResponseCancelled,
-    ResponseCompleted,
     ResponseCreated,
-    ResponseFailed,
-    ResponseIncomplete,
-    ResponseInProgress,
-    ResponseQueued,
     encode,
 )
 from service.ports import ResponseRow, StoredEvent
 
-_LIFECYCLE = (
-    ResponseCreated,
-    ResponseQueued,
-    ResponseInProgress,
-    ResponseCompleted,
-    ResponseFailed,
-    ResponseIncomplete,
-    ResponseCancelled,
-)
+_LIFECYCLE = LIFECYCLE_TYPES
 
 
 class MemoryStore:
