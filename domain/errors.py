@@ -10,7 +10,7 @@
     └── EngineError            the generation engine failed (raised by engine adapters)
 
 HTTP status and exit codes are assigned in exactly one place each
-(`adapters/http/errors.py`, `adapters/cli.py`).
+(`adapters/http/errors.py`, `adapters/cli/`).
 """
 
 from __future__ import annotations

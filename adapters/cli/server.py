@@ -1,82 +1,14 @@
-"""The `resplog` command group (a composition root): serve, migrate, and the admin tools.
-
-Every option can also come from its `RESPLOG_*` environment variable. Errors print one
-line to stderr and exit non-zero: 1 for a failure, 2 for bad usage (click's own).
-"""
+"""`resplog migrate` and `resplog serve`: the database schema and the HTTP API server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import click
-from sqlalchemy.exc import SQLAlchemyError
 
-from domain.errors import ResplogError
-from service.settings import DEFAULT_DATABASE_URL, Settings
-
-F = TypeVar("F", bound=Callable[..., Any])
-log = logging.getLogger("resplog")
-
-
-def database_option(func: F) -> F:
-    return click.option(
-        "--database-url",
-        envvar="RESPLOG_DATABASE_URL",
-        default=DEFAULT_DATABASE_URL,
-        show_default=True,
-        help="SQLAlchemy URL: postgresql+asyncpg://… or sqlite+aiosqlite:///path "
-        "(postgresql:// and sqlite:/// mean the same).",
-    )(func)
-
-
-class Group(click.Group):
-    """Turns resplog's own errors into one line on stderr and exit code 1."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except ResplogError as exc:
-            _fail(str(exc))
-        except (OSError, SQLAlchemyError) as exc:
-            log.debug("database error", exc_info=exc)
-            _fail(f"cannot use the database: {_one_line(exc)}")
-        except Exception as exc:  # one line for operators; the trace with --log-level debug
-            log.debug("unexpected error", exc_info=exc)
-            _fail(f"unexpected {type(exc).__name__}: {_one_line(exc)}")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--log-level",
-    envvar="RESPLOG_LOG_LEVEL",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
-)
-def main(log_level: str) -> None:
-    """resplog: a durable OpenAI Responses API server over a replayable event log."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # Alembic narrates every step at INFO; operators want the outcome.
-    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.root.level))
+from adapters.cli.common import database_option, log, main, redact
+from service.settings import Settings
 
 
 @main.command()
@@ -86,7 +18,7 @@ def migrate(database_url: str) -> None:
     from adapters.store.migrate import upgrade
 
     upgrade(database_url)
-    click.echo(f"database at head: {_redact(database_url)}")
+    click.echo(f"database at head: {redact(database_url)}")
 
 
 @main.command()
@@ -207,7 +139,7 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=int(shutdown_grace_s) + 5,
     )
-    log.info("resplog listening on http://%s:%d (database %s)", host, port, _redact(database_url))
+    log.info("resplog listening on http://%s:%d (database %s)", host, port, redact(database_url))
     uvicorn.Server(config).run()
 
 
@@ -221,13 +153,3 @@ def _json_object(flag: str, text: str | None) -> dict[str, object]:
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object", param_hint=flag)
     return value
-
-
-def _redact(url: str) -> str:
-    """A URL fit for logs: any password replaced."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
