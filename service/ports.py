@@ -5,7 +5,7 @@ composition roots (the app factory and the CLI) pick which.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -106,11 +106,16 @@ class ResponseIndex(Protocol):
         ...
 
 
+Demand = Callable[[], Awaitable[None]]
+
+
 class Engine(Protocol):
     """A generation engine: renders a `Prompt` and yields semantic deltas.
 
     The iterator ends with exactly one `Finished`, or raises `EngineError`. Closing it early
-    (`aclose()`) aborts the generation on the engine.
+    (`aclose()`) aborts the generation on the engine. `demand`, if given, is awaited before
+    each read from the engine: the caller's way to say it wants more, so that what arrives
+    meanwhile is read (and merged) in one go instead of one network read per token.
     """
 
     name: str
@@ -123,7 +128,9 @@ class Engine(Protocol):
         """Whether a request for `model` may run on this engine."""
         ...
 
-    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]: ...
+    def generate(
+        self, prompt: Prompt, *, demand: Demand | None = None
+    ) -> AsyncIterator[AnyDelta]: ...
 
     async def ready(self) -> bool:
         """Whether the engine answers."""

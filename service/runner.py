@@ -14,12 +14,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from domain.errors import Conflict, EngineError, InvalidTransition
-from domain.generation import Finished, Prompt
+from domain.events import AnyEvent
+from domain.generation import AnyDelta, Finished, Prompt, coalesce
 from domain.response import Decision, ResponseState, cancel, emit, fail, finish, start
-from service.ports import Engine, EventWriter
+from service.ports import Demand, Engine, EventWriter
 
 log = logging.getLogger("resplog.runner")
 
@@ -37,6 +38,67 @@ class Generation:
     async def wait(self) -> ResponseState:
         assert self.task is not None
         return await asyncio.shield(self.task)
+
+
+class Inbox:
+    """Reads an engine's deltas in a task of its own, on demand, while the runner logs.
+
+    Why: the runner appends durably, one batch at a time, so a stream never has more than
+    one flush in flight. The engine is read only when the runner asks for more (`demand`),
+    so whatever the engine sent while the runner waited for the log is read in one go and
+    becomes one batch (merged by `coalesce`): as load rises, events per token and network
+    reads per token both fall, and a client sees nothing later than before, because only
+    committed events are ever shown.
+    """
+
+    def __init__(self, open_stream: Callable[[Demand], AsyncIterator[AnyDelta]]) -> None:
+        self._items: list[AnyDelta] = []
+        self._error: BaseException | None = None
+        self._ended = False
+        self._wake = asyncio.Event()  # items arrived, or the stream ended
+        self._wanted = asyncio.Event()  # the runner waits with nothing to take
+        self._stream = open_stream(self._demand)
+        self._task = asyncio.create_task(self._pump())
+
+    async def _demand(self) -> None:
+        await self._wanted.wait()
+
+    async def _pump(self) -> None:
+        try:
+            async for delta in self._stream:
+                self._items.append(delta)
+                self._wanted.clear()
+                self._wake.set()
+        except Exception as exc:  # raised to the runner once what came before is logged
+            self._error = exc
+        finally:
+            self._ended = True
+            self._wake.set()
+
+    async def take(self) -> list[AnyDelta]:
+        """Everything read so far (at least one delta); the engine's error once drained."""
+        while not self._items:
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                raise EngineError(
+                    "the engine stopped without finishing the response", code="protocol_error"
+                )
+            self._wake.clear()
+            self._wanted.set()
+            await self._wake.wait()
+        items, self._items = self._items, []
+        return items
+
+    async def close(self) -> None:
+        """Stop reading; closing the engine's iterator aborts the generation there."""
+        if not self._task.done():
+            self._task.cancel()
+        # `wait`, not `await task`: the pump's own cancellation must not be taken for ours.
+        await asyncio.wait([self._task])
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class Runner:
@@ -112,22 +174,29 @@ class Runner:
     ) -> ResponseState:
         if holder[0].status == "queued":
             await self._step(rid, holder, start(holder[0]), durable=True)
-        stream = self._engine.generate(prompt)
+        inbox = Inbox(lambda demand: self._engine.generate(prompt, demand=demand))
         try:
-            async for delta in stream:
-                if isinstance(delta, Finished):
-                    d = finish(holder[0], delta, now=int(self._clock()))
-                    await self._step(rid, holder, d, durable=True)
+            while True:
+                d = self._decide(holder[0], coalesce(await inbox.take()))
+                await self._step(rid, holder, d, durable=True)
+                if d.state.terminal:
                     return holder[0]
-                await self._step(rid, holder, emit(holder[0], delta), durable=False)
         finally:
-            # Closing the engine's iterator is what aborts the generation on the engine.
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        raise EngineError(
-            "the engine stopped without finishing the response", code="protocol_error"
-        )
+            await inbox.close()  # aborts the generation on the engine if it still runs
+
+    def _decide(self, state: ResponseState, deltas: list[AnyDelta]) -> Decision:
+        """The events of everything the engine sent since the last append, as one batch."""
+        events: list[AnyEvent] = []
+        for delta in deltas:
+            if isinstance(delta, Finished):
+                d = finish(state, delta, now=int(self._clock()))
+            else:
+                d = emit(state, delta)
+            events += d.events
+            state = d.state
+            if state.terminal:
+                break
+        return Decision(events, state)
 
     async def _step(
         self, rid: str, holder: list[ResponseState], d: Decision, *, durable: bool

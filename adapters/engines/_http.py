@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from domain.errors import EngineError
 from domain.generation import AnyDelta, coalesce
@@ -33,19 +33,6 @@ class Timeouts:
     between_tokens: float = 120.0
     request: float = 30.0  # the short calls: model info, health
     abort: float = 5.0  # telling the engine to stop; short, as it runs while closing
-
-
-def make_client(
-    timeouts: Timeouts, api_key: str | None, max_connections: int = 1024
-) -> httpx.AsyncClient:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    # Reads are unbounded here: the stream readers apply their own deadlines, so a timeout
-    # can say whether the first token or a later one was late.
-    timeout = httpx.Timeout(
-        connect=timeouts.connect, read=None, write=timeouts.request, pool=timeouts.request
-    )
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
-    return httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
 
 
 def error_detail(body: bytes) -> str:
@@ -88,35 +75,111 @@ def status_error(what: str, status: int, body: bytes) -> EngineError:
     return EngineError(f"{what} answered HTTP {status}: {error_detail(body)}", code=code)
 
 
-def transport_error(what: str, e: httpx.HTTPError) -> EngineError:
+def transport_error(what: str, e: BaseException) -> EngineError:
     """A failure below HTTP, named for what it means to an operator."""
     detail = str(e) or type(e).__name__
-    if isinstance(e, httpx.ConnectTimeout):
+    if isinstance(e, aiohttp.ConnectionTimeoutError):
         return EngineError(f"timed out connecting to {what}: {detail}", code="engine_timeout")
-    if isinstance(e, httpx.ConnectError):
+    if isinstance(e, aiohttp.ClientConnectorError):
         return EngineError(f"cannot connect to {what}: {detail}", code="engine_unavailable")
-    if isinstance(e, httpx.TimeoutException):
+    if isinstance(e, aiohttp.ServerTimeoutError | TimeoutError):
         return EngineError(f"{what} timed out: {detail}", code="engine_timeout")
     return EngineError(
         f"{what} dropped the connection mid-stream: {detail}", code="engine_disconnected"
     )
 
 
-async def get_json(client: httpx.AsyncClient, url: str, what: str) -> Any:
-    """GET a JSON document; `EngineError` if the server fails or answers non-2xx."""
-    try:
-        response = await client.get(url)
-    except httpx.HTTPError as e:
-        raise transport_error(what, e) from e
-    if response.status_code >= 400:
-        raise status_error(what, response.status_code, response.content)
-    try:
-        return response.json()
-    except ValueError as e:
-        raise EngineError(
-            f"{what} at {url} did not answer JSON: {response.text[:200]!r}",
-            code="engine_protocol_error",
-        ) from e
+# What a failed exchange with an engine server raises below HTTP.
+TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class HttpClient:
+    """The engine adapters' HTTP: one aiohttp session, opened on first use (it must be made
+    inside the event loop), with the engine's API key on every request.
+
+    aiohttp rather than httpx for one reason: `readany()` hands over everything the
+    connection has buffered, already de-chunked in C, so a reader that comes back after a
+    flush gets all the tokens that arrived meanwhile in one call; httpx yields one HTTP
+    chunk (one token) per call through several layers of async generators, which was most
+    of resplog's CPU per token at streaming rates.
+    """
+
+    def __init__(self, timeouts: Timeouts, api_key: str | None, max_connections: int = 1024):
+        self.timeouts = timeouts
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # Reads are unbounded here: the stream readers apply their own deadlines, so a
+            # timeout can say whether the first token or a later one was late.
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, timeout=timeout, connector=connector
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _short(self, seconds: float | None = None) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(
+            total=seconds or self.timeouts.request, sock_connect=self.timeouts.connect
+        )
+
+    async def get_json(self, url: str, what: str) -> Any:
+        """GET a JSON document; `EngineError` if the server fails or answers non-2xx."""
+        try:
+            async with self.session().get(url, timeout=self._short()) as response:
+                status, content = response.status, await response.read()
+        except TRANSPORT_ERRORS as e:
+            raise transport_error(what, e) from e
+        if status >= 400:
+            raise status_error(what, status, content)
+        try:
+            return json.loads(content)
+        except ValueError as e:
+            raise EngineError(
+                f"{what} at {url} did not answer JSON: {preview(content)}",
+                code="engine_protocol_error",
+            ) from e
+
+    async def status(self, method: str, url: str, json_body: Any = None) -> int | None:
+        """The status of a short call (health, abort), or None if it failed below HTTP."""
+        timeout = self._short(self.timeouts.abort if method == "POST" else None)
+        try:
+            async with self.session().request(
+                method, url, json=json_body, timeout=timeout
+            ) as response:
+                await response.read()
+                return response.status
+        except TRANSPORT_ERRORS:
+            return None
+
+    async def open_stream(
+        self, url: str, body: dict[str, Any], what: str, deadline: _Deadline
+    ) -> aiohttp.ClientResponse:
+        """POST and return the streamed response once its headers are in (status 200);
+        any other status is read and raised as an `EngineError`."""
+        try:
+            async with asyncio.timeout_at(deadline.at):
+                response = await self.session().post(url, json=body)
+        except TimeoutError as e:
+            raise _timeout(what, deadline) from e
+        except TRANSPORT_ERRORS as e:
+            raise transport_error(what, e) from e
+        if response.status != 200:
+            try:
+                content = await response.read()
+            except TRANSPORT_ERRORS:
+                content = b""
+            finally:
+                response.close()
+            raise status_error(what, response.status, content)
+        return response
 
 
 class _Deadline:
@@ -139,34 +202,6 @@ class _Deadline:
         self.started = True
 
 
-async def open_stream(
-    client: httpx.AsyncClient,
-    url: str,
-    body: dict[str, Any],
-    what: str,
-    deadline: _Deadline,
-) -> httpx.Response:
-    """POST and return the streamed response once its headers are in (status 200);
-    any other status is read and raised as an `EngineError`."""
-    request = client.build_request("POST", url, json=body)
-    try:
-        async with asyncio.timeout_at(deadline.at):
-            response = await client.send(request, stream=True)
-    except TimeoutError as e:
-        raise _timeout(what, deadline) from e
-    except httpx.HTTPError as e:
-        raise transport_error(what, e) from e
-    if response.status_code != 200:
-        try:
-            content = await response.aread()
-        except httpx.HTTPError:
-            content = b""
-        finally:
-            await response.aclose()
-        raise status_error(what, response.status_code, content)
-    return response
-
-
 def _timeout(what: str, deadline: _Deadline) -> EngineError:
     if deadline.started:
         return EngineError(
@@ -176,42 +211,48 @@ def _timeout(what: str, deadline: _Deadline) -> EngineError:
     return EngineError(f"{what} sent no first token in time", code="engine_timeout")
 
 
-async def sse_events(
-    response: httpx.Response, what: str, deadline: _Deadline
-) -> AsyncGenerator[bytes, None]:
+Demand = Callable[[], Awaitable[None]] | None
+
+
+Read = Callable[[], Awaitable[bytes]]  # all bytes buffered now (waits for some); b"" at the end
+
+
+async def sse_events(read: Read, what: str, deadline: _Deadline) -> AsyncGenerator[bytes, None]:
     """The `data` of each server-sent event, one at a time (see `sse_batches`)."""
-    async with contextlib.aclosing(sse_batches(response, what, deadline)) as batches:
+    async with contextlib.aclosing(sse_batches(read, what, deadline)) as batches:
         async for batch in batches:
             for data in batch:
                 yield data
 
 
 async def sse_batches(
-    response: httpx.Response, what: str, deadline: _Deadline
+    read: Read, what: str, deadline: _Deadline, demand: Demand = None
 ) -> AsyncGenerator[list[bytes], None]:
-    """The `data` of the server-sent events each network read completed (multi-line data
-    joined by newlines), under the deadline; ends when the body does.
+    """The `data` of the server-sent events each read completed (multi-line data joined by
+    newlines), under the deadline; ends when the body does. Each read waits for `demand`
+    first (the consumer wants more), and the time spent there is not the server's.
 
-    Reads raw network chunks and splits them itself: one deadline and one split per read
-    rather than per line, which is most of the per-token cost at streaming rates.
+    Reads everything buffered at once and splits it itself: one deadline and one split per
+    read rather than per line or per event, which is most of the per-token cost at
+    streaming rates.
     """
-    chunks = response.aiter_raw()
     buffer = b""
-    try:
-        while (chunk := await _next_chunk(chunks, what, deadline)) is not None:
-            buffer += chunk
-            if b"\r" in buffer:  # CRLF framing is legal SSE; sglang and vLLM send LF
-                buffer = buffer.replace(b"\r\n", b"\n")
-            if b"\n\n" not in buffer:
-                continue
-            *events, buffer = buffer.split(b"\n\n")
-            batch = [data for event in events if (data := _data(event)) is not None]
-            if batch:
-                yield batch
-        if (data := _data(buffer)) is not None:
-            yield [data]
-    finally:
-        await chunks.aclose()  # type: ignore[attr-defined]
+    while True:
+        if demand is not None:
+            await demand()
+        if not (chunk := await _next_chunk(read, what, deadline)):
+            break
+        buffer += chunk
+        if b"\r" in buffer:  # CRLF framing is legal SSE; sglang and vLLM send LF
+            buffer = buffer.replace(b"\r\n", b"\n")
+        if b"\n\n" not in buffer:
+            continue
+        *events, buffer = buffer.split(b"\n\n")
+        batch = [data for event in events if (data := _data(event)) is not None]
+        if batch:
+            yield batch
+    if (data := _data(buffer)) is not None:
+        yield [data]
 
 
 class Reading:
@@ -221,16 +262,17 @@ class Reading:
 
 
 async def read_deltas(
-    response: httpx.Response,
+    read: Read,
     what: str,
     deadline: _Deadline,
     on_chunk: Callable[[bytes], list[AnyDelta]],
     reading: Reading,
+    demand: Demand = None,
 ) -> AsyncGenerator[AnyDelta, None]:
     """The deltas of a stream up to `[DONE]`: each network read's chunks parsed by
     `on_chunk`, their same-kind deltas merged (they arrived together, so merging costs no
     latency and turns a backlog into a few large events)."""
-    async with contextlib.aclosing(sse_batches(response, what, deadline)) as reads:
+    async with contextlib.aclosing(sse_batches(read, what, deadline, demand)) as reads:
         async for batch in reads:
             deltas: list[AnyDelta] = []
             for data in batch:
@@ -255,15 +297,13 @@ def _data(event: bytes) -> bytes | None:
     return b"\n".join(lines) if lines else None
 
 
-async def _next_chunk(chunks: AsyncIterator[bytes], what: str, deadline: _Deadline) -> bytes | None:
+async def _next_chunk(read: Read, what: str, deadline: _Deadline) -> bytes:
     try:
         async with asyncio.timeout_at(deadline.at):
-            chunk = await anext(chunks)
-    except StopAsyncIteration:
-        return None
+            chunk = await read()
     except TimeoutError as e:
         raise _timeout(what, deadline) from e
-    except httpx.HTTPError as e:
+    except TRANSPORT_ERRORS as e:
         raise transport_error(what, e) from e
     deadline.advance()
     return chunk

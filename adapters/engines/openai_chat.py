@@ -11,16 +11,14 @@ import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import msgspec
 
 from adapters.engines._http import (
+    Demand,
+    HttpClient,
     Reading,
     Timeouts,
     deadline,
-    get_json,
-    make_client,
-    open_stream,
     preview,
     protocol_error,
     read_deltas,
@@ -371,7 +369,6 @@ class OpenAIChatEngine:
         model: str | None = None,
         api_key: str | None = None,
         timeouts: Timeouts | None = None,
-        client: httpx.AsyncClient | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
@@ -380,14 +377,14 @@ class OpenAIChatEngine:
         self.extra_body = dict(extra_body or {})
         self.served: list[str] = []
         self.timeouts = timeouts or Timeouts()
-        self._client = client or make_client(self.timeouts, api_key)
+        self._http = HttpClient(self.timeouts, api_key)
         self._what = f"chat-completions upstream at {self.base_url}"
 
     async def start(self) -> None:
         """Learn the served models from `/v1/models`; a configured model that is not among
         them is an error. Without a configured model, the first served one is used."""
         try:
-            listing = await get_json(self._client, self.base_url + "/v1/models", self._what)
+            listing = await self._http.get_json(self.base_url + "/v1/models", self._what)
         except EngineError as e:
             if self.model and e.code == "engine_bad_request":  # no /v1/models: trust config
                 log.warning("%s lists no models (%s); using %s", self._what, e, self.model)
@@ -404,7 +401,7 @@ class OpenAIChatEngine:
             raise EngineError(f"{self._what} serves no model", code="model_not_found")
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
     async def __aenter__(self) -> OpenAIChatEngine:
         await self.start()
@@ -422,13 +419,7 @@ class OpenAIChatEngine:
         return model in self.models()
 
     async def ready(self) -> bool:
-        try:
-            response = await self._client.get(
-                self.base_url + "/v1/models", timeout=self.timeouts.request
-            )
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        return await self._http.status("GET", self.base_url + "/v1/models") == 200
 
     def upstream_model(self, prompt: Prompt) -> str:
         """The prompt's model if the upstream serves it, else the configured one."""
@@ -436,16 +427,20 @@ class OpenAIChatEngine:
             return prompt.model
         return self.model or self.served[0]
 
-    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+    async def generate(
+        self, prompt: Prompt, *, demand: Demand = None
+    ) -> AsyncGenerator[AnyDelta, None]:
         body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
         limit = deadline(self.timeouts)
         url = self.base_url + "/v1/chat/completions"
-        response = await open_stream(self._client, url, body, self._what, limit)
+        response = await self._http.open_stream(url, body, self._what, limit)
         stream = ChatStream(self._what)
         try:
             reading = Reading()
             async with contextlib.aclosing(
-                read_deltas(response, self._what, limit, stream.on_chunk, reading)
+                read_deltas(
+                    response.content.readany, self._what, limit, stream.on_chunk, reading, demand
+                )
             ) as deltas:
                 async for delta in deltas:
                     yield delta
@@ -457,7 +452,7 @@ class OpenAIChatEngine:
                 )
             yield stream.finished()
         finally:
-            await response.aclose()  # how a chat upstream is told to stop generating
+            response.close()  # how a chat upstream is told to stop generating
 
 
 if TYPE_CHECKING:  # the port is structural: let mypy prove this adapter fits it

@@ -15,16 +15,14 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import msgspec
 
 from adapters.engines._http import (
+    Demand,
+    HttpClient,
     Reading,
     Timeouts,
     deadline,
-    get_json,
-    make_client,
-    open_stream,
     preview,
     protocol_error,
     read_deltas,
@@ -176,7 +174,6 @@ class SglangEngine:
         timeouts: Timeouts | None = None,
         renderer: HarmonyRenderer | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        client: httpx.AsyncClient | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts or Timeouts()
@@ -186,7 +183,7 @@ class SglangEngine:
         self.served_model: str | None = None
         self.context_length: int | None = None
         self.model_type: str | None = None
-        self._client = client or make_client(self.timeouts, api_key)
+        self._http = HttpClient(self.timeouts, api_key)
         self._what = f"sglang at {self.base_url}"
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -202,7 +199,7 @@ class SglangEngine:
             log.warning("%s serves a %s model, not gpt-oss", self._what, self.model_type)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
     async def __aenter__(self) -> SglangEngine:
         await self.start()
@@ -219,15 +216,13 @@ class SglangEngine:
         return model in self.models()
 
     async def ready(self) -> bool:
-        try:
-            response = await self._client.get(self._url("/health"), timeout=self.timeouts.request)
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        return await self._http.status("GET", self._url("/health")) == 200
 
     # --- generation ----------------------------------------------------------------------
 
-    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+    async def generate(
+        self, prompt: Prompt, *, demand: Demand = None
+    ) -> AsyncGenerator[AnyDelta, None]:
         ids = self.renderer.render(prompt)
         rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*
         body = {
@@ -238,9 +233,7 @@ class SglangEngine:
         }
         limit = deadline(self.timeouts)
         try:
-            response = await open_stream(
-                self._client, self._url("/generate"), body, self._what, limit
-            )
+            response = await self._http.open_stream(self._url("/generate"), body, self._what, limit)
         except EngineError as e:
             if e.code == "engine_timeout":  # sent, and perhaps running: stop it
                 await self._abort(rid)
@@ -252,7 +245,9 @@ class SglangEngine:
         try:
             reading = Reading()
             async with contextlib.aclosing(
-                read_deltas(response, self._what, limit, run.on_chunk, reading)
+                read_deltas(
+                    response.content.readany, self._what, limit, run.on_chunk, reading, demand
+                )
             ) as deltas:
                 async for delta in deltas:
                     yield delta
@@ -261,7 +256,7 @@ class SglangEngine:
         finally:
             if not run.ended:
                 await self._abort(rid)
-            await response.aclose()
+            response.close()
 
     def sampling_params(self, prompt: Prompt, prompt_tokens: int) -> dict[str, Any]:
         """Only keys sglang knows: 0.5.23 answers 400 to any other."""
@@ -302,17 +297,11 @@ class SglangEngine:
         return run.finished
 
     async def _abort(self, rid: str) -> None:
-        try:
-            response = await self._client.post(
-                self._url("/abort_request"), json={"rid": rid}, timeout=self.timeouts.abort
-            )
-        except httpx.HTTPError as e:
-            log.warning("could not abort request %s on %s: %s", rid, self._what, e)
-            return
-        if response.status_code != 200:
-            log.warning(
-                "%s refused to abort request %s: HTTP %s", self._what, rid, response.status_code
-            )
+        status = await self._http.status("POST", self._url("/abort_request"), {"rid": rid})
+        if status is None:
+            log.warning("could not abort request %s on %s", rid, self._what)
+        elif status != 200:
+            log.warning("%s refused to abort request %s: HTTP %s", self._what, rid, status)
 
     # --- model info ----------------------------------------------------------------------
 
@@ -322,7 +311,7 @@ class SglangEngine:
     async def _model_info(self) -> dict[str, Any]:
         for path in ("/model_info", "/get_model_info"):
             try:
-                info = await get_json(self._client, self._url(path), self._what)
+                info = await self._http.get_json(self._url(path), self._what)
             except EngineError as e:
                 if e.code == "engine_bad_request":  # 404: an older or newer sglang
                     continue
@@ -338,7 +327,7 @@ class SglangEngine:
         return {"served_model_name": first.get("id")}
 
     async def _first_model(self) -> dict[str, Any] | None:
-        listing = await get_json(self._client, self._url("/v1/models"), self._what)
+        listing = await self._http.get_json(self._url("/v1/models"), self._what)
         data = listing.get("data") if isinstance(listing, dict) else None
         if isinstance(data, list) and data and isinstance(data[0], dict):
             return data[0]

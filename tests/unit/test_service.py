@@ -16,6 +16,7 @@ from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
 from domain.response import replay
 from service import responses as uc
+from service.ports import Demand
 from service.runner import Runner
 from service.wire import Limits, parse_create_body
 from tests.fakes.memory import MemoryStore
@@ -90,9 +91,9 @@ async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order(
     seen: list[Prompt] = []
     original = engine.generate
 
-    def spy(prompt: Prompt) -> AsyncIterator[AnyDelta]:
+    def spy(prompt: Prompt, *, demand: Demand | None = None) -> AsyncIterator[AnyDelta]:
         seen.append(prompt)
-        return original(prompt)
+        return original(prompt, demand=demand)
 
     engine.generate = spy  # type: ignore[method-assign]
     svc, _ = make_services(engine)
@@ -224,7 +225,9 @@ class FailingEngine:
     async def ready(self) -> bool:
         return True
 
-    async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+    async def generate(
+        self, prompt: Prompt, *, demand: Demand | None = None
+    ) -> AsyncIterator[AnyDelta]:
         for _ in range(self.after):
             yield TextDelta(text="tok ")
         if self.error is not None:
@@ -265,7 +268,9 @@ async def test_shutdown_ends_running_generations_as_failed() -> None:
 
 async def test_usage_is_what_the_engine_reported() -> None:
     class Counting(FailingEngine):
-        async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        async def generate(
+            self, prompt: Prompt, *, demand: Demand | None = None
+        ) -> AsyncIterator[AnyDelta]:
             yield TextDelta(text="a")
             yield Finished(
                 reason="stop",

@@ -4,9 +4,7 @@ codes, and server-sent events split whatever the network chunks."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
 from adapters.engines._http import Timeouts, deadline, error_detail, sse_events, status_error
@@ -58,14 +56,10 @@ async def test_sse_events_are_split_whatever_the_network_chunks() -> None:
         b"data: e",
     ]
 
-    async def body() -> AsyncIterator[bytes]:
-        for piece in pieces:
-            yield piece
+    remaining = iter(pieces)
 
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body()))
-    async with (
-        httpx.AsyncClient(transport=transport) as client,
-        client.stream("GET", "http://engine/stream") as response,
-    ):
-        events = [e async for e in sse_events(response, "engine", deadline(Timeouts()))]
+    async def read() -> bytes:
+        return next(remaining, b"")
+
+    events = [e async for e in sse_events(read, "engine", deadline(Timeouts()))]
     assert events == [b"a", b"b\nc", b"d", b"e"]
