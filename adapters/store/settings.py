@@ -13,12 +13,12 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     read_page: int = 1000  # rows per catch-up read of a tail
     listen: bool = True  # PostgreSQL: run the LISTEN connection (cross-process doorbell)
     check_migrated: bool = True  # refuse to open a database that is not at the head revision
-    pool_size: int = 5
+    pool_size: int = 20
     # Off: a probe per checkout doubles the round trips of every flush and read. A dropped
     # connection instead fails one statement, which invalidates the pool; the writer and
     # the tails retry such errors.
     pool_pre_ping: bool = False
-    max_overflow: int = 10
+    max_overflow: int = 20
     pg_insert: str = "unnest"  # or "executemany": how a flush inserts its event rows
     sqlite_busy_timeout: float = 10.0  # seconds a writer waits for SQLite's write lock
     sqlite_synchronous: str = "FULL"  # SQLite's PRAGMA synchronous (NORMAL trades durability)

@@ -8,6 +8,7 @@ as incomplete.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -29,6 +30,14 @@ Kind = Literal["reasoning", "preamble", "answer", "call"]
 def _token(encoding: Any, text: str) -> int:
     (token,) = encoding.encode(text, allowed_special="all")
     return int(token)
+
+
+@functools.cache
+def _markers(encoding: Any) -> tuple[int, frozenset[int]]:
+    """`<|message|>` and the message ends, once per encoding (encoding them is not free,
+    and a parser is made for every generation)."""
+    ends = frozenset(_token(encoding, t) for t in ("<|end|>", "<|call|>", "<|return|>"))
+    return _token(encoding, "<|message|>"), ends
 
 
 def classify(channel: str | None, recipient: str | None) -> Kind:
@@ -64,10 +73,7 @@ class HarmonyParser:
 
     def __init__(self, encoding: Any) -> None:
         self._parser = StreamableParser(encoding, Role.ASSISTANT)
-        self._message_token = _token(encoding, "<|message|>")
-        self._end_tokens = frozenset(
-            _token(encoding, t) for t in ("<|end|>", "<|call|>", "<|return|>")
-        )
+        self._message_token, self._end_tokens = _markers(encoding)
         self._kind: Kind | None = None  # the open message's kind, once its header is read
         self._opened = False  # whether a delta of the open message was yielded
         self._message_tokens = 0
