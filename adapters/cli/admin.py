@@ -1,5 +1,6 @@
-"""What the admin commands share: opening the store, response ids, times and durations on
-the command line, JSON output, and the progress bar (rich, on stderr)."""
+"""What the admin commands share: opening the store, folding one response's log, response
+ids, times and durations on the command line, JSON output, and the progress bar (rich, on
+stderr)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ from rich.progress import (
 )
 
 from adapters.store import SqlEventStore, open_store
+from adapters.store.scan import LogScan
 from adapters.store.urls import async_url
-from domain.errors import InvalidRequest, ResplogError
+from domain.errors import CorruptEvent, InvalidRequest, InvalidTransition, NotFound, ResplogError
+from service.audit.records import ResponseRecord
+from service.audit.timeline import Replay
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,6 +68,20 @@ def _refuse_missing_file(url: str) -> None:
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
         raise ResplogError(f"no SQLite database at {parsed.database!r}")
+
+
+async def replay(scan: LogScan, rid: str) -> tuple[ResponseRecord | None, Replay]:
+    """The row and the fold of one response's log; a damaged log is one line naming it."""
+    record = await scan.record(rid)
+    folded = Replay()
+    try:
+        async for stored in scan.events(rid):
+            folded.feed(stored)
+    except (InvalidTransition, CorruptEvent) as exc:
+        raise ResplogError(f"{exc} (the log is damaged: see resplog verify {rid})") from None
+    if record is None and folded.events == 0:
+        raise NotFound(f"no response {rid} in this database")
+    return record, folded
 
 
 def parse_duration(text: str) -> float:
@@ -174,7 +192,7 @@ class Bar:
     ) -> None:
         if kind is not None:
             # An error is one line on stderr: no final bar above it.
-            self.progress.disable = True
+            self.progress.console.quiet = True
         self.progress.stop()
 
     def stream(self) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import click
 
-from adapters.cli.admin import opened, print_json, response_id, run
+from adapters.cli.admin import opened, print_json, replay, response_id, run
 from adapters.cli.common import database_option, main
-from adapters.cli.responses import replay
 from adapters.store.scan import LogScan
 from domain.errors import NotFound, ResplogError
 from service.audit.conversation import (

@@ -13,13 +13,13 @@ from adapters.cli.admin import (
     json_option,
     opened,
     print_json,
+    replay,
     response_id,
     run,
     stdout_console,
 )
 from adapters.cli.common import database_option, main
 from adapters.store.scan import LogScan
-from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line
 from service.audit.records import ResponseRecord
@@ -153,20 +153,6 @@ def _output_lines(response: ResponseObject) -> list[str]:
             text = "".join(p.text for p in item.content)
             lines.append(f"[{i}] reasoning: {clip(text, 100)}")
     return lines
-
-
-async def replay(scan: LogScan, rid: str) -> tuple[ResponseRecord | None, Replay]:
-    """The row and the fold of one response's log; a damaged log is one line naming it."""
-    record = await scan.record(rid)
-    folded = Replay()
-    try:
-        async for stored in scan.events(rid):
-            folded.feed(stored)
-    except (InvalidTransition, CorruptEvent) as exc:
-        raise ResplogError(f"{exc} (the log is damaged: see resplog verify {rid})") from None
-    if record is None and folded.events == 0:
-        raise NotFound(f"no response {rid} in this database")
-    return record, folded
 
 
 def _seconds(value: float | None) -> str:

@@ -40,7 +40,7 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
             return "store=false"
         if self.cutoff is not None and created_at < self.cutoff:
             return "older than the retention"
-        return "deleted"
+        return "deleted" if deleted_at is not None else "?"
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
