@@ -7,6 +7,7 @@
     │   ├── Conflict           another writer appended first (wrong expected version)
     │   ├── InvalidRequest     the request is malformed or unsupported (-> HTTP 400)
     │   └── CorruptEvent       a stored row cannot be decoded (names stream and position)
+    ├── ArchiveError           an export file cannot be imported (names the line)
     └── EngineError            the generation engine failed (raised by engine adapters)
 
 HTTP status and exit codes are assigned in exactly one place each
@@ -54,6 +55,10 @@ class CorruptEvent(DomainError):
         self.stream_id = stream_id
         self.position = position
         self.reason = reason
+
+
+class ArchiveError(ResplogError):
+    """An export file is malformed, cut short, or holds a log that does not verify."""
 
 
 class EngineError(ResplogError):

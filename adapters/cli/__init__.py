@@ -1,7 +1,14 @@
 """The `resplog` command group (a composition root). Each module registers its commands on
-`main`: `server` (migrate, serve); admin tools live beside it, one module each."""
+`main`: `server` (migrate, serve); the admin tools one module each: `responses` (list,
+show), `events`, `conversation`, `verify`, `archive` (export, import), `gc`."""
 
-from adapters.cli import server as _server  # noqa: F401  (registers the commands)
+from adapters.cli import archive as _archive  # noqa: F401  (registers the commands)
+from adapters.cli import conversation as _conversation  # noqa: F401
+from adapters.cli import events as _events  # noqa: F401
+from adapters.cli import gc as _gc  # noqa: F401
+from adapters.cli import responses as _responses  # noqa: F401
+from adapters.cli import server as _server  # noqa: F401
+from adapters.cli import verify as _verify  # noqa: F401
 from adapters.cli.common import main
 
 __all__ = ["main"]

@@ -130,6 +130,9 @@ class PostgresEventStore(SqlEventStore):
             result = await conn.exec_driver_sql(_FETCH_MANY, params)
             return [_stored(row) for row in result]
 
+    async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
+        return await self._fetch_many(points, limit)
+
     async def _claim(
         self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
     ) -> set[str]:

@@ -94,11 +94,14 @@ class ReadModel:
         since: float | None = None,
         until: float | None = None,
         include_deleted: bool = False,
+        root: str | None = None,
         after: str | None = None,
         limit: int = 20,
     ) -> ResponsePage:
         """Responses newest first (`created_at`, then id), filtered; keyset-paginated by
-        `after` (the last id of the previous page). `since` is inclusive, `until` exclusive."""
+        `after` (the last id of the previous page). `since` is inclusive, `until` exclusive;
+        `root` keeps that response and every one that continues it (`previous_response_id`,
+        transitively)."""
         c = t_responses.c
         query = sa.select(t_responses).order_by(c.created_at.desc(), c.id.desc()).limit(limit + 1)
         conds: builtins.list[sa.ColumnElement[bool]] = []
@@ -116,6 +119,8 @@ class ReadModel:
             conds.append(c.created_at < until)
         if not include_deleted:
             conds.append(c.deleted_at.is_(None))
+        if root is not None:
+            conds.append(c.id.in_(sa.select(_conversation(root).c.id)))
         async with self.engine.connect() as conn:
             if after is not None:
                 conds.append(await self._older_than(conn, after))
@@ -130,3 +135,12 @@ class ReadModel:
         if created is None:
             raise NotFound(f"no response {after} to list after")
         return sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.id < after))
+
+
+def _conversation(root: str) -> sa.CTE:
+    """The ids of `root` and of every response that continues it, followed through the
+    `previous_response_id` index."""
+    c = t_responses.c
+    chain = sa.select(c.id).where(c.id == root).cte("conversation", recursive=True)
+    nxt = sa.select(c.id).join(chain, c.previous_response_id == chain.c.id)
+    return chain.union(nxt)  # UNION, not UNION ALL: a (damaged) cycle still ends

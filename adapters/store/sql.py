@@ -120,6 +120,14 @@ class SqlEventStore(ReadModel):
             result = await conn.execute(query)
             return [_stored(stream_id, row) for row in result]
 
+    async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
+        """For each (stream, after): up to `limit` of its events with position > after. Each
+        stream's events are in order; streams are not (PostgreSQL does it in one query)."""
+        found: list[StoredEvent] = []
+        for stream_id, after in points:
+            found += await self.read(stream_id, after, limit)
+        return found
+
     async def read_events(self, stream_id: str, after: int = -1) -> list[AnyEvent]:
         """The stream decoded into typed events; a corrupt row raises `CorruptEvent` naming
         its stream and position (it is never skipped)."""

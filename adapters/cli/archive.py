@@ -1,0 +1,143 @@
+"""`resplog export` and `resplog import`: the log of ended responses as JSON Lines (format in
+`service/audit/archive.py`), streamed in constant memory, and back into a database.
+
+A response that is still running is skipped, with a note on stderr: its log is not final, and
+an imported copy would be a running response nobody generates. Export it once it has ended.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from adapters.cli.admin import Bar, Moment, opened, progress_option, run
+from adapters.cli.common import database_option, main
+from adapters.store import archive as archive_store
+from adapters.store.scan import Head, LogScan, Selection
+from domain.errors import Conflict
+from domain.objects import TERMINAL_STATUSES
+from service.audit import archive
+
+ENDED = tuple(sorted(TERMINAL_STATUSES))
+RUNNING = ("queued", "in_progress")
+
+
+@main.command()
+@database_option
+@click.option("--since", type=Moment(), default=None, help="Created at or after.")
+@click.option("--until", type=Moment(), default=None, help="Created before.")
+@click.option("--owner", default=None, help="Only this owner's responses.")
+@progress_option
+def export(
+    database_url: str,
+    since: float | None,
+    until: float | None,
+    owner: str | None,
+    progress: bool | None,
+) -> None:
+    """Write every event of the selected ended responses to stdout as JSON Lines."""
+    out = sys.stdout.buffer
+    filters: dict[str, Any] = {"since": since, "until": until, "owner": owner}
+
+    async def work() -> tuple[int, int, int]:
+        async with opened(database_url) as store:
+            scan = LogScan(store)
+            ended = Selection(owner=owner, since=since, until=until, statuses=ENDED)
+            running = Selection(owner=owner, since=since, until=until, statuses=RUNNING)
+            skipped = await scan.count(running)
+            total = await scan.count(ended)
+            responses = events = 0
+            out.write(archive.header(time.time(), filters))
+            with Bar("exporting", total, progress) as bar:
+                async for item in scan.streams(ended):
+                    if isinstance(item, Head):
+                        assert item.record is not None
+                        out.write(archive.response_line(item.record, item.record.version + 1))
+                        responses += 1
+                        bar.stream()
+                    else:
+                        out.write(archive.event_line(item))
+                        events += 1
+                        bar.event()
+                bar.done()
+            out.write(archive.end(responses, events))
+            out.flush()
+            return responses, events, skipped
+
+    responses, events, skipped = run(work())
+    click.echo(f"exported {responses} responses, {events} events", err=True)
+    if skipped:
+        click.echo(
+            f"note: skipped {skipped} response(s) still running; export them once they end",
+            err=True,
+        )
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as f:
+        yield from f
+
+
+def _batches(path: Path, max_events: int) -> Iterator[list[archive.Imported]]:
+    batch: list[archive.Imported] = []
+    size = 0
+    for imported in archive.read(_lines(path)):
+        if batch and size + len(imported.events) > max_events:
+            yield batch
+            batch, size = [], 0
+        batch.append(imported)
+        size += len(imported.events)
+    if batch:
+        yield batch
+
+
+def _check(path: Path) -> tuple[list[str], int]:
+    """The whole file, read and checked before anything is written: its ids and events."""
+    ids: list[str] = []
+    events = 0
+    for imported in archive.read(_lines(path)):
+        ids.append(imported.record.id)
+        events += len(imported.events)
+    return ids, events
+
+
+@main.command("import")
+@database_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--batch-events",
+    type=click.IntRange(1),
+    default=5000,
+    show_default=True,
+    help="Events per transaction (a response is never split).",
+)
+@progress_option
+def import_log(database_url: str, file: Path, batch_events: int, progress: bool | None) -> None:
+    """Load an export file into a (migrated) database that holds none of its responses."""
+
+    async def work() -> tuple[int, int]:
+        async with opened(database_url) as store:
+            ids, events = _check(file)
+            clash = await LogScan(store).existing(ids)
+            if clash:
+                first = next(i for i in ids if i in clash)
+                raise Conflict(
+                    f"{len(clash)} response(s) of the file already exist in the database "
+                    f"(first: {first}); nothing was imported"
+                )
+            with Bar("importing", len(ids), progress) as bar:
+                for batch in _batches(file, batch_events):
+                    await archive_store.insert(store, batch)
+                    for imported in batch:
+                        bar.stream()
+                        bar.event(len(imported.events))
+                bar.done()
+            return len(ids), events
+
+    responses, events = run(work())
+    click.echo(f"imported {responses} responses, {events} events")

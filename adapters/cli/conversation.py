@@ -1,0 +1,73 @@
+"""`resplog conversation ID`: the whole conversation that leads to a response, rebuilt from
+the log alone by walking `previous_response_id` back to its root."""
+
+from __future__ import annotations
+
+import click
+
+from adapters.cli.admin import opened, print_json, replay, response_id, run
+from adapters.cli.common import database_option, main
+from adapters.store.scan import LogScan
+from domain.errors import NotFound, ResplogError
+from service.audit.conversation import (
+    ConversationView,
+    TurnView,
+    conversation,
+    to_markdown,
+    to_text,
+    turn_view,
+)
+
+MAX_TURNS = 1000
+
+
+async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
+    """The turns oldest first, and the id of an earlier turn that is gone (if one is)."""
+    turns: list[TurnView] = []
+    seen: set[str] = set()
+    current: str | None = rid
+    while current is not None:
+        if current in seen or len(turns) >= MAX_TURNS:
+            raise ResplogError(
+                f"{rid}: the previous_response_id chain loops or exceeds {MAX_TURNS}"
+            )
+        seen.add(current)
+        try:
+            _, folded = await replay(scan, current)
+        except NotFound:
+            if current == rid:
+                raise
+            turns.reverse()
+            return turns, current
+        if folded.request is None:
+            raise ResplogError(f"{current}: the log does not start with its request")
+        response = folded.response
+        turns.append(turn_view(folded.request, response, folded.end))
+        current = response.previous_response_id
+    turns.reverse()
+    return turns, None
+
+
+@main.command("conversation")
+@database_option
+@click.argument("rid", metavar="ID")
+@click.option("--text", "fmt", flag_value="text", default=True, help="Plain text (default).")
+@click.option("--json", "fmt", flag_value="json", help="JSON.")
+@click.option("--markdown", "fmt", flag_value="markdown", help="Markdown.")
+def show_conversation(database_url: str, rid: str, fmt: str) -> None:
+    """Every turn that leads to ID: instructions, inputs, reasoning, output, function calls
+    and their outputs, usage per turn and in total."""
+    response_id(rid)
+
+    async def work() -> ConversationView:
+        async with opened(database_url) as store:
+            turns, missing = await _turns(LogScan(store), rid)
+        return conversation(rid, turns, missing)
+
+    view = run(work())
+    if fmt == "json":
+        print_json(view)
+    elif fmt == "markdown":
+        click.echo(to_markdown(view), nl=False)
+    else:
+        click.echo(to_text(view), nl=False)

@@ -1,0 +1,101 @@
+"""`resplog gc`: delete ended responses that were not stored or are past the retention age
+(and, if asked, those deleted through the API), events and row together, in batches."""
+
+from __future__ import annotations
+
+import time
+
+import click
+from rich.table import Table
+
+from adapters.cli.admin import (
+    Bar,
+    Duration,
+    json_option,
+    opened,
+    print_json,
+    progress_option,
+    run,
+    stdout_console,
+)
+from adapters.cli.common import database_option, main
+from adapters.store import gc as store_gc
+from service.audit.timeline import iso
+
+
+@main.command()
+@database_option
+@click.option(
+    "--older-than",
+    envvar="RESPLOG_RETENTION",
+    type=Duration(),
+    default=None,
+    help="Also delete ended responses created longer ago than this (e.g. 30d); "
+    "default: no age limit.",
+)
+@click.option("--deleted", is_flag=True, help="Also delete responses deleted through the API.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10000),
+    default=500,
+    show_default=True,
+    help="Responses per transaction.",
+)
+@progress_option
+@json_option
+def gc(
+    database_url: str,
+    older_than: float | None,
+    deleted: bool,
+    dry_run: bool,
+    batch_size: int,
+    progress: bool | None,
+    as_json: bool,
+) -> None:
+    """Delete ended `store: false` responses and those past the retention; never one that
+    is still running."""
+    cutoff = None if older_than is None else time.time() - older_than
+    rule = store_gc.Rule(unstored=True, cutoff=cutoff, deleted=deleted)
+    if dry_run:
+        _dry_run(database_url, rule, batch_size, as_json)
+        return
+
+    async def work() -> tuple[int, int, int]:
+        responses = events = batches = 0
+        async with opened(database_url) as store:
+            with Bar("collecting", None, progress) as bar:
+                async for page in store_gc.candidates(store, rule, batch_size):
+                    gone, rows = await store_gc.collect(store, rule, [c.id for c in page])
+                    responses, events, batches = responses + gone, events + rows, batches + 1
+                    for _ in range(gone):
+                        bar.stream()
+                    bar.event(rows)
+                bar.done()
+        return responses, events, batches
+
+    responses, events, batches = run(work())
+    if as_json:
+        print_json({"deleted": responses, "events": events, "batches": batches})
+    else:
+        click.echo(f"deleted {responses} responses ({events} events) in {batches} batch(es)")
+
+
+def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -> None:
+    async def work() -> list[store_gc.Candidate]:
+        found: list[store_gc.Candidate] = []
+        async with opened(database_url) as store:
+            async for batch in store_gc.candidates(store, rule, page):
+                found += batch
+        return found
+
+    found = run(work())
+    events = sum(c.events for c in found)
+    if as_json:
+        print_json({"dry_run": True, "responses": found, "events": events})
+        return
+    table = Table("id", "created", "status", "events", "why")
+    for c in found:
+        table.add_row(c.id, iso(c.created_at), c.status, str(c.events), c.why)
+    stdout_console().print(table)
+    click.echo(f"would delete {len(found)} responses ({events} events)")

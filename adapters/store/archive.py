@@ -1,0 +1,46 @@
+"""Writing an imported log: whole streams (their rows exactly as exported, their read-model
+row as rebuilt) in one transaction per batch, so no stream is ever half there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import sqlalchemy as sa
+import sqlalchemy.exc as sa_exc
+
+from adapters.store.sql import SqlEventStore
+from adapters.store.tables import events as t_events
+from adapters.store.tables import responses as t_responses
+from domain.errors import Conflict
+from service.audit.archive import Imported
+
+
+async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
+    """Insert the streams in one transaction; `Conflict` (and nothing written) if any of
+    them exists by now."""
+    rows = [msgspec.structs.asdict(s.record) for s in streams]
+    for row in rows:
+        row["snapshot"] = row["snapshot"].decode()
+    events = [
+        {
+            "stream_id": e.stream_id,
+            "position": e.position,
+            "type": e.type,
+            "data": e.data.decode(),
+            "facts": None if e.facts is None else e.facts.decode(),
+            "recorded_at": e.recorded_at,
+        }
+        for s in streams
+        for e in s.events
+    ]
+    try:
+        async with store._begin_write() as conn:
+            await conn.execute(sa.insert(t_responses), rows)
+            await conn.execute(sa.insert(t_events), events)
+    except sa_exc.IntegrityError:
+        ids = ", ".join(s.record.id for s in streams[:3])
+        raise Conflict(
+            f"a response of this batch ({ids}, …) was created while importing; "
+            "the batch was not written"
+        ) from None

@@ -1,0 +1,103 @@
+"""Garbage collection: which ended responses may go, and deleting a batch of them (events and
+row) in one transaction. A response that has not ended is never selected, and the delete
+re-checks the rule, so a row that changed in between stays."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import msgspec
+import sqlalchemy as sa
+
+from adapters.store.sql import SqlEventStore
+from adapters.store.tables import events as t_events
+from adapters.store.tables import responses as t_responses
+from domain.objects import TERMINAL_STATUSES
+
+
+class Rule(msgspec.Struct, frozen=True, kw_only=True):
+    """What goes: ended responses that were not stored, were created before `cutoff`, or
+    (with `deleted`) were deleted through the API."""
+
+    unstored: bool = True
+    cutoff: float | None = None  # unix seconds; None: no age limit
+    deleted: bool = False
+
+    def where(self) -> sa.ColumnElement[bool]:
+        c = t_responses.c
+        reasons: list[sa.ColumnElement[bool]] = []
+        if self.unstored:
+            reasons.append(c.store.is_(False))
+        if self.cutoff is not None:
+            reasons.append(c.created_at < self.cutoff)
+        if self.deleted:
+            reasons.append(c.deleted_at.is_not(None))
+        ended = c.status.in_(sorted(TERMINAL_STATUSES))
+        return sa.and_(ended, sa.or_(*reasons)) if reasons else sa.false()
+
+    def why(self, store: bool, created_at: float, deleted_at: float | None) -> str:
+        if self.unstored and not store:
+            return "store=false"
+        if self.cutoff is not None and created_at < self.cutoff:
+            return "older than the retention"
+        return "deleted" if deleted_at is not None else "?"
+
+
+class Candidate(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    status: str
+    created_at: float
+    events: int
+    why: str
+
+
+async def candidates(store: SqlEventStore, rule: Rule, page: int) -> AsyncIterator[list[Candidate]]:
+    """What `rule` selects, oldest first, a page at a time (nothing is deleted)."""
+    c = t_responses.c
+    key: tuple[float, str] | None = None
+    while True:
+        query = (
+            sa.select(c.id, c.status, c.created_at, c.version, c.store, c.deleted_at)
+            .where(rule.where())
+            .order_by(c.created_at, c.id)
+            .limit(page)
+        )
+        if key is not None:
+            query = query.where(sa.tuple_(c.created_at, c.id) > sa.tuple_(*key))
+        async with store.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        found = [
+            Candidate(
+                id=r.id,
+                status=r.status,
+                created_at=r.created_at,
+                events=r.version + 1,
+                why=rule.why(bool(r.store), r.created_at, r.deleted_at),
+            )
+            for r in rows
+        ]
+        if found:
+            yield found
+        if len(found) < page:
+            return
+        key = (found[-1].created_at, found[-1].id)
+
+
+async def collect(store: SqlEventStore, rule: Rule, ids: Sequence[str]) -> tuple[int, int]:
+    """Delete these responses (those the rule still selects): rows and events, in one
+    transaction. Returns (responses, events) deleted."""
+    c = t_responses.c
+    async with store._begin_write() as conn:
+        gone = (
+            (
+                await conn.execute(
+                    sa.delete(t_responses).where(c.id.in_(list(ids)), rule.where()).returning(c.id)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        if not gone:
+            return 0, 0
+        result = await conn.execute(sa.delete(t_events).where(t_events.c.stream_id.in_(list(gone))))
+    return len(gone), int(result.rowcount)

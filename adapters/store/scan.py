@@ -1,0 +1,200 @@
+"""Streaming reads of the whole log for the admin tools: read-model rows in keyset pages,
+each followed by its events, in memory bounded by the page sizes.
+
+Rows are paged by `(created_at, id)` and events by `(stream_id, position)`, always compared in
+SQL, so the database's own ordering (its collation) is the only one that matters. Nothing is
+read by a global sequence: docs/storage.md explains why such a feed skips rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+
+from adapters.store.sql import SqlEventStore
+from adapters.store.tables import events as t_events
+from adapters.store.tables import responses as t_responses
+from service.audit.records import ResponseRecord
+from service.ports import StoredEvent
+
+_CHUNK = 500  # ids per IN (...) list
+
+
+class Selection(msgspec.Struct, frozen=True, kw_only=True):
+    """Which responses: created in [since, until), of an owner, in some statuses."""
+
+    owner: str | None = None
+    since: float | None = None
+    until: float | None = None
+    statuses: tuple[str, ...] | None = None
+
+    def where(self) -> list[sa.ColumnElement[bool]]:
+        c = t_responses.c
+        conds: list[sa.ColumnElement[bool]] = []
+        if self.owner is not None:
+            conds.append(c.owner == self.owner)
+        if self.since is not None:
+            conds.append(c.created_at >= self.since)
+        if self.until is not None:
+            conds.append(c.created_at < self.until)
+        if self.statuses is not None:
+            conds.append(c.status.in_(self.statuses))
+        return conds
+
+
+class Head(msgspec.Struct, frozen=True):
+    """A stream begins: its id and read-model row (None: events with no row)."""
+
+    stream_id: str
+    record: ResponseRecord | None
+
+
+def record_of(row: Any) -> ResponseRecord:
+    m = row._mapping
+    return ResponseRecord(
+        id=m["id"],
+        owner=m["owner"],
+        status=m["status"],
+        model=m["model"],
+        background=bool(m["background"]),
+        store=bool(m["store"]),
+        previous_response_id=m["previous_response_id"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        version=m["version"],
+        snapshot_version=m["snapshot_version"],
+        snapshot=m["snapshot"].encode(),
+        cancel_requested_at=m["cancel_requested_at"],
+        deleted_at=m["deleted_at"],
+        lease_owner=m["lease_owner"],
+        lease_expires_at=m["lease_expires_at"],
+    )
+
+
+class LogScan:
+    """Reads for `verify`, `export` and the other admin commands."""
+
+    def __init__(self, store: SqlEventStore, *, rows_page: int = 50, events_page: int = 200):
+        self.store = store
+        self.rows_page = rows_page
+        self.events_page = events_page
+
+    async def record(self, response_id: str) -> ResponseRecord | None:
+        query = sa.select(t_responses).where(t_responses.c.id == response_id)
+        async with self.store.engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else record_of(row)
+
+    async def count(self, selection: Selection) -> int:
+        query = sa.select(sa.func.count()).select_from(t_responses).where(*selection.where())
+        async with self.store.engine.connect() as conn:
+            return int((await conn.execute(query)).scalar_one())
+
+    async def records(self, selection: Selection) -> AsyncIterator[list[ResponseRecord]]:
+        """The selected rows, oldest first, a page at a time."""
+        c = t_responses.c
+        key: tuple[float, str] | None = None
+        while True:
+            conds = selection.where()
+            if key is not None:
+                conds.append(sa.tuple_(c.created_at, c.id) > sa.tuple_(*key))
+            query = (
+                sa.select(t_responses)
+                .where(*conds)
+                .order_by(c.created_at, c.id)
+                .limit(self.rows_page)
+            )
+            async with self.store.engine.connect() as conn:
+                page = [record_of(r) for r in await conn.execute(query)]
+            if page:
+                yield page
+            if len(page) < self.rows_page:
+                return
+            key = (page[-1].created_at, page[-1].id)
+
+    async def events(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
+        """One stream's events after `after`, in order, a page at a time."""
+        while True:
+            page = await self.store.read(stream_id, after, self.events_page)
+            for stored in page:
+                yield stored
+            if len(page) < self.events_page:
+                return
+            after = page[-1].position
+
+    async def streams(self, selection: Selection) -> AsyncIterator[Head | StoredEvent]:
+        """Each selected response's `Head`, then its events in order, oldest response first."""
+        async for page in self.records(selection):
+            async for item in self._emit([Head(r.id, r) for r in page]):
+                yield item
+
+    async def streams_of(self, ids: Sequence[str]) -> AsyncIterator[Head | StoredEvent]:
+        """The same for the given ids (a row that is missing gives a `Head` without one)."""
+        for start in range(0, len(ids), self.rows_page):
+            chunk = list(ids[start : start + self.rows_page])
+            found = await self._records_by_id(chunk)
+            async for item in self._emit([Head(i, found.get(i)) for i in chunk]):
+                yield item
+
+    async def orphans(self) -> AsyncIterator[Head | StoredEvent]:
+        """Streams with events but no read-model row."""
+        async for chunk in self._orphan_ids():
+            async for item in self._emit([Head(i, None) for i in chunk]):
+                yield item
+
+    async def _orphan_ids(self) -> AsyncIterator[list[str]]:
+        e, r = t_events.c, t_responses.c
+        after: str | None = None
+        while True:
+            query = (
+                sa.select(e.stream_id)
+                .distinct()
+                .where(~sa.exists().where(r.id == e.stream_id))
+                .order_by(e.stream_id)
+                .limit(self.rows_page)
+            )
+            if after is not None:
+                query = query.where(e.stream_id > after)
+            async with self.store.engine.connect() as conn:
+                ids = list((await conn.execute(query)).scalars())
+            if ids:
+                yield ids
+            if len(ids) < self.rows_page:
+                return
+            after = ids[-1]
+
+    async def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` have a read-model row or any event."""
+        found: set[str] = set()
+        async with self.store.engine.connect() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = list(ids[start : start + _CHUNK])
+                rows = sa.select(t_responses.c.id).where(t_responses.c.id.in_(chunk))
+                logs = sa.select(t_events.c.stream_id).where(t_events.c.stream_id.in_(chunk))
+                found.update((await conn.execute(rows)).scalars())
+                found.update((await conn.execute(logs.distinct())).scalars())
+        return found
+
+    async def _records_by_id(self, ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        query = sa.select(t_responses).where(t_responses.c.id.in_(ids))
+        async with self.store.engine.connect() as conn:
+            return {rec.id: rec for rec in map(record_of, await conn.execute(query))}
+
+    async def _emit(self, heads: Sequence[Head]) -> AsyncIterator[Head | StoredEvent]:
+        """The first page of every stream in one read (one query on PostgreSQL), then each
+        stream in turn, reading on where a stream is longer than a page."""
+        first = await self.store.read_many([(h.stream_id, -1) for h in heads], self.events_page)
+        by_stream: dict[str, list[StoredEvent]] = {}
+        for stored in first:
+            by_stream.setdefault(stored.stream_id, []).append(stored)
+        for head in heads:
+            yield head
+            page = sorted(by_stream.pop(head.stream_id, []), key=lambda s: s.position)
+            for stored in page:
+                yield stored
+            if len(page) == self.events_page:
+                async for stored in self.events(head.stream_id, page[-1].position):
+                    yield stored

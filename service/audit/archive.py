@@ -1,0 +1,202 @@
+"""The export file: JSON Lines that carry the log byte for byte, and the checks that make
+`import` all-or-nothing per file.
+
+    {"kind":"resplog.export","format":1,"exported_at":…,"filters":{…}}     first line
+    {"kind":"response","id":"resp_…","events":N,"updated_at":…,…}           per response,
+    {"kind":"event","stream_id":"resp_…","position":0,"type":…,"data":"…",   then its N
+     "facts":"…"|null,"recorded_at":…}                                       events in order
+    {"kind":"end","responses":R,"events":E}                                  last line
+
+`data` and `facts` are the stored text as JSON strings, so they come back exactly as they
+were whatever reads the file in between; `recorded_at` is a JSON number that round-trips. A
+response line carries only what no event records (`updated_at`, the cancel and delete flags,
+the lease): the rest of the row is rebuilt from the events by the same fold `verify` uses,
+so an imported row equals the fold by construction, and a file whose log does not verify is
+refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+
+from domain.errors import ArchiveError
+from service.audit.records import Flags, ResponseRecord, flags_of, rebuild
+from service.audit.verify import StreamCheck
+from service.ports import StoredEvent
+
+FORMAT = 1
+HEADER_KIND = "resplog.export"
+
+
+class Header(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag=HEADER_KIND):
+    format: int
+    exported_at: float
+    filters: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ResponseLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="response"):
+    id: str
+    events: int
+    updated_at: float
+    cancel_requested_at: float | None = None
+    deleted_at: float | None = None
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+
+
+class EventLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="event"):
+    stream_id: str
+    position: int
+    type: str
+    data: str
+    facts: str | None
+    recorded_at: float
+
+
+class End(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="end"):
+    responses: int
+    events: int
+
+
+Line = Header | ResponseLine | EventLine | End
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Line)
+
+
+def _line(value: Line) -> bytes:
+    return _encoder.encode(value) + b"\n"
+
+
+def header(exported_at: float, filters: dict[str, Any]) -> bytes:
+    return _line(Header(format=FORMAT, exported_at=exported_at, filters=filters))
+
+
+def end(responses: int, events: int) -> bytes:
+    return _line(End(responses=responses, events=events))
+
+
+def response_line(record: ResponseRecord, events: int) -> bytes:
+    flags = flags_of(record)
+    return _line(ResponseLine(id=record.id, events=events, **msgspec.structs.asdict(flags)))
+
+
+def event_line(stored: StoredEvent) -> bytes:
+    return _line(
+        EventLine(
+            stream_id=stored.stream_id,
+            position=stored.position,
+            type=stored.type,
+            data=stored.data.decode(),
+            facts=None if stored.facts is None else stored.facts.decode(),
+            recorded_at=stored.recorded_at,
+        )
+    )
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+class Imported(msgspec.Struct, frozen=True, kw_only=True):
+    """One response of a file, checked: its rebuilt row and its events, ready to insert."""
+
+    record: ResponseRecord
+    events: list[StoredEvent]
+    line: int  # where its response line is, for messages
+
+
+def _fail(number: int, why: str) -> ArchiveError:
+    return ArchiveError(f"line {number}: {why}")
+
+
+def _decode(number: int, raw: bytes) -> Line:
+    try:
+        return _decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise _fail(number, f"not an export line ({exc})") from None
+
+
+class _Pending:
+    """The response being read: its line, and its events so far."""
+
+    def __init__(self, number: int, line: ResponseLine) -> None:
+        self.number = number
+        self.line = line
+        self.events: list[StoredEvent] = []
+
+    def add(self, number: int, line: EventLine) -> None:
+        if line.stream_id != self.line.id:
+            raise _fail(number, f"an event of {line.stream_id} among those of {self.line.id}")
+        if len(self.events) >= self.line.events:
+            raise _fail(number, f"more events of {self.line.id} than its {self.line.events}")
+        data = line.data.encode()
+        facts = None if line.facts is None else line.facts.encode()
+        self.events.append(
+            StoredEvent(line.stream_id, line.position, line.type, data, facts, line.recorded_at)
+        )
+
+    def close(self, number: int) -> Imported:
+        line = self.line
+        if len(self.events) != line.events:
+            raise _fail(number, f"{line.id} has {len(self.events)} of its {line.events} events")
+        check = StreamCheck(line.id, None, row_expected=False)
+        for stored in self.events:
+            check.feed(stored)
+        findings = check.finish()
+        if findings:
+            raise _fail(self.number, f"{line.id} does not verify: {findings[0].line()}")
+        derived = check.derived()
+        if not check.terminal or derived is None:
+            raise _fail(self.number, f"{line.id} has not ended; only ended responses are imported")
+        flags = Flags(**{f: getattr(line, f) for f in Flags.__struct_fields__})
+        return Imported(
+            record=rebuild(line.id, derived, flags), events=self.events, line=self.number
+        )
+
+
+def read(lines: Iterable[bytes]) -> Iterator[Imported]:
+    """Each response of an export file, checked; raises `ArchiveError` naming the line of the
+    first problem (a file must be read to its end before anything of it is trusted)."""
+    numbered = enumerate(lines, 1)
+    first = next(numbered, None)
+    head = None if first is None else _decode(*first)
+    if not isinstance(head, Header):
+        raise ArchiveError("not a resplog export: the first line is not its header")
+    if head.format != FORMAT:
+        raise _fail(1, f"export format {head.format}; this resplog reads format {FORMAT}")
+    pending: _Pending | None = None
+    seen: set[str] = set()
+    responses = events = 0
+    for number, raw in numbered:
+        line = _decode(number, raw)
+        if isinstance(line, End):
+            if pending is not None:
+                yield pending.close(number)
+            if (line.responses, line.events) != (responses, events):
+                raise _fail(
+                    number,
+                    f"the file ends with {responses} responses and {events} events, "
+                    f"its last line says {line.responses} and {line.events}",
+                )
+            if next(numbered, None) is not None:
+                raise _fail(number + 1, "lines after the end of the export")
+            return
+        if isinstance(line, Header):
+            raise _fail(number, "a second header")
+        if isinstance(line, ResponseLine):
+            if pending is not None:
+                yield pending.close(number)
+            if line.id in seen:
+                raise _fail(number, f"{line.id} appears twice")
+            seen.add(line.id)
+            pending = _Pending(number, line)
+            responses += 1
+        else:
+            if pending is None:
+                raise _fail(number, "an event before any response line")
+            pending.add(number, line)
+            events += 1
+    raise ArchiveError("the file is cut short: it does not end with the export's last line")

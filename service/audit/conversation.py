@@ -1,0 +1,219 @@
+"""A whole conversation as the log records it: every turn's instructions, inputs, reasoning,
+output and function calls with their outputs, usage per turn and in total; and its
+renderings as plain text and Markdown."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from domain.events import EndFacts, RequestFacts
+from domain.objects import (
+    FunctionCall,
+    FunctionCallOutput,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    InputTokensDetails,
+    OutputItem,
+    OutputMessage,
+    OutputTokensDetails,
+    ReasoningItem,
+    Refusal,
+    ResponseObject,
+    Usage,
+)
+from service.audit.timeline import iso
+
+EntryKind = Literal["message", "reasoning", "function_call", "function_call_output"]
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True):
+    """One input or output item, reduced to what a reader needs."""
+
+    kind: EntryKind
+    text: str
+    role: str | None = None  # messages: user, system, developer, assistant
+    name: str | None = None  # function calls
+    call_id: str | None = None  # function calls and their outputs
+
+
+class TurnView(msgspec.Struct, frozen=True, kw_only=True):
+    response_id: str
+    status: str
+    model: str
+    owner: str
+    created_at: int
+    instructions: str | None
+    input: list[Entry]
+    output: list[Entry]
+    usage: Usage | None
+    error: str | None = None  # "code: message" of a failed response
+    end_reason: str | None = None  # the operator-only reason of a failure or cancellation
+
+
+class ConversationView(msgspec.Struct, frozen=True, kw_only=True):
+    response_id: str  # the response asked about: the last turn
+    turns: list[TurnView]  # oldest first
+    usage: Usage  # the sum over the turns
+    missing: str | None = None  # an earlier turn that is no longer in the log
+
+
+def _parts_text(parts: list[object]) -> str:
+    texts = []
+    for p in parts:
+        texts.append(f"[refusal] {p.refusal}" if isinstance(p, Refusal) else getattr(p, "text", ""))
+    return "".join(texts)
+
+
+def _input_entry(item: InputItem) -> Entry:
+    match item:
+        case InputMessage(role=role, content=content):
+            return Entry(kind="message", role=role, text=_parts_text(list(content)))
+        case FunctionCallOutput(call_id=cid, output=out):
+            return Entry(kind="function_call_output", call_id=cid, text=out)
+        case InputFunctionCall(call_id=cid, name=name, arguments=args):
+            return Entry(kind="function_call", call_id=cid, name=name, text=args)
+        case InputReasoning(summary=summary, content=content):
+            return Entry(kind="reasoning", text=_parts_text([*summary, *content]))
+    raise AssertionError(item)  # pragma: no cover - the union is closed
+
+
+def _output_entry(item: OutputItem) -> Entry:
+    match item:
+        case OutputMessage(content=content):
+            return Entry(kind="message", role="assistant", text=_parts_text(list(content)))
+        case ReasoningItem(summary=summary, content=content):
+            return Entry(kind="reasoning", text=_parts_text([*summary, *content]))
+        case FunctionCall(call_id=cid, name=name, arguments=args):
+            return Entry(kind="function_call", call_id=cid, name=name, text=args)
+    raise AssertionError(item)  # pragma: no cover - the union is closed
+
+
+def turn_view(request: RequestFacts, response: ResponseObject, end: EndFacts | None) -> TurnView:
+    """One turn from its request (first event) and its projection (the fold)."""
+    error = f"{response.error.code}: {response.error.message}" if response.error else None
+    return TurnView(
+        response_id=response.id,
+        status=response.status,
+        model=response.model,
+        owner=request.owner,
+        created_at=response.created_at,
+        instructions=response.instructions,
+        input=[_input_entry(i) for i in request.input],
+        output=[_output_entry(i) for i in response.output],
+        usage=response.usage,
+        error=error,
+        end_reason=end.reason if end else None,
+    )
+
+
+def total_usage(turns: list[TurnView]) -> Usage:
+    used = [t.usage for t in turns if t.usage is not None]
+    return Usage(
+        input_tokens=sum(u.input_tokens for u in used),
+        input_tokens_details=InputTokensDetails(
+            cached_tokens=sum(u.input_tokens_details.cached_tokens for u in used)
+        ),
+        output_tokens=sum(u.output_tokens for u in used),
+        output_tokens_details=OutputTokensDetails(
+            reasoning_tokens=sum(u.output_tokens_details.reasoning_tokens for u in used)
+        ),
+        total_tokens=sum(u.total_tokens for u in used),
+    )
+
+
+def conversation(response_id: str, turns: list[TurnView], missing: str | None) -> ConversationView:
+    return ConversationView(
+        response_id=response_id, turns=turns, usage=total_usage(turns), missing=missing
+    )
+
+
+def usage_line(usage: Usage | None) -> str:
+    if usage is None:
+        return "no usage recorded"
+    return (
+        f"{usage.input_tokens} in ({usage.input_tokens_details.cached_tokens} cached) / "
+        f"{usage.output_tokens} out ({usage.output_tokens_details.reasoning_tokens} reasoning) / "
+        f"{usage.total_tokens} total"
+    )
+
+
+# --- renderings -------------------------------------------------------------------------------
+
+
+def _heading(turn: TurnView) -> str:
+    return f"{turn.response_id} · {turn.status} · {turn.model} · {iso(turn.created_at)}"
+
+
+def _ending(turn: TurnView) -> list[str]:
+    lines = []
+    if turn.error:
+        lines.append(f"error: {turn.error}")
+    if turn.end_reason:
+        lines.append(f"ended: {turn.end_reason}")
+    return lines
+
+
+def _text_entry(entry: Entry) -> str:
+    if entry.kind == "message":
+        return f"{entry.role}: {entry.text}"
+    if entry.kind == "function_call":
+        return f"function_call {entry.name} ({entry.call_id}): {entry.text}"
+    if entry.kind == "function_call_output":
+        return f"function_call_output ({entry.call_id}): {entry.text}"
+    return f"reasoning: {entry.text}"
+
+
+def to_text(view: ConversationView) -> str:
+    lines = [f"Conversation of {view.response_id}: {len(view.turns)} turn(s)"]
+    if view.missing:
+        lines.append(f"(earlier turns are gone: {view.missing} is not in the log)")
+    for n, turn in enumerate(view.turns, 1):
+        lines += ["", f"── Turn {n}: {_heading(turn)} (owner {turn.owner})"]
+        if turn.instructions:
+            lines.append(f"instructions: {turn.instructions}")
+        lines += [_text_entry(e) for e in turn.input + turn.output]
+        lines += _ending(turn)
+        lines.append(f"usage: {usage_line(turn.usage)}")
+    lines += ["", f"Total usage: {usage_line(view.usage)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _fence(text: str, lang: str = "") -> list[str]:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return [f"{fence}{lang}", text, fence]
+
+
+def _md_entry(entry: Entry) -> list[str]:
+    if entry.kind == "message":
+        return [f"**{entry.role}:**", "", entry.text]
+    if entry.kind == "reasoning":
+        return ["*reasoning:*", "", *(f"> {line}" for line in entry.text.splitlines() or [""])]
+    if entry.kind == "function_call":
+        return [
+            f"**function call** `{entry.name}` (`{entry.call_id}`):",
+            "",
+            *_fence(entry.text, "json"),
+        ]
+    return [f"**function output** (`{entry.call_id}`):", "", *_fence(entry.text)]
+
+
+def to_markdown(view: ConversationView) -> str:
+    lines = [f"# Conversation `{view.response_id}`", ""]
+    lines.append(f"{len(view.turns)} turn(s). Total usage: {usage_line(view.usage)}.")
+    if view.missing:
+        lines += ["", f"*Earlier turns are gone: `{view.missing}` is not in the log.*"]
+    for n, turn in enumerate(view.turns, 1):
+        lines += ["", f"## Turn {n}: {_heading(turn)}", "", f"Owner: `{turn.owner}`"]
+        if turn.instructions:
+            lines += ["", f"**Instructions:** {turn.instructions}"]
+        for entry in turn.input + turn.output:
+            lines += ["", *_md_entry(entry)]
+        lines += ["", *(f"*{line}*" for line in _ending(turn))] if _ending(turn) else []
+        lines += ["", f"*Usage: {usage_line(turn.usage)}*"]
+    return "\n".join(lines) + "\n"
