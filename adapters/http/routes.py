@@ -22,7 +22,7 @@ from service import responses as uc
 from service.access import Access
 from service.quotas import Slot
 from service.settings import Settings
-from service.wire import ErrorBody, check_response_id, parse_create_body
+from service.wire import RESPONSE_ID, ErrorBody, check_response_id, parse_create_body
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -34,7 +34,7 @@ _ERRORS = {
     429: ResponseSpec(ErrorBody, description="A per-key rate or stream limit is reached"),
 }
 MAX_POSITION = 2**31 - 1  # the log's position column is a 32-bit integer
-RespId = Annotated[str, Parameter(description="A response id, `resp_…`")]
+RespId = Annotated[str, Parameter(description="A response id, `resp_…`", pattern=RESPONSE_ID)]
 
 
 def _svc(state: State) -> uc.Services:
