@@ -172,3 +172,17 @@ def test_other_keys_keep_their_own_stream_slots(strict: Server, key: str) -> Non
         with mine.stream("GET", path), mine.stream("GET", path), theirs.stream("GET", path) as ok:
             assert ok.status_code == 200
         mine.post(f"/v1/responses/{rid}/cancel")
+
+
+def test_a_resume_position_beyond_the_log_is_400_not_a_server_error(
+    strict: Server, key: str
+) -> None:
+    with http(strict, key) as client:
+        rid = client.post("/v1/responses", json={"model": "scripted", "input": "x"}).json()["id"]
+        for path, params in [
+            (f"/v1/responses/{rid}", {"stream": "true", "starting_after": 10**12}),
+            (f"/v1/responses/{rid}/events", {"starting_after": -2}),
+        ]:
+            answer = client.get(path, params=params)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["param"] == "starting_after"
