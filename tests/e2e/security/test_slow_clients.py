@@ -129,6 +129,7 @@ def test_never_reading_clients_cost_bounded_memory_stall_nobody_and_are_dropped(
             assert sorted(results)[-3:] == [big_events] * 3
             owed_mib = STALLED * big_events * 240 // 2**20
             grown_mib = (max(peak) - baseline) // 1024
+            print(f"\nRSS {baseline // 1024} MiB, grew {grown_mib} MiB; owed {owed_mib} MiB")
             assert grown_mib < 50, (
                 f"RSS grew {grown_mib} MiB; the stalled clients are owed ~{owed_mib}"
             )
