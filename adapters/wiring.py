@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
-from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
 from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest
 from service.ports import Engine
@@ -18,6 +18,7 @@ class SqlBackend:
     def __init__(self, store: SqlEventStore, writer: GroupCommitWriter) -> None:
         self.store = self.index = store
         self.writer = writer
+        self.keys = SqlApiKeyStore(store)
 
     async def start(self) -> None:
         await self.writer.start()

@@ -8,7 +8,10 @@
     │   ├── InvalidRequest     the request is malformed or unsupported (-> HTTP 400)
     │   └── CorruptEvent       a stored row cannot be decoded (names stream and position)
     ├── ArchiveError           an export file cannot be imported (names the line)
-    └── EngineError            the generation engine failed (raised by engine adapters)
+    ├── EngineError            the generation engine failed (raised by engine adapters)
+    └── AccessError            the caller may not make this request (now)
+        ├── Unauthenticated    no API key, or one that is unknown or revoked (-> HTTP 401)
+        └── RateLimited        a per-key rate or stream limit is reached (-> HTTP 429)
 
 HTTP status and exit codes are assigned in exactly one place each
 (`adapters/http/errors.py`, `adapters/cli/`).
@@ -68,3 +71,23 @@ class EngineError(ResplogError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class AccessError(ResplogError):
+    """The caller may not make this request, or not now."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class Unauthenticated(AccessError):
+    """The request carries no API key, or one that is unknown or revoked."""
+
+
+class RateLimited(AccessError):
+    """A per-key limit is reached; `retry_after` is how many seconds to wait."""
+
+    def __init__(self, message: str, *, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -1,6 +1,6 @@
 """The ports the use-cases need: the event log (read, tail, group-committed append), the
-response read model, and the generation engine. Adapters implement them; only the
-composition roots (the app factory and the CLI) pick which.
+response read model, the generation engine and the API keys. Adapters implement them; only
+the composition roots (the app factory and the CLI) pick which.
 """
 
 from __future__ import annotations
@@ -134,4 +134,35 @@ class Engine(Protocol):
 
     async def ready(self) -> bool:
         """Whether the engine answers."""
+        ...
+
+
+class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
+    """One API key as stored: never the secret itself, only its hash (kept by the store)."""
+
+    id: str
+    owner: str
+    prefix: str  # the secret's first characters, to recognise a key in lists
+    name: str | None
+    created_at: float
+    revoked_at: float | None = None
+
+
+class ApiKeyStore(Protocol):
+    """The API keys table."""
+
+    async def add(self, key: ApiKey, key_hash: str) -> None: ...
+
+    async def find(self, key_hash: str) -> ApiKey | None:
+        """The key whose secret hashes to `key_hash` (revoked or not)."""
+        ...
+
+    async def get(self, key_id: str) -> ApiKey | None: ...
+
+    async def all(self) -> list[ApiKey]:
+        """Every key, oldest first."""
+        ...
+
+    async def revoke(self, key_id: str, at: float) -> bool:
+        """Mark the key revoked; False if there is no such key or it already was."""
         ...

@@ -161,7 +161,7 @@ class Runner:
             return end
         except EngineError as exc:
             log.warning("generation %s failed: %s (%s)", rid, exc.message, exc.code)
-            return await self._end(rid, holder[0], exc.code, message=exc.message)
+            return await self._end(rid, holder[0], exc.code, detail=exc.message)
         except Conflict:
             log.warning("generation %s lost its stream to another writer; stopping", rid)
             return holder[0]
@@ -212,7 +212,6 @@ class Runner:
         reason: str,
         *,
         cancelled: bool = False,
-        message: str | None = None,
         detail: str | None = None,
     ) -> ResponseState:
         """Append the terminal event; a cancel that lost the race to the end is a no-op."""
@@ -225,9 +224,9 @@ class Runner:
                 d = fail(
                     state,
                     code="server_error",
-                    message=_client_message(reason, message),
+                    message=_client_message(reason),
                     reason=reason,
-                    detail=detail or message,
+                    detail=detail,
                 )
             # The terminal event must land even while this task is being cancelled.
             with contextlib.suppress(asyncio.CancelledError):
@@ -241,9 +240,11 @@ class Runner:
             return state
 
 
-def _client_message(reason: str, message: str | None) -> str:
+def _client_message(reason: str) -> str:
+    """What the client is told; the engine's own message (its URL, upstream details) stays
+    in the log and in the failed event's hidden `detail`."""
     if reason == SHUTDOWN:
         return "The server shut down before the response finished."
     if reason == "internal_error":
         return "The server had an internal error while generating the response."
-    return f"The generation engine failed: {message}" if message else "The generation failed."
+    return f"The generation engine failed ({reason})."

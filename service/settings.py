@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from service.access import AccessPolicy
 from service.wire import Limits
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///resplog.db"
@@ -25,3 +26,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     keepalive_s: float = 15.0
     shutdown_grace_s: float = 10.0
     limits: Limits = msgspec.field(default_factory=Limits)
+    access: AccessPolicy = msgspec.field(default_factory=AccessPolicy)
+    # A response body write that cannot be handed to the socket within this many seconds
+    # (a client that stopped reading) ends the response.
+    send_timeout_s: float = 30.0

@@ -197,6 +197,7 @@ class ErrorBody(msgspec.Struct, frozen=True):
     error: ErrorDetail
 
 
+MAX_MODEL_CHARS = 256
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _json = msgspec.json.Decoder()
@@ -282,6 +283,13 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         raise InvalidRequest(
             "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
         )
+    # The model name is also a column of the read model, where PostgreSQL refuses a NUL.
+    if len(p.model) > MAX_MODEL_CHARS or not p.model.isprintable():
+        raise InvalidRequest(
+            f"Invalid 'model': at most {MAX_MODEL_CHARS} printable characters.",
+            param="model",
+            code="invalid_value",
+        )
     if p.input is None and p.previous_response_id is None:
         raise InvalidRequest(
             "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
@@ -338,8 +346,11 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
     )
 
 
+RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
+
+
 def check_response_id(value: str, *, param: str = "response_id") -> str:
-    if not re.fullmatch(r"resp_[A-Za-z0-9_-]{1,128}", value):
+    if not re.fullmatch(RESPONSE_ID, value):
         raise InvalidRequest(
             f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'resp'.",
             param=param,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import click
 
+from adapters.cli.access import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from service.settings import Settings
 
@@ -91,6 +93,7 @@ def migrate(database_url: str) -> None:
     show_default=True,
     type=float,
 )
+@access_options
 def serve(
     database_url: str,
     host: str,
@@ -105,11 +108,13 @@ def serve(
     max_body_bytes: int,
     flush_interval_ms: float,
     shutdown_grace_s: float,
+    **access: Any,
 ) -> None:
     """Run the HTTP API server."""
     import uvicorn
 
     from adapters.http.app import create_app
+    from adapters.http.backpressure import send_deadline
     from adapters.wiring import check_engine, ensure_migrated
 
     settings = Settings(
@@ -126,13 +131,15 @@ def serve(
         max_body_bytes=max_body_bytes,
         flush_interval_ms=flush_interval_ms,
         shutdown_grace_s=shutdown_grace_s,
+        **access_settings(host, access),
     )
     asyncio.run(ensure_migrated(database_url))
     asyncio.run(check_engine(settings))
     if engine == "scripted":
         log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
+    announce(settings.access, database_url)
     config = uvicorn.Config(
-        create_app(settings),
+        send_deadline(create_app(settings), settings.send_timeout_s),
         host=host,
         port=port,
         log_level="warning",

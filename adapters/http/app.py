@@ -16,8 +16,9 @@ from litestar.enums import ScopeType
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http import errors, routes
-from service.ports import Engine, EventStore, EventWriter, ResponseIndex
+from adapters.http import auth, errors, routes
+from service.access import Access
+from service.ports import ApiKeyStore, Engine, EventStore, EventWriter, ResponseIndex
 from service.responses import Services
 from service.runner import Runner
 from service.settings import Settings
@@ -33,6 +34,7 @@ class Backend(Protocol):
     store: EventStore
     writer: EventWriter
     index: ResponseIndex
+    keys: ApiKeyStore
 
     async def start(self) -> None: ...
 
@@ -98,7 +100,17 @@ async def openapi_json(request: Request[Any, Any, Any]) -> Response[bytes]:
     op["responses"]["200"]["content"]["text/event-stream"] = {
         "schema": {"type": "string", "description": "SSE when stream=true"}
     }
+    if request.app.state.settings.access.auth == "keys":
+        _require_bearer(doc)
     return Response(msgspec.json.encode(doc), media_type="application/json")
+
+
+def _require_bearer(doc: dict[str, Any]) -> None:
+    doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    for path, ops in doc["paths"].items():
+        if auth.protected(path):
+            for op in ops.values():
+                op["security"] = [{"bearer": []}]
 
 
 def create_app(
@@ -116,6 +128,7 @@ def create_app(
         runner = Runner(be.writer, eng)
         app.state.backend = be
         app.state.settings = settings
+        app.state.access = Access(settings.access, be.keys)
         app.state.services = Services(
             store=be.store, writer=be.writer, index=be.index, engine=eng, runner=runner
         )
@@ -143,6 +156,7 @@ def create_app(
             openapi_json,
         ],
         lifespan=[lifespan],
+        guards=[auth.admit],
         exception_handlers={Exception: errors.handle},
         middleware=[request_ids],
         request_max_body_size=settings.max_body_bytes,

@@ -7,6 +7,7 @@ request id that its body and `x-request-id` header carry.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from typing import Any
 
@@ -22,6 +23,8 @@ from domain.errors import (
     InvalidRequest,
     InvalidTransition,
     NotFound,
+    RateLimited,
+    Unauthenticated,
 )
 from service.wire import ErrorBody, ErrorDetail
 
@@ -87,10 +90,27 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
                 code="service_unavailable",
                 headers={"Retry-After": "1"},
             )
+        case Unauthenticated():
+            return error_response(
+                401,
+                exc.message,
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        case RateLimited():
+            return error_response(
+                429,
+                exc.message,
+                type_="requests",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))},
+            )
         case EngineError():
+            # The engine's own message names its URL and upstream details: the log has it.
+            log.error("request %s: engine error (%s): %s", request_id(request), exc.code, exc)
             return error_response(
                 502,
-                f"The generation engine failed: {exc.message}",
+                f"The generation engine failed ({exc.code}; request id {request_id(request)}).",
                 type_="server_error",
                 code=exc.code,
             )
@@ -98,19 +118,14 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
             return _validation(exc)
         case NotFoundException():
             return error_response(
-                404, f"Unknown URL: {request.method} {request.url.path}.", code="unknown_url"
+                404, f"Unknown URL: {request.method} {request.url.path[:200]}.", code="unknown_url"
             )
-        case HTTPException():
+        case HTTPException() if exc.status_code < 500:
             if exc.status_code == 413:
                 return error_response(
                     413, "The request body is too large.", code="request_too_large"
                 )
-            return error_response(
-                exc.status_code,
-                str(exc.detail),
-                type_="invalid_request_error" if exc.status_code < 500 else "server_error",
-                headers=exc.headers,
-            )
+            return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
         case CorruptEvent():
             log.error("request %s: %s", request_id(request), exc)
         case _:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -11,22 +13,28 @@ from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
+from adapters.http.auth import principal_of
 from adapters.http.sse import frames, jsonl_line, sse_frame
+from domain.errors import InvalidRequest
 from domain.objects import ResponseObject
 from domain.response import project
 from service import responses as uc
+from service.access import Access
+from service.quotas import Slot
 from service.settings import Settings
-from service.wire import ErrorBody, check_response_id, parse_create_body
+from service.wire import RESPONSE_ID, ErrorBody, check_response_id, parse_create_body
 
-ANONYMOUS = "anonymous"
 JSON = "application/json"
 SSE = "text/event-stream"
 JSONL = "application/x-ndjson"
 _ERRORS = {
     400: ResponseSpec(ErrorBody, description="Invalid request"),
+    401: ResponseSpec(ErrorBody, description="No API key, or an unknown or revoked one"),
     404: ResponseSpec(ErrorBody, description="No such response (or not yours)"),
+    429: ResponseSpec(ErrorBody, description="A per-key rate or stream limit is reached"),
 }
-RespId = Annotated[str, Parameter(description="A response id, `resp_…`")]
+MAX_POSITION = 2**31 - 1  # the log's position column is a 32-bit integer
+RespId = Annotated[str, Parameter(description="A response id, `resp_…`", pattern=RESPONSE_ID)]
 
 
 def _svc(state: State) -> uc.Services:
@@ -42,8 +50,26 @@ def _settings(state: State) -> Settings:
 
 
 def owner_of(request: Request[Any, Any, Any]) -> str:
-    """The tenant a request acts for (API keys arrive with the security work)."""
-    return ANONYMOUS
+    """The tenant a request acts for: the owner of its API key (`anonymous` without auth)."""
+    return principal_of(request).owner
+
+
+def _open_stream(request: Request[Any, Any, Any], state: State) -> Slot:
+    """One of the key's concurrent-stream slots, held until the stream's body ends."""
+    access: Access = state.access
+    return access.open_stream(principal_of(request))
+
+
+def _after(value: int | None, param: str = "starting_after") -> int:
+    if value is None:
+        return -1
+    if not -1 <= value <= MAX_POSITION:
+        raise InvalidRequest(
+            f"Invalid '{param}': must be between -1 and {MAX_POSITION}.",
+            param=param,
+            code="invalid_value",
+        )
+    return value
 
 
 def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
@@ -51,12 +77,23 @@ def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
     return Response(data, status_code=status, media_type=JSON)
 
 
-def _stream(body: Any, media_type: str = SSE) -> Stream:
+def _stream(body: AsyncIterator[bytes], slot: Slot, media_type: str = SSE) -> Stream:
+    held = _holding(body, slot)
+    # A body that is never iterated (the client left first) never runs its `finally`.
+    weakref.finalize(held, slot.release)
     return Stream(
-        body,
+        held,
         media_type=media_type,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def _holding(body: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in body:
+            yield chunk
+    finally:
+        slot.release()
 
 
 @post(
@@ -71,7 +108,12 @@ async def create_response(
     svc, settings = _svc(state), _settings(state)
     req = parse_create_body(await request.body(), settings.limits)
     owner = owner_of(request)
-    started = await uc.create_response(svc, req, owner)
+    slot = _open_stream(request, state) if req.stream else Slot(None)
+    try:
+        started = await uc.create_response(svc, req, owner)
+    except BaseException:
+        slot.release()
+        raise
     if req.stream:
         rid = started.state.response.id if started.state.response else ""
 
@@ -80,7 +122,8 @@ async def create_response(
                 svc.runner.request_cancel(rid, "client_disconnected")
 
         tail = svc.store.subscribe(rid, -1)
-        return _stream(frames(tail, keepalive_s=settings.keepalive_s, on_close=closed))  # type: ignore[return-value]
+        body = frames(tail, keepalive_s=settings.keepalive_s, on_close=closed)
+        return _stream(body, slot)  # type: ignore[return-value]
     if req.background:
         return _json(started.response)
     final = await started.generation.wait()
@@ -102,9 +145,11 @@ async def retrieve_response(
     owner = owner_of(request)
     if not stream:
         return _json(await uc.retrieve_raw(svc, response_id, owner))
+    after = _after(starting_after)
     await uc.check_readable(svc, response_id, owner)
-    tail = svc.store.subscribe(response_id, -1 if starting_after is None else starting_after)
-    return _stream(frames(tail, keepalive_s=_settings(state).keepalive_s))  # type: ignore[return-value]
+    slot = _open_stream(request, state)
+    tail = svc.store.subscribe(response_id, after)
+    return _stream(frames(tail, keepalive_s=_settings(state).keepalive_s), slot)  # type: ignore[return-value]
 
 
 @get(
@@ -124,14 +169,15 @@ async def response_events(
 ) -> Stream:
     svc = _svc(state)
     check_response_id(response_id)
+    after = _after(starting_after)
     await uc.check_readable(svc, response_id, owner_of(request))
-    after = -1 if starting_after is None else starting_after
     jsonl = format == "jsonl" or (format is None and JSONL in request.headers.get("accept", ""))
+    slot = _open_stream(request, state)
     tail = svc.store.subscribe(response_id, after) if follow else _stored(svc, response_id, after)
     keepalive = _settings(state).keepalive_s
     if jsonl:
-        return _stream(frames(tail, keepalive_s=None, frame=jsonl_line, done=None), JSONL)
-    return _stream(frames(tail, keepalive_s=keepalive, frame=sse_frame))
+        return _stream(frames(tail, keepalive_s=None, frame=jsonl_line, done=None), slot, JSONL)
+    return _stream(frames(tail, keepalive_s=keepalive, frame=sse_frame), slot)
 
 
 async def _stored(svc: uc.Services, response_id: str, after: int) -> Any:

@@ -18,6 +18,7 @@ from service.ports import StoredEvent
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]\n\n"
+MAX_WRITE = 64 * 1024
 _END = object()
 
 
@@ -59,6 +60,7 @@ async def frames(
                 yield KEEPALIVE
                 continue
             chunk: list[bytes] = []
+            size = 0
             while True:
                 if item is _END:
                     ended = True
@@ -67,14 +69,16 @@ async def frames(
                     raise item
                 assert isinstance(item, StoredEvent)
                 chunk.append(frame(item))
+                size += len(chunk[-1])
                 finished = item.terminal
-                if queue.empty():
+                if queue.empty() or size >= MAX_WRITE:
                     break
                 item = queue.get_nowait()
             if ended and done is not None:
                 chunk.append(done)
-            if chunk:
-                yield b"".join(chunk)
+            data = b"".join(chunk)
+            for start in range(0, len(data), MAX_WRITE):
+                yield data[start : start + MAX_WRITE]
     finally:
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -1,6 +1,8 @@
-"""The event store adapters: PostgreSQL and SQLite stores, the group-commit writer."""
+"""The event store adapters: PostgreSQL and SQLite stores, the group-commit writer, the API
+keys table."""
 
 from adapters.store.factory import make_store, open_store
+from adapters.store.keys import SqlApiKeyStore
 from adapters.store.migrate import NotMigrated
 from adapters.store.readmodel import ResponsePage
 from adapters.store.settings import StoreSettings
@@ -11,6 +13,7 @@ __all__ = [
     "GroupCommitWriter",
     "NotMigrated",
     "ResponsePage",
+    "SqlApiKeyStore",
     "SqlEventStore",
     "StoreSettings",
     "make_store",

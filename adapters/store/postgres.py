@@ -97,8 +97,8 @@ class PostgresEventStore(SqlEventStore):
         engine: AsyncEngine = create_async_engine(
             url,
             echo=settings.echo,
-            pool_size=settings.pool_size,
-            max_overflow=settings.max_overflow,
+            pool_size=20 if settings.pool_size is None else settings.pool_size,
+            max_overflow=20 if settings.max_overflow is None else settings.max_overflow,
             pool_pre_ping=settings.pool_pre_ping,
         )
         super().__init__(url, engine, settings)

@@ -13,12 +13,16 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     read_page: int = 1000  # rows per catch-up read of a tail
     listen: bool = True  # PostgreSQL: run the LISTEN connection (cross-process doorbell)
     check_migrated: bool = True  # refuse to open a database that is not at the head revision
-    pool_size: int = 20
+    # None: the dialect's own default. PostgreSQL keeps 20: every live tail reads the log
+    # when it starts, so a burst of new streams wants many connections at once, and
+    # connections beyond the pool are closed on return and reconnected at the next burst.
+    # SQLite keeps 5: it has one writer anyway, and each connection keeps its own page cache.
+    pool_size: int | None = None
     # Off: a probe per checkout doubles the round trips of every flush and read. A dropped
     # connection instead fails one statement, which invalidates the pool; the writer and
     # the tails retry such errors.
     pool_pre_ping: bool = False
-    max_overflow: int = 20
+    max_overflow: int | None = None
     pg_insert: str = "unnest"  # or "executemany": how a flush inserts its event rows
     sqlite_busy_timeout: float = 10.0  # seconds a writer waits for SQLite's write lock
     sqlite_synchronous: str = "FULL"  # SQLite's PRAGMA synchronous (NORMAL trades durability)

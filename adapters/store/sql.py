@@ -273,6 +273,10 @@ class SqlEventStore(ReadModel):
                 done[batch.stream_id] = stored
         return done
 
+    def begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A write transaction for the other tables of this database (the API keys)."""
+        return self._begin_write()
+
     # --- dialect hooks --------------------------------------------------------------------
 
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:

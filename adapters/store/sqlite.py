@@ -51,8 +51,8 @@ def _engine(url: URL, settings: StoreSettings) -> AsyncEngine:
     engine = create_async_engine(
         url,
         echo=settings.echo,
-        pool_size=settings.pool_size,
-        max_overflow=settings.max_overflow,
+        pool_size=5 if settings.pool_size is None else settings.pool_size,
+        max_overflow=10 if settings.max_overflow is None else settings.max_overflow,
         connect_args={"timeout": settings.sqlite_busy_timeout},
     )
     pragmas = (

@@ -1,4 +1,5 @@
-"""The two tables of the store, as SQLAlchemy Core: the event log and the response read model.
+"""The tables of the store, as SQLAlchemy Core: the event log, the response read model and
+the API keys.
 
 They are identical on PostgreSQL and SQLite and are created only by the Alembic migrations
 (`migrations/versions/`); this module describes them for the queries and must match them.
@@ -54,4 +55,21 @@ responses = sa.Table(
     sa.Index("ix_responses_status", "status"),
     sa.Index("ix_responses_previous", "previous_response_id"),
     postgresql_with={"fillfactor": 80},
+)
+
+# API keys: only a SHA-256 of each secret (service/keys.py says why that is enough), unique so
+# that a lookup by hash is one index probe. `prefix` is the secret's first characters, shown
+# in lists so that an operator can tell keys apart. A revoked key is kept (its row says who
+# owned it and when it stopped working), never deleted.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("key_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("prefix", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("revoked_at", sa.Double, nullable=True),
+    sa.Index("ix_api_keys_owner", "owner"),
 )

@@ -22,6 +22,7 @@ from domain.events import (
     encode,
 )
 from service.ports import ResponseRow, StoredEvent
+from tests.fakes.keys import MemoryKeyStore
 
 _LIFECYCLE = LIFECYCLE_TYPES
 
@@ -132,6 +133,7 @@ class MemoryBackend:
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = self.writer = self.index = store or MemoryStore()
+        self.keys = MemoryKeyStore()
 
     async def start(self) -> None:
         pass

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from setuptools import find_packages
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from adapters.store import NotMigrated, open_store
 from adapters.store.migrate import current_is_head_async, downgrade_async, upgrade_async
+from adapters.store.tables import metadata
 from adapters.store.urls import async_url
 from tests.integration import streams
 
@@ -42,7 +45,7 @@ async def test_upgrade_takes_a_fresh_database_to_head(empty_url: str) -> None:
     assert await current_is_head_async(empty_url) is False
     await upgrade_async(empty_url)
     assert await current_is_head_async(empty_url) is True
-    assert {"events", "responses", "alembic_version"} <= await tables(empty_url)
+    assert {"events", "responses", "api_keys", "alembic_version"} <= await tables(empty_url)
     store = await open_store(empty_url)
     appends = streams.script(deltas=1)
     for expected, batch in appends:
@@ -54,7 +57,7 @@ async def test_downgrade_removes_the_schema_and_upgrade_restores_it(empty_url: s
     await upgrade_async(empty_url)
     await downgrade_async(empty_url, "base")
     assert await current_is_head_async(empty_url) is False
-    assert not {"events", "responses"} & await tables(empty_url)
+    assert not {"events", "responses", "api_keys"} & await tables(empty_url)
     await upgrade_async(empty_url)
     assert await current_is_head_async(empty_url) is True
 
@@ -88,7 +91,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0001 (head)" in out.stdout
+    assert "0002 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
@@ -107,3 +110,19 @@ async def test_upgrade_creates_the_sqlite_file_and_its_directory(tmp_path: Path)
 async def test_the_sqlite_store_refuses_an_in_memory_database() -> None:
     with pytest.raises(ValueError, match="needs a file"):
         await open_store("sqlite+aiosqlite:///:memory:")
+
+
+async def test_the_migrated_schema_is_what_tables_py_describes(empty_url: str) -> None:
+    """No table, column, index or unique constraint differs (Alembic's own comparison)."""
+    await upgrade_async(empty_url)
+    engine = create_async_engine(async_url(empty_url))
+
+    def differences(conn: sa.Connection) -> list[object]:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        return list(compare_metadata(context, metadata))
+
+    try:
+        async with engine.connect() as conn:
+            assert await conn.run_sync(differences) == []
+    finally:
+        await engine.dispose()

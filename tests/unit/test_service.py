@@ -237,7 +237,12 @@ class FailingEngine:
 @pytest.mark.parametrize(
     ("error", "reason"),
     [
-        (EngineError("connection refused", code="engine_unavailable"), "engine_unavailable"),
+        (
+            EngineError(
+                "cannot connect to sglang at http://10.0.0.5:30000", code="engine_unavailable"
+            ),
+            "engine_unavailable",
+        ),
         (None, "protocol_error"),
         (RuntimeError("boom"), "internal_error"),
     ],
@@ -249,11 +254,13 @@ async def test_engine_failures_end_the_response_failed_and_keep_partial_output(
     final = await run_to_end(svc, input="x")
     assert final.status == "failed" and final.error is not None
     assert final.error.code == "server_error"
-    assert "boom" not in final.error.message
+    assert "boom" not in final.error.message and "10.0.0.5" not in final.error.message
     assert text_of(final) == "tok tok tok "
     last = store.events[final.id][-1].event()
     assert isinstance(last, ResponseFailed) and last.facts is not None
     assert last.facts.reason == reason
+    if error is not None:  # the whole story stays in the log's hidden facts, for audit
+        assert last.facts.detail is not None and str(error) in last.facts.detail
 
 
 async def test_shutdown_ends_running_generations_as_failed() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from adapters.http.sse import DONE, KEEPALIVE, frames, jsonl_line, sse_frame
+from adapters.http.sse import DONE, KEEPALIVE, MAX_WRITE, frames, jsonl_line, sse_frame
 from service.ports import StoredEvent
 
 
-def event(position: int, kind: str = "response.output_text.delta") -> StoredEvent:
-    data = f'{{"type":"{kind}","sequence_number":{position}}}'.encode()
+def event(position: int, kind: str = "response.output_text.delta", pad: int = 0) -> StoredEvent:
+    data = f'{{"type":"{kind}","sequence_number":{position},"delta":"{"x" * pad}"}}'.encode()
     return StoredEvent("resp_x", position, kind, data, None, 0.0)
 
 
@@ -67,3 +67,13 @@ async def test_a_client_that_goes_away_is_reported_unfinished() -> None:
     await stream.__anext__()
     await stream.aclose()  # type: ignore[attr-defined]
     assert closed == [False]
+
+
+async def test_writes_are_capped_so_a_client_that_stops_reading_holds_little() -> None:
+    """Small events are joined up to the cap; an event over it is cut into capped writes."""
+    events = [event(i, pad=1000) for i in range(300)]
+    events.append(event(300, "response.output_text.done", pad=5 * MAX_WRITE))
+    chunks = await collect(frames(source(events), keepalive_s=None))
+    assert max(len(c) for c in chunks) <= MAX_WRITE
+    assert len(chunks) >= 300 * 1000 // MAX_WRITE + 5
+    assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE

@@ -147,6 +147,9 @@ def test_easy_messages_typed_items_and_tool_outputs_are_normalized() -> None:
             "metadata.k",
             "string_above_max_length",
         ),
+        ({"model": "gpt\u0000oss", "input": "x"}, "model", "invalid_value"),
+        ({"model": "gpt\noss", "input": "x"}, "model", "invalid_value"),
+        ({"model": "m" * 257, "input": "x"}, "model", "invalid_value"),
     ],
 )
 def test_bad_requests_name_the_offending_param(body: dict[str, Any], param: str, code: str) -> None:

@@ -1,0 +1,166 @@
+"""`serve`'s options for who may call and how much: `--auth`, the per-key quotas, the request
+limits (one flag per `Limits` field) and the send deadline; and the rule that `--auth none`
+needs a loopback bind."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import click
+import msgspec
+
+from adapters.cli.common import log
+from domain.errors import ResplogError
+from service.access import AccessPolicy
+from service.wire import Limits
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_LIMIT_HELP = {
+    "max_input_items": "Most input items in one request.",
+    "max_text_chars": "Longest text part, instructions or tool description (characters).",
+    "max_tools": "Most tools in one request.",
+    "max_tool_schema_bytes": "Largest JSON schema of one tool's parameters (bytes).",
+    "max_output_tokens": "Highest max_output_tokens a request may ask for.",
+    "max_metadata_pairs": "Most metadata key-value pairs.",
+    "max_metadata_key_chars": "Longest metadata key (characters).",
+    "max_metadata_value_chars": "Longest metadata value (characters).",
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _env(name: str) -> str:
+    return "RESPLOG_" + name.upper()
+
+
+def _limit_options(func: F) -> F:
+    for field in reversed(msgspec.structs.fields(Limits)):
+        func = click.option(
+            _flag(field.name),
+            field.name,
+            envvar=_env(field.name),
+            default=field.default,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help=_LIMIT_HELP[field.name],
+        )(func)
+    return func
+
+
+def access_options(func: F) -> F:
+    """The options `serve` passes on to `access_settings` as keyword arguments."""
+    options = [
+        click.option(
+            "--auth",
+            envvar="RESPLOG_AUTH",
+            type=click.Choice(["keys", "none"]),
+            default=None,
+            help="keys: every /v1 request needs 'Authorization: Bearer <key>'; none: every "
+            "request acts as owner 'anonymous' (loopback binds only). Default: none on a "
+            "loopback bind, keys otherwise.",
+        ),
+        click.option(
+            "--rate-limit",
+            envvar="RESPLOG_RATE_LIMIT",
+            default=0.0,
+            show_default=True,
+            type=click.FloatRange(min=0),
+            help="Requests per second per API key, per process (0: no limit).",
+        ),
+        click.option(
+            "--rate-burst",
+            envvar="RESPLOG_RATE_BURST",
+            default=0,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="Requests a key may make at once above its rate (0: the rate, rounded up).",
+        ),
+        click.option(
+            "--max-streams-per-key",
+            envvar="RESPLOG_MAX_STREAMS_PER_KEY",
+            default=256,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="Concurrent SSE/JSON Lines streams per API key, per process (0: no limit).",
+        ),
+        click.option(
+            "--key-cache-s",
+            envvar="RESPLOG_KEY_CACHE_S",
+            default=10.0,
+            show_default=True,
+            type=click.FloatRange(min=0),
+            help="How long a key lookup is cached: a revoked key stops working within this.",
+        ),
+        click.option(
+            "--send-timeout-s",
+            envvar="RESPLOG_SEND_TIMEOUT_S",
+            default=30.0,
+            show_default=True,
+            type=click.FloatRange(min=0),
+            help="Drop a connection whose client has read nothing for this long (0: never).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return _limit_options(func)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The `Settings` fields that `access_options` fill, checked against the bind."""
+    auth: Literal["keys", "none"] = options["auth"] or ("none" if is_loopback(host) else "keys")
+    if auth == "none" and not is_loopback(host):
+        raise ResplogError(
+            f"--auth none is only allowed on a loopback bind (not {host}); "
+            "use --auth keys and create keys with `resplog keys create --owner NAME`"
+        )
+    limits = {f.name: options[f.name] for f in msgspec.structs.fields(Limits)}
+    return {
+        "limits": Limits(**limits),
+        "access": AccessPolicy(
+            auth=auth,
+            rate_limit=options["rate_limit"],
+            rate_burst=options["rate_burst"],
+            max_streams_per_key=options["max_streams_per_key"],
+            key_cache_s=options["key_cache_s"],
+        ),
+        "send_timeout_s": options["send_timeout_s"],
+    }
+
+
+def announce(policy: AccessPolicy, database_url: str) -> None:
+    """Say at start-up how requests are admitted (a warning when nobody is checked)."""
+    if policy.auth == "none":
+        log.warning(
+            "auth: none - no API key is checked and every request acts as owner 'anonymous' "
+            "(allowed on a loopback bind only)"
+        )
+        return
+    live = asyncio.run(_live_keys(database_url))
+    log.info("auth: keys (%d live API keys)", live)
+    if live == 0:
+        log.warning("auth: no live API key exists; create one: resplog keys create --owner NAME")
+
+
+async def _live_keys(database_url: str) -> int:
+    from adapters.store import SqlApiKeyStore, open_store
+
+    store = await open_store(database_url, listen=False)
+    try:
+        return sum(1 for key in await SqlApiKeyStore(store).all() if key.revoked_at is None)
+    finally:
+        await store.close()

@@ -1,0 +1,47 @@
+"""Admission of `/v1` requests: the bearer key becomes the request's principal (whose owner
+the routes hand to every use-case) and is charged to the key's rate. Health, readiness and
+the OpenAPI schema stay open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from domain.errors import Unauthenticated
+from service.access import Access, Principal
+
+_PRINCIPAL = "principal"
+
+
+def protected(path: str) -> bool:
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+async def admit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """A litestar guard on every route: admit `/v1` requests (401 or 429 otherwise)."""
+    if not protected(connection.scope["path"]):
+        return
+    access: Access = connection.app.state.access
+    principal = await access.admit(bearer(connection.headers.get("authorization")))
+    connection.scope.setdefault("state", {})[_PRINCIPAL] = principal
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    """Who the request acts for; a request that was never admitted acts for nobody."""
+    principal = connection.scope.get("state", {}).get(_PRINCIPAL)
+    if not isinstance(principal, Principal):
+        raise Unauthenticated("The request was not authenticated.")
+    return principal

@@ -1,0 +1,74 @@
+"""A deadline on every write of a response body, so that a client that stops reading (or
+vanished without closing its connection) is let go instead of holding a stream forever.
+
+The bytes waiting for such a client are already bounded: uvicorn stops accepting writes
+once its transport buffer passes the high-water mark (64 KiB), so the app's `send` waits,
+the SSE pump waits on its 64-event queue, and the hub drops that subscriber's backlog for a
+re-read later. What is not bounded is the time: the stream, its tail and its stream slot are
+held as long as the connection lives, which for a half-open one is until TCP gives up. So
+a write that cannot be handed over within `timeout` seconds aborts the connection. The
+response then ends as for any client that went away (a non-background stream's generation
+is cancelled with reason `client_disconnected`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("resplog.http")
+
+
+class SendTimeout(Exception):
+    """A response body write waited longer than the deadline (the fallback when the
+    connection cannot be aborted directly)."""
+
+
+def _abort_connection(send: Send) -> bool:
+    # uvicorn's `send` is a method of its request cycle, which holds the connection's
+    # transport. Aborting it drops the socket at once (closing would wait for the unread
+    # buffer to drain); uvicorn then reports the client as disconnected, which unblocks the
+    # write and ends the response the usual way.
+    transport: Any = getattr(getattr(send, "__self__", None), "transport", None)
+    abort = getattr(transport, "abort", None)
+    if not callable(abort):
+        return False
+    abort()
+    return True
+
+
+def send_deadline(app: ASGIApp, timeout: float) -> ASGIApp:
+    """`app` with a deadline of `timeout` seconds (0: none) on each body write. Wrap the
+    outermost app, so that `send` is the server's own."""
+    if timeout <= 0:
+        return app
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await app(scope, receive, send)
+            return
+
+        async def send_within(message: Message) -> None:
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            try:
+                async with asyncio.timeout(timeout):
+                    await send(message)
+            except TimeoutError:
+                rid = scope.get("state", {}).get("request_id", "-")
+                log.warning(
+                    "request %s: the client read nothing for %gs; dropping the connection",
+                    rid,
+                    timeout,
+                )
+                if not _abort_connection(send):
+                    raise SendTimeout(f"no write within {timeout}s") from None
+
+        await app(scope, receive, send_within)
+
+    return middleware
