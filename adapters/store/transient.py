@@ -1,5 +1,6 @@
 """Which database errors are worth retrying: a lost connection, a lock or deadlock timeout,
-a serialization failure. A constraint violation never is (it means a conflict)."""
+a serialization failure. A constraint violation never is (it means a conflict). Also the
+error for "the database cannot be reached right now" that the HTTP layer turns into 503."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import sqlalchemy.exc as sa_exc
 # SQLSTATE classes and codes that a retry can cure.
 _TRANSIENT_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
+
+
+class Unreachable(ConnectionError):
+    """The database cannot be reached right now (the writer is riding out an outage)."""
 
 
 def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
