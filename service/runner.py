@@ -60,13 +60,19 @@ class Runner:
     def get(self, response_id: str) -> Generation | None:
         return self._running.get(response_id)
 
+    def running(self) -> list[str]:
+        """The responses this process is generating now (the leases it must renew)."""
+        return list(self._running)
+
     def request_cancel(self, response_id: str, reason: str) -> Generation | None:
         """Ask a running generation to stop; it appends the cancellation itself."""
         gen = self._running.get(response_id)
         if gen is not None and gen.task is not None and not gen.task.done():
             if gen.cancel_reason is None:
                 gen.cancel_reason = reason
-                gen.task.cancel()
+                # On the next pass of the loop: a task cancelled before its first step is
+                # closed at its first line, so it could not append its own cancellation.
+                asyncio.get_running_loop().call_soon(gen.task.cancel)
             return gen
         return None
 
