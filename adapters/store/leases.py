@@ -28,7 +28,7 @@ from adapters.store.tables import responses as t
 from service.ports import CancelBell, Claim, Renewal
 
 _UNFINISHED = ("queued", "in_progress")
-_CHUNK = 500
+_CHUNK = 500  # ids per IN (...) list on SQLite, far below its bound-parameter limit
 c = t.c
 
 
@@ -78,8 +78,10 @@ class SqlLeases:
     async def renew(self, response_ids: Sequence[str]) -> Renewal:
         ids = list(dict.fromkeys(response_ids))
         held: dict[str, Any] = {}
+        # PostgreSQL binds all ids as one array: one statement for every lease held.
+        size = max(1, len(ids)) if self._pg else _CHUNK
         async with self._store._begin_write() as conn:
-            for chunk in _chunks(ids):
+            for chunk in _chunks(ids, size):
                 mine = sa.and_(self._among(chunk), c.lease_owner == self.owner)
                 target: sa.ColumnElement[bool] = mine
                 if self._pg:
@@ -153,5 +155,5 @@ class SqlLeases:
         return c.id.in_(list(ids))
 
 
-def _chunks(ids: list[str]) -> list[list[str]]:
-    return [ids[i : i + _CHUNK] for i in range(0, len(ids), _CHUNK)]
+def _chunks(ids: list[str], size: int) -> list[list[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]

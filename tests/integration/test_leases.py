@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.leases import SqlLeases
@@ -271,3 +273,55 @@ async def test_ring_work_wakes_the_workers_of_other_processes(pg_url: str) -> No
     finally:
         await a.close()
         await b.close()
+
+
+@contextmanager
+def statements(store: SqlEventStore) -> Iterator[list[str]]:
+    """The SQL statements the store sends meanwhile."""
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", record)
+
+
+def writes(sent: list[str]) -> list[str]:
+    return [s.split()[0] for s in sent if s.split()[0] in ("UPDATE", "INSERT")]
+
+
+async def test_one_renewal_pass_is_one_update_for_every_lease_of_the_process(
+    proc: Opener,
+) -> None:
+    a = await proc("proc-a")
+    ids = [(await open_stream(a)).response.id for _ in range(30)]  # type: ignore[union-attr]
+    with statements(a) as sent:
+        renewal = await SqlLeases(a).renew(ids)
+    assert renewal.held == set(ids)
+    assert writes(sent) == ["UPDATE"]
+
+
+async def test_a_flush_of_many_fenced_streams_is_still_one_statement_per_kind(
+    proc: Opener,
+) -> None:
+    """The lease check rides in the guard: no statement per stream, leased or not."""
+    a = await proc("proc-a")
+    states = [await open_stream(a) for _ in range(20)]
+    async with GroupCommitWriter(a, flush_interval=0.05) as writer:
+        with statements(a) as sent:
+            await asyncio.gather(
+                *(
+                    writer.append(
+                        s.response.id,  # type: ignore[union-attr]
+                        s.version,
+                        agg.emit(s, TextDelta(text="x")).events,
+                    )
+                    for s in states
+                )
+            )
+    assert writer.flushes == 1
+    assert writes(sent) == ["UPDATE", "INSERT"]
