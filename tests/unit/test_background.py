@@ -260,3 +260,21 @@ def _prompt(started: uc.Started) -> uc.Prompt:
     state = started.state
     assert state.response is not None and state.facts is not None
     return uc.build_prompt(state.response, state.facts.input, [])
+
+
+async def test_a_generation_launched_just_before_a_shutdown_still_records_its_end() -> None:
+    svc, store = make_services(slow())
+    started = await uc.create_response(svc, request(input="x"), OWNER)  # not yet stepped
+    await svc.runner.shutdown(0)
+    assert end_reason(store, started.response.id) == ("response.failed", "server_shutdown")
+
+
+async def test_a_generation_launched_while_shutting_down_is_ended_too() -> None:
+    svc, store = make_services(slow())
+    first = await uc.create_response(svc, request(input="x"), OWNER)
+    shutdown = asyncio.create_task(svc.runner.shutdown(0.2))
+    await asyncio.sleep(0.05)
+    late = await uc.create_response(svc, request(input="y"), OWNER)
+    await shutdown
+    for rid in (first.response.id, late.response.id):
+        assert end_reason(store, rid) == ("response.failed", "server_shutdown")
