@@ -68,6 +68,10 @@ class LeaseKeeper:
         """Take no more background work (shutdown)."""
         self._closed = True
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def launch(self, claim: Claim, state: ResponseState, prompt: Prompt) -> Generation:
         """Run a claimed background response here; one cancelled meanwhile ends at once."""
         rid = claim.response_id

@@ -85,6 +85,9 @@ class Worker:
             await _unstartable(svc, state, exc)
             return
         prompt = build_prompt(state.response, state.facts.input, history)
+        if svc.keeper.closed:  # shutting down: its claim lapses and another process takes it
+            log.info("not launching %s: shutting down", claim.response_id)
+            return
         svc.keeper.launch(claim, state, prompt)
 
 
