@@ -18,7 +18,7 @@ from service.sweeper import LOST_MESSAGE
 from tests.e2e.cluster import Worker, fold_check, start_worker, stop
 from tests.e2e.conftest import Server, start_server, stop_server
 
-TTL = ("--lease-ttl-s", "2")
+TTL = ("--lease-ttl-s", "3")  # short, for quick recovery; long enough for a busy machine
 SLOW = {"scripted_delay_ms": "20", "scripted_tokens": "2000"}  # some 40 s: never finishes
 
 
@@ -143,7 +143,7 @@ def test_a_worker_killed_mid_generation_has_its_response_ended_by_a_survivor(
         assert generating(wait_for(client, r.id, generating))
         stop(victim.process, victim.log_file, kill=True)
         # Within the lease's lifetime and a sweep period of the survivor, with margin.
-        final = wait_for(client, r.id, ended, timeout=2 + 1 + 15)
+        final = wait_for(client, r.id, ended, timeout=3 + 2 + 15)
         assert final.status == "failed"
         assert final.error is not None and final.error.message == LOST_MESSAGE
         checked = fold_check(url)
@@ -163,7 +163,7 @@ def test_a_single_process_deployment_recovers_its_own_responses_on_the_next_star
     stop(first.process, first.log_file, kill=True)
     second = start_server(url, "sqlite", tmp_path / "second.log", *TTL)
     try:
-        final = wait_for(sdk(second), r.id, ended, timeout=2 + 1 + 15)
+        final = wait_for(sdk(second), r.id, ended, timeout=3 + 2 + 15)
         assert final.status == "failed"
         assert fold_check(url).reason[r.id] == "worker_lost"
     finally:
@@ -174,7 +174,7 @@ def test_sigterm_lets_short_generations_finish_and_ends_the_rest_with_the_shutdo
     fresh_pg: Callable[[], str], tmp_path: Path
 ) -> None:
     url = fresh_pg()
-    server = start_server(url, "postgres", tmp_path / "s.log", "--shutdown-grace-s", "1", *TTL)
+    server = start_server(url, "postgres", tmp_path / "s.log", "--shutdown-grace-s", "2", *TTL)
     client = sdk(server)
     long = client.responses.create(model="scripted", input="x", background=True, metadata=SLOW)
     assert generating(wait_for(client, long.id, generating))
@@ -182,7 +182,7 @@ def test_sigterm_lets_short_generations_finish_and_ends_the_rest_with_the_shutdo
         model="scripted",
         input="x",
         background=True,
-        metadata={"scripted_delay_ms": "20", "scripted_tokens": "10"},
+        metadata={"scripted_delay_ms": "10", "scripted_tokens": "5"},
     )
     stop_server(server)
     checked = fold_check(url)  # also: no lease left held
