@@ -111,12 +111,12 @@ async def create_response(svc: Services, req: CreateRequest, owner: str) -> Star
 
 
 async def _run_here(svc: Services, state: ResponseState, prompt: Prompt) -> Generation | None:
-    """Run a new background response in this process if it has a free slot and wins the
-    lease; otherwise it waits in the queue and the workers of every process are rung."""
+    """Run a new background response in this process if it has a free slot (and wins the
+    lease: a polling worker elsewhere may be first); otherwise it waits in the queue and
+    the workers of every process are rung."""
     if svc.keeper.free() > 0:
         claim = await svc.leases.acquire(prompt.response_id)
-        if claim is not None:
-            return svc.keeper.launch(claim, state, prompt)
+        return None if claim is None else svc.keeper.launch(claim, state, prompt)
     await svc.bells.ring_work()
     return None
 

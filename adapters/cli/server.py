@@ -47,6 +47,8 @@ def serve(database_url: str, **options: Any) -> None:
     asyncio.run(check_engine(settings))
     if settings.engine == "scripted":
         log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
+    if settings.workers == 0 and database_url.startswith("sqlite"):
+        log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
     app = create_app(settings)
     config = uvicorn.Config(
         app,
