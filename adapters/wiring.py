@@ -1,24 +1,42 @@
-"""Builds concrete adapters from settings: the store backend and the engine."""
+"""Builds concrete adapters from settings: the store backend and the engine, and the
+services and background machinery of a process over them."""
 
 from __future__ import annotations
+
+import os
+import secrets
+import socket
+from typing import Protocol
 
 from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
 from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
+from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest
-from service.ports import Engine
+from service.background import Background
+from service.leases import LeaseKeeper
+from service.ports import Doorbells, Engine, EventStore, EventWriter, Leases, ResponseIndex
+from service.responses import Services
+from service.runner import Runner
 from service.settings import Settings
 
 
+def process_identity() -> str:
+    """This process's name on the leases it holds: host, pid, and a random part (a pid is
+    reused; the identity must not be)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
 class SqlBackend:
-    """The SQL store (PostgreSQL or SQLite) with its group-commit writer."""
+    """The SQL store (PostgreSQL or SQLite) with its group-commit writer and leases."""
 
     def __init__(self, store: SqlEventStore, writer: GroupCommitWriter) -> None:
         self.store = self.index = store
         self.writer = writer
         self.keys = SqlApiKeyStore(store)
+        self.leases = self.bells = SqlLeases(store)
 
     async def start(self) -> None:
         await self.writer.start()
@@ -40,9 +58,52 @@ class SqlBackend:
 
 
 async def open_backend(settings: Settings) -> SqlBackend:
-    store = await open_store(settings.database_url)
+    store = await open_store(
+        settings.database_url, lease_owner=process_identity(), lease_ttl=settings.lease_ttl_s
+    )
     writer = GroupCommitWriter(store, flush_interval=settings.flush_interval_ms / 1000)
     return SqlBackend(store, writer)
+
+
+class BackendParts(Protocol):
+    """What the services of a process are built over (a `SqlBackend`, or a test's fake)."""
+
+    @property
+    def store(self) -> EventStore: ...
+
+    @property
+    def writer(self) -> EventWriter: ...
+
+    @property
+    def index(self) -> ResponseIndex: ...
+
+    @property
+    def leases(self) -> Leases: ...
+
+    @property
+    def bells(self) -> Doorbells: ...
+
+
+def build_services(
+    settings: Settings, backend: BackendParts, engine: Engine
+) -> tuple[Services, Background]:
+    """The use-cases' services of one process, and its background machinery (not started)."""
+    runner = Runner(backend.writer, engine)
+    keeper = LeaseKeeper(
+        backend.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3
+    )
+    svc = Services(
+        store=backend.store,
+        writer=backend.writer,
+        index=backend.index,
+        engine=engine,
+        runner=runner,
+        leases=backend.leases,
+        bells=backend.bells,
+        keeper=keeper,
+        cancel_wait_s=settings.cancel_wait_s,
+    )
+    return svc, Background(svc, lease_ttl=settings.lease_ttl_s, claim_poll_s=settings.claim_poll_s)
 
 
 async def build_engine(settings: Settings) -> Engine:

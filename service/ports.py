@@ -1,6 +1,7 @@
 """The ports the use-cases need: the event log (read, tail, group-committed append), the
-response read model, the generation engine and the API keys. Adapters implement them; only
-the composition roots (the app factory and the CLI) pick which.
+response read model, leases and doorbells for work across processes, the generation engine
+and the API keys. Adapters implement them; only the composition roots (the app factory and
+the CLI) pick which.
 """
 
 from __future__ import annotations
@@ -101,8 +102,67 @@ class ResponseIndex(Protocol):
         """Hide the response from the API (its log stays, for audit)."""
         ...
 
-    async def request_cancel(self, response_id: str) -> bool:
-        """Flag the response for cancellation, for whichever process owns its stream."""
+    async def request_cancel(self, response_id: str, reason: str = "cancelled_by_user") -> bool:
+        """Flag the response for cancellation and ring the cancel doorbell of the process
+        that holds its lease (which stops it with `reason`)."""
+        ...
+
+
+class Claim(msgspec.Struct, frozen=True):
+    """A response whose lease this process now holds. `cancel` is set (the reason) when a
+    cancellation was requested before the claim: end it instead of generating."""
+
+    response_id: str
+    cancel: str | None = None
+
+
+class Renewal(msgspec.Struct, frozen=True):
+    """What a renewal pass learnt: the leases still ours (now extended), and which of those
+    responses someone asked to cancel (id -> reason)."""
+
+    held: frozenset[str]
+    cancel: dict[str, str]
+
+
+class Leases(Protocol):
+    """One owner per running stream: a lease on its row (`owner`, an expiry) that the
+    store's append guard enforces, so a writer whose lease was taken over cannot append."""
+
+    owner: str
+
+    async def claim(self, limit: int) -> list[Claim]:
+        """Lease up to `limit` queued responses that nobody holds, oldest first; concurrent
+        claimers never get the same one."""
+        ...
+
+    async def acquire(self, response_id: str) -> Claim | None:
+        """Lease one unfinished response if nobody holds it, its lease expired, or it is
+        already ours; None if another live process holds it (or it ended)."""
+        ...
+
+    async def renew(self, response_ids: Sequence[str]) -> Renewal:
+        """Extend the leases of these responses in one pass; those not in `held` are lost."""
+        ...
+
+    async def expired(self, limit: int) -> list[str]:
+        """Responses in progress whose lease expired: their process is gone."""
+        ...
+
+
+# (response id, reason) pairs, or None for "re-check everything you hold".
+CancelBell = Callable[[list[tuple[str, str]] | None], None]
+
+
+class Doorbells(Protocol):
+    """Wake-ups across processes; they may be lost, so their listeners also poll."""
+
+    async def ring_work(self) -> None:
+        """Tell idle workers (of every process) that a response is queued."""
+        ...
+
+    def listen(self, work: Callable[[], None], cancel: CancelBell) -> None:
+        """Call `work` when work may be queued, `cancel` when responses this process
+        leases were asked to stop."""
         ...
 
 

@@ -1,12 +1,17 @@
 """The Responses use-cases: create, retrieve, cancel, delete, input items, conversation.
 
 Each one loads from the log or the read model, decides with the aggregate, appends, and
-hands generation to the runner. Visibility is one rule, applied in `_visible`: a response
-is seen only by its owner, and not after it was deleted or if it was never stored.
+hands generation to the runner (a background response: to this process's runner if it has
+a free slot and wins the lease, else to the queue that every process's workers claim from).
+Visibility is one rule, applied in `_visible`: a response is seen only by its owner, and
+not after it was deleted or if it was never stored.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -14,7 +19,7 @@ from typing import Literal
 
 import msgspec
 
-from domain.errors import InvalidRequest, InvalidTransition, NotFound
+from domain.errors import Conflict, InvalidRequest, InvalidTransition, NotFound
 from domain.events import RequestFacts, ResponseCreated
 from domain.generation import Prompt, Turn
 from domain.objects import (
@@ -25,13 +30,24 @@ from domain.objects import (
     InputReasoning,
     ResponseObject,
 )
-from domain.response import ResponseState, create, project, replay
-from service.ports import Engine, EventStore, EventWriter, ResponseIndex, ResponseRow
+from domain.response import ResponseState, cancel, create, project, replay
+from service.leases import LeaseKeeper
+from service.ports import (
+    Doorbells,
+    Engine,
+    EventStore,
+    EventWriter,
+    Leases,
+    ResponseIndex,
+    ResponseRow,
+)
 from service.runner import Generation, Runner
 from service.wire import CreateRequest
 
+log = logging.getLogger("resplog.responses")
 _snapshot = msgspec.json.Decoder(ResponseObject)
 MAX_CHAIN = 1000
+UNFINISHED = ("queued", "in_progress")
 
 
 class Services(msgspec.Struct, kw_only=True):
@@ -42,6 +58,12 @@ class Services(msgspec.Struct, kw_only=True):
     index: ResponseIndex
     engine: Engine
     runner: Runner
+    leases: Leases
+    bells: Doorbells
+    keeper: LeaseKeeper
+    # How long a cancel (or delete) of a response running in another process waits for
+    # that process to record the cancellation before answering with what is there.
+    cancel_wait_s: float = 10.0
     clock: Callable[[], float] = time.time
 
 
@@ -50,10 +72,11 @@ def new_response_id() -> str:
 
 
 class Started(msgspec.Struct, frozen=True):
-    """A created response: its first state and the generation writing the rest."""
+    """A created response: its first state and, if this process runs it, the generation
+    writing the rest (a background response may be left to another process's worker)."""
 
     state: ResponseState
-    generation: Generation
+    generation: Generation | None
 
     @property
     def response(self) -> ResponseObject:
@@ -82,7 +105,20 @@ async def create_response(svc: Services, req: CreateRequest, owner: str) -> Star
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)
     prompt = build_prompt(response, facts.input, history)
-    return Started(decision.state, svc.runner.launch(decision.state, prompt))
+    if not req.background:  # leased to this process by the insert that created it
+        return Started(decision.state, svc.runner.launch(decision.state, prompt))
+    return Started(decision.state, await _run_here(svc, decision.state, prompt))
+
+
+async def _run_here(svc: Services, state: ResponseState, prompt: Prompt) -> Generation | None:
+    """Run a new background response in this process if it has a free slot (and wins the
+    lease: a polling worker elsewhere may be first); otherwise it waits in the queue and
+    the workers of every process are rung."""
+    if svc.keeper.free() > 0:
+        claim = await svc.leases.acquire(prompt.response_id)
+        return None if claim is None else svc.keeper.launch(claim, state, prompt)
+    await svc.bells.ring_work()
+    return None
 
 
 def _initial(rid: str, req: CreateRequest, now: int) -> ResponseObject:
@@ -240,12 +276,55 @@ async def cancel_response(svc: Services, response_id: str, owner: str) -> Respon
             param="response_id",
             code="invalid_request",
         )
-    if row.status in ("queued", "in_progress"):
-        gen = svc.runner.request_cancel(response_id, "cancelled_by_user")
-        if gen is not None:
-            return project(await gen.wait())
-        await svc.index.request_cancel(response_id)
+    if row.status in UNFINISHED:
+        await stop_response(svc, row, "cancelled_by_user")
     return await retrieve(svc, response_id, owner)
+
+
+async def stop_response(svc: Services, row: ResponseRow, reason: str) -> None:
+    """Stop a running response wherever it runs, and wait (a while) until its log ends.
+
+    Here: cancel its task. Nowhere (still queued, or its process is gone): take its lease
+    and append the cancellation. In another process: flag its row and ring that process's
+    cancel doorbell; it stops the engine and appends the cancellation itself, so the stream
+    keeps one writer.
+    """
+    gen = svc.runner.request_cancel(row.id, reason)
+    if gen is not None:
+        await gen.wait()
+        return
+    claim = await svc.leases.acquire(row.id)
+    if claim is not None:
+        await _end_here(svc, row.id, reason)
+        return
+    await svc.index.request_cancel(row.id, reason)
+    await _wait_for_end(svc, row.id, row.version)
+
+
+async def _end_here(svc: Services, response_id: str, reason: str) -> None:
+    state = await load_state(svc, response_id)
+    if state.terminal:
+        return
+    try:
+        await svc.writer.append(response_id, state.version, cancel(state, reason=reason).events)
+    except Conflict:  # it moved meanwhile (its worker started after all): it ends itself
+        log.info("cancel of %s raced its worker; waiting for it instead", response_id)
+        await svc.index.request_cancel(response_id, reason)
+        await _wait_for_end(svc, response_id, state.version)
+
+
+async def _wait_for_end(svc: Services, response_id: str, after: int) -> None:
+    tail = svc.store.subscribe(response_id, after)
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(svc.cancel_wait_s):
+                async for event in tail:
+                    if event.terminal:
+                        return
+    finally:
+        aclose = getattr(tail, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class Deleted(msgspec.Struct, frozen=True):
@@ -257,12 +336,8 @@ class Deleted(msgspec.Struct, frozen=True):
 async def delete_response(svc: Services, response_id: str, owner: str) -> Deleted:
     """Hide a response from the API; a running one is cancelled first. The log stays."""
     row = await _row(svc, response_id, owner)
-    if row.status in ("queued", "in_progress"):
-        gen = svc.runner.request_cancel(response_id, "deleted")
-        if gen is not None:
-            await gen.wait()
-        else:
-            await svc.index.request_cancel(response_id)
+    if row.status in UNFINISHED:
+        await stop_response(svc, row, "deleted")
     await svc.index.mark_deleted(response_id)
     return Deleted(id=response_id)
 

@@ -122,27 +122,41 @@ class Runner:
     def get(self, response_id: str) -> Generation | None:
         return self._running.get(response_id)
 
+    def running(self) -> list[str]:
+        """The responses this process is generating now (the leases it must renew)."""
+        return list(self._running)
+
     def request_cancel(self, response_id: str, reason: str) -> Generation | None:
         """Ask a running generation to stop; it appends the cancellation itself."""
         gen = self._running.get(response_id)
         if gen is not None and gen.task is not None and not gen.task.done():
             if gen.cancel_reason is None:
                 gen.cancel_reason = reason
-                gen.task.cancel()
+                # On the next pass of the loop: a task cancelled before its first step is
+                # closed at its first line, so it could not append its own cancellation.
+                asyncio.get_running_loop().call_soon(gen.task.cancel)
             return gen
         return None
 
     async def shutdown(self, grace_s: float = 0.0) -> None:
-        """Let generations finish for `grace_s`, then end the rest as failed (shutdown)."""
-        tasks = [g.task for g in self._running.values() if g.task is not None]
-        if not tasks:
-            return
-        if grace_s > 0:
-            await asyncio.wait(tasks, timeout=grace_s)
-        for gen in list(self._running.values()):
-            if gen.task is not None and not gen.task.done():
-                gen.task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Let generations finish for `grace_s`, then end the rest as failed (shutdown).
+
+        Generations launched meanwhile (a claim or a request already under way) are ended
+        too: it repeats until none is left. Each round first lets just-launched tasks take
+        their first step: one cancelled before it could not append its own end.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while True:
+            await asyncio.sleep(0)
+            tasks = [g.task for g in self._running.values() if g.task is not None]
+            if not tasks:
+                return
+            if (left := deadline - loop.time()) > 0:
+                await asyncio.wait(tasks, timeout=left)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _append(self, rid: str, before: ResponseState, d: Decision, *, durable: bool) -> None:
         if d.events:

@@ -25,6 +25,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     flush_interval_ms: float = 5.0
     keepalive_s: float = 15.0
     shutdown_grace_s: float = 10.0
+    workers: int = 64  # background responses this process generates at once (0: none)
+    lease_ttl_s: float = 15.0  # a generation's lease lasts this long unless renewed
+    claim_poll_s: float = 1.0  # idle workers look for queued work at least this often
+    cancel_wait_s: float = 10.0  # a cancel of a response running elsewhere waits this long
     limits: Limits = msgspec.field(default_factory=Limits)
     access: AccessPolicy = msgspec.field(default_factory=AccessPolicy)
     # A response body write that cannot be handed to the socket within this many seconds

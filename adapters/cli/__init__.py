@@ -1,7 +1,7 @@
 """The `resplog` command group (a composition root). Each module registers its commands on
-`main`: `server` (migrate, serve), `keys` (API keys); the admin tools one module each:
-`responses` (list, show), `events`, `conversation`, `verify`, `archive` (export, import),
-`gc`."""
+`main`: `server` (migrate, serve), `worker`, `keys` (API keys); the admin tools one module
+each: `responses` (list, show), `events`, `conversation`, `verify`, `archive` (export,
+import), `gc`."""
 
 from adapters.cli import archive as _archive  # noqa: F401  (registers the commands)
 from adapters.cli import conversation as _conversation  # noqa: F401
@@ -11,6 +11,7 @@ from adapters.cli import keys as _keys  # noqa: F401
 from adapters.cli import responses as _responses  # noqa: F401
 from adapters.cli import server as _server  # noqa: F401
 from adapters.cli import verify as _verify  # noqa: F401
+from adapters.cli import worker as _worker  # noqa: F401
 from adapters.cli.common import main
 
 __all__ = ["main"]

@@ -120,25 +120,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+_ACCESS = ("auth", "rate_limit", "rate_burst", "max_streams_per_key", "key_cache_s")
+
+
 def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The `Settings` fields that `access_options` fill, checked against the bind."""
-    auth: Literal["keys", "none"] = options["auth"] or ("none" if is_loopback(host) else "keys")
+    """The `Settings` fields that `access_options` fill, checked against the bind; takes
+    those options out of `options` (the rest belong to other option groups)."""
+    mine = {name: options.pop(name) for name in _ACCESS}
+    limits = {f.name: options.pop(f.name) for f in msgspec.structs.fields(Limits)}
+    auth: Literal["keys", "none"] = mine["auth"] or ("none" if is_loopback(host) else "keys")
     if auth == "none" and not is_loopback(host):
         raise ResplogError(
             f"--auth none is only allowed on a loopback bind (not {host}); "
             "use --auth keys and create keys with `resplog keys create --owner NAME`"
         )
-    limits = {f.name: options[f.name] for f in msgspec.structs.fields(Limits)}
     return {
         "limits": Limits(**limits),
         "access": AccessPolicy(
             auth=auth,
-            rate_limit=options["rate_limit"],
-            rate_burst=options["rate_burst"],
-            max_streams_per_key=options["max_streams_per_key"],
-            key_cache_s=options["key_cache_s"],
+            rate_limit=mine["rate_limit"],
+            rate_burst=mine["rate_burst"],
+            max_streams_per_key=mine["max_streams_per_key"],
+            key_cache_s=mine["key_cache_s"],
         ),
-        "send_timeout_s": options["send_timeout_s"],
+        "send_timeout_s": options.pop("send_timeout_s"),
     }
 
 

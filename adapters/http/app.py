@@ -3,6 +3,7 @@ litestar app over them; its lifespan owns their start and orderly stop."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -18,9 +19,16 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.http import auth, errors, routes
 from service.access import Access
-from service.ports import ApiKeyStore, Engine, EventStore, EventWriter, ResponseIndex
+from service.ports import (
+    ApiKeyStore,
+    Doorbells,
+    Engine,
+    EventStore,
+    EventWriter,
+    Leases,
+    ResponseIndex,
+)
 from service.responses import Services
-from service.runner import Runner
 from service.settings import Settings
 from service.wire import CreateResponseBody
 
@@ -35,6 +43,8 @@ class Backend(Protocol):
     writer: EventWriter
     index: ResponseIndex
     keys: ApiKeyStore
+    leases: Leases
+    bells: Doorbells
 
     async def start(self) -> None: ...
 
@@ -113,6 +123,15 @@ def _require_bearer(doc: dict[str, Any]) -> None:
                 op["security"] = [{"bearer": []}]
 
 
+def begin_shutdown(app: Litestar) -> None:
+    """Start the graceful shutdown of a running app's generations now (from a signal
+    handler): stop claiming work, give running generations the grace period. The server
+    meanwhile waits for its open connections, which these generations are feeding."""
+    begin = getattr(app.state, "begin_shutdown", None)
+    if begin is not None:
+        begin()
+
+
 def create_app(
     settings: Settings, *, backend: Backend | None = None, engine: Engine | None = None
 ) -> Litestar:
@@ -120,23 +139,32 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        from adapters.wiring import build_engine, open_backend
+        from adapters.wiring import build_engine, build_services, open_backend
 
         be = backend or await open_backend(settings)
         await be.start()
         eng = engine or await build_engine(settings)
-        runner = Runner(be.writer, eng)
+        svc, background = build_services(settings, be, eng)
         app.state.backend = be
         app.state.settings = settings
         app.state.access = Access(settings.access, be.keys)
-        app.state.services = Services(
-            store=be.store, writer=be.writer, index=be.index, engine=eng, runner=runner
+        app.state.services = svc
+        app.state.background = background
+        loop = asyncio.get_running_loop()
+        app.state.begin_shutdown = lambda: loop.call_soon_threadsafe(
+            background.begin_drain, settings.shutdown_grace_s
         )
-        log.info("resplog ready: engine=%s models=%s", eng.name, eng.models())
+        await background.start()
+        log.info(
+            "resplog ready: engine=%s models=%s background slots=%d",
+            eng.name,
+            eng.models(),
+            settings.workers,
+        )
         try:
             yield
         finally:
-            await runner.shutdown(settings.shutdown_grace_s)
+            await background.drain(settings.shutdown_grace_s)
             close = getattr(eng, "aclose", None)
             if close is not None:
                 await close()

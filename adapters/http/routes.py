@@ -126,6 +126,7 @@ async def create_response(
         return _stream(body, slot)  # type: ignore[return-value]
     if req.background:
         return _json(started.response)
+    assert started.generation is not None  # a plain response runs where it was created
     final = await started.generation.wait()
     return _json(project(final))
 

@@ -1,9 +1,11 @@
-"""The PostgreSQL doorbell: one dedicated LISTEN connection per process that reports the
-streams other processes moved, reconnecting with backoff when it drops.
+"""The PostgreSQL doorbells: one dedicated LISTEN connection per process that reports the
+streams other processes moved (and rings the other channels it is given: queued work,
+cancellations), reconnecting with backoff when it drops.
 
 A notification only says *which* streams moved; the table is then re-read. While the
 connection is down notifications are simply lost, so after every (re)connect it reports
-"everything may have moved", and tails poll on a timeout regardless.
+"everything may have moved" (and hands every other channel `None`), and tails poll on a
+timeout regardless.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -23,6 +25,8 @@ log = logging.getLogger(__name__)
 CHANNEL = "resplog_events"
 # Told the stream keys that moved, or None for "anything may have moved".
 RingFn = Callable[[list[str] | None], None]
+# Told a notification's payload, or None after a (re)connect ("anything may have happened").
+ChannelFn = Callable[[str | None], None]
 MANY = "*"
 # PostgreSQL refuses payloads of 8000 bytes or more; stay well inside.
 _PAYLOAD_LIMIT = 7900
@@ -55,12 +59,14 @@ class Listener:
         ring: RingFn,
         origin: str,
         *,
+        channels: Mapping[str, ChannelFn] | None = None,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
     ) -> None:
         self._dsn = dsn
         self._ring = ring
         self._origin = origin
+        self._channels = dict(channels or {})
         self._health_interval = health_interval
         self._max_backoff = max_backoff
         self._task: asyncio.Task[None] | None = None
@@ -107,11 +113,15 @@ class Listener:
         conn.add_termination_listener(lambda _c: _settle(lost))
         try:
             await conn.add_listener(CHANNEL, self._on_notify)
+            for channel in self._channels:
+                await conn.add_listener(channel, self._on_channel)
             self._conn = conn
             self.connects += 1
             self.connected.set()
             # Anything may have moved while nobody was listening.
             self._ring(None)
+            for handler in self._channels.values():
+                handler(None)
             await self._watch(conn, lost)
         finally:
             self._conn = None
@@ -130,6 +140,11 @@ class Listener:
         origin, keys = parse_payload(payload)
         if origin != self._origin:  # our own commits were handed to the hub directly
             self._ring(keys)
+
+    def _on_channel(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
+        handler = self._channels.get(channel)
+        if handler is not None:
+            handler(payload)
 
 
 def _settle(lost: asyncio.Future[None]) -> None:

@@ -13,6 +13,7 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from adapters.store.bells import Bells
 from adapters.store.tables import responses as t_responses
 from domain.errors import NotFound
 from service.ports import ResponseRow
@@ -49,6 +50,7 @@ class ReadModel:
     """Mixed into the stores, which supply the engine and their write transaction."""
 
     engine: AsyncEngine
+    bells: Bells
 
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
@@ -68,17 +70,29 @@ class ReadModel:
         )
         return await self._flag(stmt)
 
-    async def request_cancel(self, response_id: str) -> bool:
-        """Flag the response for cancellation (the first request's time is kept); False if
-        there is no such (undeleted) response."""
+    async def request_cancel(self, response_id: str, reason: str = "cancelled_by_user") -> bool:
+        """Flag the response for cancellation (the first request's time is kept) and ring
+        the cancel doorbell of the process that holds its lease; False if there is no such
+        (undeleted) response."""
+        c = t_responses.c
         stmt = (
             sa.update(t_responses)
-            .where(t_responses.c.id == response_id, t_responses.c.deleted_at.is_(None))
-            .values(
-                cancel_requested_at=sa.func.coalesce(t_responses.c.cancel_requested_at, time.time())
-            )
+            .where(c.id == response_id, c.deleted_at.is_(None))
+            .values(cancel_requested_at=sa.func.coalesce(c.cancel_requested_at, time.time()))
+            .returning(c.lease_owner)
         )
-        return await self._flag(stmt)
+        async with self._begin_write() as conn:
+            row = (await conn.execute(stmt)).first()
+            if row is not None and row.lease_owner is not None:
+                await self._ring_cancel(conn, row.lease_owner, reason, response_id)
+        return row is not None
+
+    async def _ring_cancel(
+        self, conn: AsyncConnection, owner: str, reason: str, response_id: str
+    ) -> None:
+        """Tell the lease owner (the embedded store: only this process can be it)."""
+        if owner == self.bells.owner:
+            self.bells.cancel([(response_id, reason)])
 
     async def _flag(self, stmt: sa.Update) -> bool:
         async with self._begin_write() as conn:

@@ -27,3 +27,7 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     sqlite_busy_timeout: float = 10.0  # seconds a writer waits for SQLite's write lock
     sqlite_synchronous: str = "FULL"  # SQLite's PRAGMA synchronous (NORMAL trades durability)
     echo: bool = False
+    # The process identity that leases streams (`responses.lease_owner`). None: this store
+    # takes no leases, and its appends move only streams that nobody leases.
+    lease_owner: str | None = None
+    lease_ttl: float = 15.0  # seconds a lease lasts unless renewed

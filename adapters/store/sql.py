@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.store import migrate
+from adapters.store.bells import Bells
 from adapters.store.hub import Hub
 from adapters.store.readmodel import ReadModel
 from adapters.store.rows import StreamBatch, encode_append, merge
@@ -77,6 +78,7 @@ class SqlEventStore(ReadModel):
         self.engine = engine
         self.settings = settings
         self.hub = Hub(settings.tail_buffer)
+        self.bells = Bells(settings.lease_owner)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -102,6 +104,11 @@ class SqlEventStore(ReadModel):
             at_head = await conn.run_sync(migrate.connection_is_head)
         if not at_head:
             raise migrate.NotMigrated(self.url)
+
+    async def ring_work(self) -> None:
+        """Wake the workers that can hear it: a response is queued (here, this process's;
+        PostgreSQL also rings every other process)."""
+        self.bells.work()
 
     # --- the log --------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
 from adapters.store.urls import ensure_sqlite_directory
+from domain.objects import TERMINAL_STATUSES
 
 _WRITE = "resplog_write"
 _CHUNK = 500  # ids per IN (...) list, far below SQLite's bound-parameter limit
@@ -33,13 +34,19 @@ _INSERT_EVENTS = (
 )
 _INSERT_ROW = (
     "INSERT INTO responses (id, owner, status, model, background, store, "
-    "previous_response_id, created_at, updated_at, version, snapshot_version, snapshot) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "previous_response_id, created_at, updated_at, version, snapshot_version, snapshot, "
+    "lease_owner, lease_expires_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
+# Numbered parameters: the status (?3) also decides whether a terminal event releases the
+# lease. The guard itself (version and lease owner) was checked under the write lock.
 _UPDATE_ROW = (
-    "UPDATE responses SET version = ?, updated_at = ?, status = coalesce(?, status), "
-    "snapshot = coalesce(?, snapshot), snapshot_version = coalesce(?, snapshot_version) "
-    "WHERE id = ? AND version = ?"
+    "UPDATE responses SET version = ?1, updated_at = ?2, status = coalesce(?3, status), "
+    "snapshot = coalesce(?4, snapshot), snapshot_version = coalesce(?5, snapshot_version), "
+    f"lease_owner = CASE WHEN ?3 IN ({_TERMINAL}) THEN NULL ELSE lease_owner END, "
+    f"lease_expires_at = CASE WHEN ?3 IN ({_TERMINAL}) THEN NULL ELSE lease_expires_at END "
+    "WHERE id = ?6 AND version = ?7"
 )
 
 
@@ -94,30 +101,47 @@ class SqliteEventStore(SqlEventStore):
     async def _claim(
         self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
     ) -> set[str]:
-        versions = await self._versions(conn, [b.stream_id for b in batches])
-        creates = [b for b in batches if b.expected_version == -1 and b.stream_id not in versions]
+        heads = await self._heads(conn, [b.stream_id for b in batches])
+        creates = [b for b in batches if b.expected_version == -1 and b.stream_id not in heads]
+        me = self.settings.lease_owner
         updates = [
             b
             for b in batches
-            if b.expected_version >= 0 and versions.get(b.stream_id) == b.expected_version
+            if b.expected_version >= 0
+            and (head := heads.get(b.stream_id)) is not None
+            and head[0] == b.expected_version
+            and head[1] in (None, me)
         ]
         if creates:
-            await conn.exec_driver_sql(_INSERT_ROW, [row_insert(b, now) for b in creates])
+            rows = [(*row_insert(b, now), *self._creation_lease(b, now)) for b in creates]
+            await conn.exec_driver_sql(_INSERT_ROW, rows)
         if updates:
             result = await conn.exec_driver_sql(_UPDATE_ROW, [row_change(b, now) for b in updates])
             if result.rowcount != len(updates):  # impossible while we hold the write lock
                 raise RuntimeError("read-model guard changed under the write lock")
         return {b.stream_id for b in creates} | {b.stream_id for b in updates}
 
-    async def _versions(self, conn: AsyncConnection, ids: Sequence[str]) -> dict[str, int]:
-        versions: dict[str, int] = {}
+    def _creation_lease(self, batch: StreamBatch, now: float) -> tuple[str | None, float | None]:
+        """A stream created `in_progress` is leased to its creator (see postgres.py)."""
+        me = self.settings.lease_owner
+        if me is None or batch.lifecycle is None or batch.lifecycle.status != "in_progress":
+            return None, None
+        return me, now + self.settings.lease_ttl
+
+    async def _heads(
+        self, conn: AsyncConnection, ids: Sequence[str]
+    ) -> dict[str, tuple[int, str | None]]:
+        """(version, lease owner) of each existing stream."""
+        heads: dict[str, tuple[int, str | None]] = {}
+        c = t_responses.c
         for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            query = sa.select(t_responses.c.id, t_responses.c.version).where(
-                t_responses.c.id.in_(chunk)
+            query = sa.select(c.id, c.version, c.lease_owner).where(
+                c.id.in_(ids[start : start + _CHUNK])
             )
-            versions.update({row.id: row.version for row in await conn.execute(query)})
-        return versions
+            heads.update(
+                {row.id: (row.version, row.lease_owner) for row in await conn.execute(query)}
+            )
+        return heads
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
         rows = [(b.stream_id, *row) for b in batches for row in b.rows]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from adapters.store.rows import Append, StreamBatch, encode_append, merge
 from adapters.store.sql import Failures, SqlEventStore
-from adapters.store.transient import is_transient
+from adapters.store.transient import Unreachable, is_transient
 from domain.errors import Conflict
 from domain.events import AnyEvent
 
@@ -104,6 +104,10 @@ class GroupCommitWriter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = False
+        # Set while a flush is riding out transient errors: a stream is then refused at its
+        # creation (nothing is queued for it, so the caller can answer 503 at once), while
+        # the streams already queued keep retrying.
+        self._outage = False
         self._task: asyncio.Task[None] | None = None
         self.flushes = 0  # commits so far (for the benchmark and tests)
         self.flush_seconds = 0.0  # time spent committing them
@@ -132,6 +136,11 @@ class GroupCommitWriter:
     async def __aexit__(self, *_exc: object) -> None:
         await self.close()
 
+    @property
+    def outage(self) -> bool:
+        """Whether a flush is riding out transient errors now (new streams are refused)."""
+        return self._outage
+
     async def flush(self) -> None:
         """Wait until everything queued so far is committed (or failed); needs `start()`."""
         self._full.set()
@@ -152,6 +161,8 @@ class GroupCommitWriter:
             raise RuntimeError("the writer is closed")
         if not events:
             return
+        if self._outage and expected_version == -1:
+            raise Unreachable("the database cannot be reached; retry shortly")
         # Queue before the first await: a caller cancelled anywhere inside this call still
         # has its events queued, so its idea of the stream's version stays true.
         append = encode_append(stream_id, expected_version, events)
@@ -249,6 +260,12 @@ class GroupCommitWriter:
 
     async def _commit(self, batches: Sequence[StreamBatch]) -> Failures:
         """Commit, retrying transient errors (with a re-check, so nothing is doubled)."""
+        try:
+            return await self._commit_retrying(batches)
+        finally:
+            self._outage = False
+
+    async def _commit_retrying(self, batches: Sequence[StreamBatch]) -> Failures:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         delay, attempt = 0.02, 0
@@ -258,6 +275,7 @@ class GroupCommitWriter:
             except Exception as exc:
                 if not is_transient(exc) or loop.time() + delay > deadline:
                     raise
+                self._outage = True
                 log.warning("flush attempt %d failed (%s); retrying", attempt + 1, exc)
             await asyncio.sleep(delay)
             delay, attempt = min(delay * 2, 1.0), attempt + 1

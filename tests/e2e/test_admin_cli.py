@@ -171,7 +171,8 @@ def corpus(fresh_pg: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
     finally:
         stop_server(srv)  # no grace: the generation still running ends `failed`
     ids["failed"] = doomed.id
-    srv = start_server(url, "postgres", tmp / "b.log")
+    # A short lease, so that the response the kill leaves running is soon a stale one.
+    srv = start_server(url, "postgres", tmp / "b.log", "--lease-ttl-s", "1")
     try:
         with (
             openai.OpenAI(base_url=f"{srv.base_url}/v1", api_key="-", max_retries=0) as client,
@@ -184,6 +185,7 @@ def corpus(fresh_pg: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
             srv.process.kill()  # kill -9: nothing ends the response
     finally:
         stop_server(srv)
+    time.sleep(1.5)  # its lease has expired: nobody is left to sweep it
     ids["running"] = stuck.id
     return Corpus(url, ids, chain, usage, replay)
 

@@ -1,15 +1,18 @@
-"""An in-memory event store for service-level unit tests, written against the ports.
+"""An in-memory event store and leases for service-level unit tests, written against the
+ports.
 
 It keeps the same contract as the SQL stores (expected-version guard, read model written
-with the events, live tail that ends after the terminal event) but commits each append at
-once: group commit and cross-process tailing belong to the real adapters' tests.
+with the events, live tail that ends after the terminal event, a terminal event releases
+the lease) but commits each append at once: group commit, fencing and cross-process
+tailing belong to the real adapters' tests. Several `MemoryLeases` over one store stand
+for several processes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import msgspec
 
@@ -21,7 +24,7 @@ from domain.events import (
     ResponseCreated,
     encode,
 )
-from service.ports import ResponseRow, StoredEvent
+from service.ports import CancelBell, Claim, Renewal, ResponseRow, StoredEvent
 from tests.fakes.keys import MemoryKeyStore
 
 _LIFECYCLE = LIFECYCLE_TYPES
@@ -33,6 +36,10 @@ class MemoryStore:
     def __init__(self) -> None:
         self.events: dict[str, list[StoredEvent]] = {}
         self.rows: dict[str, ResponseRow] = {}
+        self.leases: dict[str, tuple[str, float]] = {}  # id -> (owner, expires at)
+        self.cancel_bells: dict[str, CancelBell] = {}  # owner -> its cancel doorbell
+        # Who leases the streams created in_progress (the SQL stores: the creating process).
+        self.creator: str | None = "proc-a"
         self._changed = asyncio.Condition()
 
     async def append(
@@ -90,6 +97,11 @@ class MemoryStore:
             row = msgspec.structs.replace(row, **changes)
         if row is not None:
             self.rows[stream_id] = row
+            first = events[0]
+            if isinstance(first, ResponseCreated) and row.status == "in_progress" and self.creator:
+                self.leases[stream_id] = (self.creator, time.monotonic() + 15.0)
+            if row.status in ("completed", "failed", "cancelled", "incomplete"):
+                self.leases.pop(stream_id, None)
 
     async def read(
         self, stream_id: str, after: int = -1, limit: int | None = None
@@ -120,12 +132,93 @@ class MemoryStore:
         self.rows[response_id] = msgspec.structs.replace(row, deleted=True)
         return True
 
-    async def request_cancel(self, response_id: str) -> bool:
+    async def request_cancel(self, response_id: str, reason: str = "cancelled_by_user") -> bool:
         row = self.rows.get(response_id)
         if row is None:
             return False
         self.rows[response_id] = msgspec.structs.replace(row, cancel_requested=True)
+        lease = self.leases.get(response_id)
+        bell = self.cancel_bells.get(lease[0]) if lease else None
+        if bell is not None:
+            bell([(response_id, reason)])
         return True
+
+
+class MemoryLeases:
+    """One process's leases and doorbells over a `MemoryStore` (`Leases` + `Doorbells`)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        owner: str = "proc-a",
+        ttl: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.ttl = ttl
+        self.clock = clock
+        self.work: Callable[[], None] = lambda: None
+        self.work_rung = 0
+
+    def _free(self, rid: str) -> bool:
+        lease = self.store.leases.get(rid)
+        return lease is None or lease[0] == self.owner or lease[1] < self.clock()
+
+    def _take(self, rid: str) -> Claim:
+        self.store.leases[rid] = (self.owner, self.clock() + self.ttl)
+        row = self.store.rows[rid]
+        reason = "deleted" if row.deleted else "cancelled_by_user"
+        return Claim(rid, reason if row.cancel_requested else None)
+
+    async def claim(self, limit: int) -> list[Claim]:
+        now = self.clock()
+        queued = [
+            rid
+            for rid, row in self.store.rows.items()
+            if row.status == "queued"
+            and (rid not in self.store.leases or self.store.leases[rid][1] < now)
+        ]
+        return [self._take(rid) for rid in queued[:limit]]
+
+    async def acquire(self, response_id: str) -> Claim | None:
+        row = self.store.rows.get(response_id)
+        if (
+            row is None
+            or row.status not in ("queued", "in_progress")
+            or not self._free(response_id)
+        ):
+            return None
+        return self._take(response_id)
+
+    async def renew(self, response_ids: Sequence[str]) -> Renewal:
+        held = [r for r in response_ids if self.store.leases.get(r, ("",))[0] == self.owner]
+        for rid in held:
+            self.store.leases[rid] = (self.owner, self.clock() + self.ttl)
+        cancel = {
+            rid: "deleted" if self.store.rows[rid].deleted else "cancelled_by_user"
+            for rid in held
+            if self.store.rows[rid].cancel_requested
+        }
+        return Renewal(held=frozenset(held), cancel=cancel)
+
+    async def expired(self, limit: int) -> list[str]:
+        now = self.clock()
+        return [
+            rid
+            for rid, row in self.store.rows.items()
+            if row.status == "in_progress"
+            and rid in self.store.leases
+            and self.store.leases[rid][1] < now
+        ][:limit]
+
+    async def ring_work(self) -> None:
+        self.work_rung += 1
+        self.work()
+
+    def listen(self, work: Callable[[], None], cancel: CancelBell) -> None:
+        self.work = work
+        self.store.cancel_bells[self.owner] = cancel
 
 
 class MemoryBackend:
@@ -134,6 +227,7 @@ class MemoryBackend:
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = self.writer = self.index = store or MemoryStore()
         self.keys = MemoryKeyStore()
+        self.leases = self.bells = MemoryLeases(self.store)
 
     async def start(self) -> None:
         pass

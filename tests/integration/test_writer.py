@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy.exc as sa_exc
 
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.transient import Unreachable
 from domain import response as agg
 from domain.errors import Conflict
 from domain.events import encode
@@ -339,3 +340,32 @@ async def test_two_writers_racing_on_one_stream_commit_exactly_one_append(
         assert sorted(type(r).__name__ for r in results) == ["Conflict", "NoneType"]
         winner = mine if results[0] is None else theirs
         assert await store.read_events(rid) == streams.events_of(appends) + winner
+
+
+async def test_a_new_stream_is_refused_at_once_while_a_flush_rides_out_an_outage(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streams already queued keep retrying; a creation gets `Unreachable` (HTTP 503) at
+    once instead of waiting out the retries, and is accepted again after the outage."""
+    real = store.commit
+    outage = asyncio.Event()
+    outage.set()
+
+    async def flaky(batches: object, *, recheck: bool = False) -> object:
+        if outage.is_set():
+            raise sa_exc.OperationalError("BEGIN", {}, ConnectionRefusedError("down"))
+        return await real(batches, recheck=recheck)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "commit", flaky)
+    queued, later = streams.script(deltas=1), streams.script(deltas=1)
+    async with GroupCommitWriter(store, retry_for=30) as writer:
+        pending = asyncio.create_task(queue_all(writer, queued, durable=True))
+        while not writer.outage:  # noqa: ASYNC110  (the flusher's first failure)
+            await asyncio.sleep(0.01)
+        with pytest.raises(Unreachable):
+            await writer.append(rid_of(later), -1, later[0][1])
+        outage.clear()
+        await pending
+        await queue_all(writer, later, durable=True)
+    assert await store.read_events(rid_of(queued)) == streams.events_of(queued)
+    assert await store.read_events(rid_of(later)) == streams.events_of(later)

@@ -16,19 +16,39 @@ from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
 from domain.response import replay
 from service import responses as uc
+from service.leases import LeaseKeeper
 from service.ports import Demand
 from service.runner import Runner
 from service.wire import Limits, parse_create_body
-from tests.fakes.memory import MemoryStore
+from tests.fakes.memory import MemoryLeases, MemoryStore
 
 OWNER = "alice"
 
 
-def make_services(engine: object | None = None) -> tuple[uc.Services, MemoryStore]:
-    store = MemoryStore()
+def make_services(
+    engine: object | None = None,
+    *,
+    store: MemoryStore | None = None,
+    owner: str = "proc-a",
+    slots: int = 8,
+) -> tuple[uc.Services, MemoryStore]:
+    """The services of one process (`owner`) over `store` (shared: several processes)."""
+    store = store or MemoryStore()
     eng = engine or ScriptedEngine()
     runner = Runner(store, eng)  # type: ignore[arg-type]
-    svc = uc.Services(store=store, writer=store, index=store, engine=eng, runner=runner)  # type: ignore[arg-type]
+    leases = MemoryLeases(store, owner)
+    keeper = LeaseKeeper(leases, runner, slots=slots, renew_every=5.0)
+    svc = uc.Services(
+        store=store,
+        writer=store,
+        index=store,
+        engine=eng,  # type: ignore[arg-type]
+        runner=runner,
+        leases=leases,
+        bells=leases,
+        keeper=keeper,
+        cancel_wait_s=2.0,
+    )
     return svc, store
 
 

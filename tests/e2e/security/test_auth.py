@@ -144,7 +144,7 @@ def test_auth_defaults_to_none_on_loopback_only(host: str, auth: str | None, exp
         "max_metadata_key_chars": 1,
         "max_metadata_value_chars": 1,
     }
-    assert access_settings(host, options)["access"].auth == expected
+    assert access_settings(host, dict(options))["access"].auth == expected
     if not is_loopback(host):
         with pytest.raises(ResplogError):
             access_settings(host, {**options, "auth": "none"})

@@ -1,0 +1,124 @@
+"""Options of the commands that generate (`serve`, `worker`): the engine, the log writer,
+background slots, leases and shutdown; and the `Settings` they make."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from service.settings import Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS = [
+    click.option(
+        "--engine",
+        envvar="RESPLOG_ENGINE",
+        default="scripted",
+        show_default=True,
+        type=click.Choice(["scripted", "sglang", "openai-chat"]),
+        help="Generation engine; `scripted` plays back a deterministic script (no GPU).",
+    ),
+    click.option(
+        "--engine-url",
+        envvar="RESPLOG_ENGINE_URL",
+        default=None,
+        help="Base URL of the engine server (sglang, or a /v1/chat/completions server).",
+    ),
+    click.option("--engine-api-key", envvar="RESPLOG_ENGINE_API_KEY", default=None),
+    click.option(
+        "--engine-extra-body",
+        envvar="RESPLOG_ENGINE_EXTRA_BODY",
+        default=None,
+        metavar="JSON",
+        help="openai-chat engine: JSON object merged into every upstream request "
+        "(e.g. '{\"ignore_eos\": true}' for vLLM).",
+    ),
+    click.option(
+        "--model",
+        envvar="RESPLOG_MODEL",
+        default=None,
+        help="Model name to serve (default: what the engine reports).",
+    ),
+    click.option(
+        "--scripted-delay-ms",
+        envvar="RESPLOG_SCRIPTED_DELAY_MS",
+        default=20.0,
+        show_default=True,
+        type=float,
+        help="Scripted engine: pause between deltas.",
+    ),
+    click.option(
+        "--scripted-tokens",
+        envvar="RESPLOG_SCRIPTED_TOKENS",
+        default=None,
+        type=int,
+        help="Scripted engine: number of answer tokens (default: the script's own).",
+    ),
+    click.option(
+        "--flush-interval-ms",
+        envvar="RESPLOG_FLUSH_INTERVAL_MS",
+        default=5.0,
+        show_default=True,
+        type=float,
+        help="Group-commit interval of the log writer.",
+    ),
+    click.option(
+        "--workers",
+        envvar="RESPLOG_WORKERS",
+        default=64,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Background responses this process generates at once; 0: none (an API-only "
+        "replica: its background responses wait for another process's workers).",
+    ),
+    click.option(
+        "--lease-ttl-s",
+        envvar="RESPLOG_LEASE_TTL_S",
+        default=15.0,
+        show_default=True,
+        type=click.FloatRange(min=0.5),
+        help="A generation's lease on its stream lasts this long unless renewed; a crashed "
+        "process's responses are ended about this long after it died.",
+    ),
+    click.option(
+        "--shutdown-grace-s",
+        envvar="RESPLOG_SHUTDOWN_GRACE_S",
+        default=10.0,
+        show_default=True,
+        type=float,
+        help="On SIGTERM, how long running generations may finish before they are ended "
+        "as failed (server_shutdown).",
+    ),
+]
+
+
+def generation_options(func: F) -> F:
+    for option in reversed(_OPTIONS):
+        func = option(func)
+    return func
+
+
+def generation_settings(database_url: str, **options: Any) -> Settings:
+    """`Settings` from `generation_options` (plus any other `Settings` fields given)."""
+    extra = options.pop("engine_extra_body", None)
+    return Settings(
+        database_url=database_url,
+        engine_extra_body=_json_object("--engine-extra-body", extra),
+        **options,
+    )
+
+
+def _json_object(flag: str, text: str | None) -> dict[str, object]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=flag) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=flag)
+    return value

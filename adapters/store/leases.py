@@ -1,0 +1,159 @@
+"""Leases on the `responses` rows (the `Leases` and `Doorbells` ports): claiming queued
+work, taking over expired leases, renewing all of a process's leases in one statement.
+
+A lease is `lease_owner` (a process identity) and `lease_expires_at`. The store's append
+guard accepts a leased stream's events only from its owner, so whoever holds the lease is
+the stream's one writer; taking a lease over (an expired one) fences the old owner out even
+if it is still alive. Every taking is one guarded UPDATE, so of two takers exactly one wins.
+
+On PostgreSQL the lease times are the database's clock (`clock_timestamp()`), so processes
+on machines whose clocks disagree still agree on expiry; claiming uses `FOR UPDATE SKIP
+LOCKED`, so concurrent claimers skip each other's rows instead of queueing behind them.
+Renewal also skips rows locked at that moment (by this process's own flush, which holds
+them for a few milliseconds): waiting could deadlock against the flush, which locks many
+rows in another order, and a skipped renewal is simply repeated by the next pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from adapters.store.sql import SqlEventStore
+from adapters.store.tables import responses as t
+from service.ports import CancelBell, Claim, Renewal
+
+_UNFINISHED = ("queued", "in_progress")
+_CHUNK = 500  # ids per IN (...) list on SQLite, far below its bound-parameter limit
+c = t.c
+
+
+def _reason(row: Any) -> str | None:
+    """Why a flagged response must stop (None if it was not flagged)."""
+    if row.cancel_requested_at is None:
+        return None
+    return "deleted" if row.deleted_at is not None else "cancelled_by_user"
+
+
+class SqlLeases:
+    """Leases and doorbells over one store; the owner is the store's `lease_owner`."""
+
+    def __init__(self, store: SqlEventStore) -> None:
+        owner = store.settings.lease_owner
+        if owner is None:
+            raise ValueError("leases need a store opened with lease_owner=<process identity>")
+        self.owner: str = owner
+        self.ttl = store.settings.lease_ttl
+        self._store = store
+        self._pg = store.dialect == "postgresql"
+
+    # --- Leases -------------------------------------------------------------------------
+
+    async def claim(self, limit: int) -> list[Claim]:
+        if limit <= 0:
+            return []
+        now = self._now()
+        pick = (
+            sa.select(c.id)
+            .where(c.status == "queued", sa.or_(c.lease_owner.is_(None), c.lease_expires_at < now))
+            .order_by(c.created_at, c.id)
+            .limit(limit)
+        )
+        if self._pg:
+            pick = pick.with_for_update(skip_locked=True)
+        return await self._take(c.id.in_(pick.scalar_subquery()), now)
+
+    async def acquire(self, response_id: str) -> Claim | None:
+        now = self._now()
+        free = sa.or_(
+            c.lease_owner.is_(None), c.lease_owner == self.owner, c.lease_expires_at < now
+        )
+        taken = await self._take(sa.and_(c.id == response_id, c.status.in_(_UNFINISHED), free), now)
+        return taken[0] if taken else None
+
+    async def renew(self, response_ids: Sequence[str]) -> Renewal:
+        ids = list(dict.fromkeys(response_ids))
+        held: dict[str, Any] = {}
+        # PostgreSQL binds all ids as one array: one statement for every lease held.
+        size = max(1, len(ids)) if self._pg else _CHUNK
+        async with self._store._begin_write() as conn:
+            for chunk in _chunks(ids, size):
+                mine = sa.and_(self._among(chunk), c.lease_owner == self.owner)
+                target: sa.ColumnElement[bool] = mine
+                if self._pg:
+                    locked = sa.select(c.id).where(mine).with_for_update(skip_locked=True)
+                    target = c.id.in_(locked.scalar_subquery())
+                now = self._now()
+                stmt = (
+                    sa.update(t)
+                    .where(target)
+                    .values(lease_expires_at=now + self.ttl)
+                    .returning(c.id, c.cancel_requested_at, c.deleted_at)
+                )
+                held.update({row.id: row for row in await conn.execute(stmt)})
+                skipped = [i for i in chunk if i not in held]
+                if skipped:  # locked just now: still ours if the row says so
+                    query = sa.select(c.id, c.cancel_requested_at, c.deleted_at).where(
+                        self._among(skipped), c.lease_owner == self.owner
+                    )
+                    held.update({row.id: row for row in await conn.execute(query)})
+        cancel = {i: r for i, row in held.items() if (r := _reason(row)) is not None}
+        return Renewal(held=frozenset(held), cancel=cancel)
+
+    async def expired(self, limit: int) -> list[str]:
+        now = self._now()
+        lapsed = sa.and_(c.lease_owner.is_not(None), c.lease_expires_at < now)
+        # Never leased yet in progress: written by a process without leases (an older
+        # version); only once it has been quiet for a whole lease period.
+        orphan = sa.and_(c.lease_owner.is_(None), c.updated_at < time.time() - self.ttl)
+        query = (
+            sa.select(c.id)
+            .where(c.status == "in_progress", sa.or_(lapsed, orphan))
+            .order_by(c.updated_at)
+            .limit(limit)
+        )
+        async with self._store.engine.connect() as conn:
+            return [row.id for row in await conn.execute(query)]
+
+    # --- Doorbells ----------------------------------------------------------------------
+
+    async def ring_work(self) -> None:
+        await self._store.ring_work()
+
+    def listen(self, work: Callable[[], None], cancel: CancelBell) -> None:
+        self._store.bells.set(work, cancel)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    async def _take(
+        self, where: sa.ColumnElement[bool], now: sa.ColumnElement[float]
+    ) -> list[Claim]:
+        stmt = (
+            sa.update(t)
+            .where(where)
+            .values(lease_owner=self.owner, lease_expires_at=now + self.ttl)
+            .returning(c.id, c.cancel_requested_at, c.deleted_at)
+        )
+        async with self._store._begin_write() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [Claim(row.id, _reason(row)) for row in rows]
+
+    def _now(self) -> sa.ColumnElement[float]:
+        """Now, in unix seconds: the database's clock on PostgreSQL, ours on SQLite (one
+        machine)."""
+        if self._pg:
+            return sa.cast(sa.extract("epoch", sa.func.clock_timestamp()), sa.Double)
+        return sa.literal(time.time(), sa.Double)
+
+    def _among(self, ids: Sequence[str]) -> sa.ColumnElement[bool]:
+        if self._pg:
+            return c.id == sa.any_(sa.literal(list(ids), postgresql.ARRAY(sa.Text)))
+        return c.id.in_(list(ids))
+
+
+def _chunks(ids: list[str], size: int) -> list[list[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]

@@ -1,0 +1,314 @@
+"""Soak: 2 API replicas + 2 workers on one PostgreSQL, N concurrent background+stream
+responses from a loopback load generator for a fixed time, with random client drops and
+resumes (on a random replica) and random cancels (on a random replica, while a worker
+generates). Reports responses/s, events/s, resume and cancel latency (p50/p99), and the
+lost / duplicated / stuck counts, which must all be 0; then fold-checks every log. Not a
+test.
+
+    .venv/bin/python bench/soak_bench.py --clients 32 --seconds 30
+
+Cancel latency is the round trip of `POST /v1/responses/{id}/cancel`, which answers only
+once the log ends with the cancellation (the worker aborted the engine first), so it bounds
+the time from the cancel to the engine's abort. Resume latency is from sending
+`GET ?stream=true&starting_after=N` to receiving its first event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e.cluster import fold_check, start_worker, stop
+from tests.e2e.conftest import start_server, stop_server
+
+PG = os.environ.get("RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
+
+
+@dataclass
+class Seen:
+    """What the clients received for one response, over its drops and resumes."""
+
+    frames: dict[int, bytes] = field(default_factory=dict)
+    duplicates: int = 0
+    cancel_answer: str | None = None
+
+
+@dataclass
+class Run:
+    replicas: list[str]
+    delay_ms: float
+    tokens: int
+    drop_p: float
+    cancel_p: float
+    deadline: float
+    seen: dict[str, Seen] = field(default_factory=dict)
+    resume_s: list[float] = field(default_factory=list)
+    cancel_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+async def read(
+    response: httpx.Response,
+    seen: Seen,
+    stop_after: int | None,
+    on_event: Callable[[str | None, int], None] | None = None,
+) -> tuple[str | None, int, bool]:
+    """Read SSE frames into `seen`; (response id, last position, reached the terminal)."""
+    buffer = b""
+    rid: str | None = None
+    last, count = -1, 0
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        *frames, buffer = buffer.split(b"\n\n")
+        for frame in frames:
+            if not frame.startswith(b"event: "):
+                continue
+            data = frame.split(b"\ndata: ", 1)[1]
+            event = json.loads(data)
+            position = event["sequence_number"]
+            if position in seen.frames:
+                seen.duplicates += 1
+            seen.frames[position] = data
+            last, count = position, count + 1
+            if event["type"] == "response.created":
+                rid = event["response"]["id"]
+            if on_event is not None:
+                on_event(rid, count)
+            if event["type"].removeprefix("response.") in TERMINAL:
+                return rid, last, True
+            if stop_after is not None and count >= stop_after:
+                return rid, last, False
+    return rid, last, False
+
+
+async def cancel(run: Run, http: dict[str, httpx.AsyncClient], rid: str, seen: Seen) -> None:
+    replica = random.choice(run.replicas)
+    t0 = time.perf_counter()
+    answer = await http[replica].post(f"/v1/responses/{rid}/cancel")
+    run.cancel_s.append(time.perf_counter() - t0)
+    seen.cancel_answer = answer.json().get("status") if answer.status_code == 200 else "error"
+
+
+async def one_response(run: Run, http: dict[str, httpx.AsyncClient], rng: random.Random) -> None:
+    body = {
+        "model": "scripted",
+        "input": "soak",
+        "background": True,
+        "stream": True,
+        "metadata": {"scripted_delay_ms": str(run.delay_ms), "scripted_tokens": str(run.tokens)},
+    }
+    seen = Seen()
+    drop_at = rng.randint(3, 30) if rng.random() < run.drop_p else None
+    cancel_at = rng.randint(5, 40) if rng.random() < run.cancel_p else None
+    tasks: list[asyncio.Task[None]] = []
+
+    def maybe_cancel(rid: str | None, _count: int) -> None:
+        if rid is not None and not tasks and len(seen.frames) == cancel_at:
+            tasks.append(asyncio.create_task(cancel(run, http, rid, seen)))
+
+    replica = rng.choice(run.replicas)
+    async with http[replica].stream("POST", "/v1/responses", json=body) as r:
+        if r.status_code != 200:
+            run.errors.append(f"create: {r.status_code}")
+            return
+        rid, last, done = await read(r, seen, drop_at, maybe_cancel)
+    if rid is None:
+        run.errors.append("a stream without response.created")
+        return
+    run.seen[rid] = seen
+    while not done:  # dropped: resume elsewhere, a little later
+        await asyncio.sleep(rng.uniform(0.02, 0.2))
+        got, done = await resume(run, http[rng.choice(run.replicas)], rid, last, seen, maybe_cancel)
+        last = max(last, got)
+    await asyncio.gather(*tasks)
+
+
+async def resume(
+    run: Run,
+    http: httpx.AsyncClient,
+    rid: str,
+    last: int,
+    seen: Seen,
+    on_event: Callable[[str | None, int], None],
+) -> tuple[int, bool]:
+    """Resume a dropped stream after `last`; (last position read, reached the terminal)."""
+    t0 = time.perf_counter()
+    timed = False
+
+    def first(_rid: str | None, count: int) -> None:
+        nonlocal timed
+        if not timed:
+            run.resume_s.append(time.perf_counter() - t0)
+            timed = True
+        on_event(rid, count)
+
+    params = {"stream": "true", "starting_after": str(last)}
+    async with http.stream("GET", f"/v1/responses/{rid}", params=params) as r:
+        _, got, done = await read(r, seen, None, first)
+    return got, done
+
+
+async def user(run: Run, http: dict[str, httpx.AsyncClient], seed: int) -> None:
+    rng = random.Random(seed)
+    while time.perf_counter() < run.deadline:
+        try:
+            await one_response(run, http, rng)
+        except httpx.HTTPError as exc:
+            run.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+async def load(run: Run, clients: int) -> float:
+    limits = httpx.Limits(max_connections=4 * clients, max_keepalive_connections=4 * clients)
+    http = {
+        base: httpx.AsyncClient(base_url=base, timeout=120, limits=limits) for base in run.replicas
+    }
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*(user(run, http, seed) for seed in range(clients)))
+    finally:
+        for client in http.values():
+            await client.aclose()
+    return time.perf_counter() - start
+
+
+async def logs(dsn: str, ids: list[str]) -> tuple[dict[str, list[bytes]], dict[str, str]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT stream_id, position, data FROM events WHERE stream_id = ANY($1) "
+            "ORDER BY stream_id, position",
+            ids,
+        )
+        statuses = await conn.fetch("SELECT id, status FROM responses")
+    finally:
+        await conn.close()
+    out: dict[str, list[bytes]] = {}
+    for row in rows:
+        out.setdefault(row["stream_id"], []).append(row["data"].encode())
+    return out, {r["id"]: r["status"] for r in statuses}
+
+
+async def pg_db(name: str, create: bool) -> None:
+    conn = await asyncpg.connect(PG.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute(
+            f'CREATE DATABASE "{name}"'
+            if create
+            else f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+        )
+    finally:
+        await conn.close()
+
+
+def report(run: Run, elapsed: float, stored: dict[str, list[bytes]], status: dict[str, str]) -> int:
+    lost = sum(
+        1
+        for rid, seen in run.seen.items()
+        if [seen.frames.get(i) for i in range(len(stored.get(rid, [])))] != stored.get(rid)
+        or len(seen.frames) != len(stored.get(rid, []))
+    )
+    duplicated = sum(1 for seen in run.seen.values() if seen.duplicates)
+    stuck = sum(1 for s in status.values() if s not in TERMINAL)
+    events = sum(len(v) for v in stored.values())
+    ends: dict[str, int] = {}
+    for rid in run.seen:
+        ends[status.get(rid, "missing")] = ends.get(status.get(rid, "missing"), 0) + 1
+    cancels = [s.cancel_answer for s in run.seen.values() if s.cancel_answer]
+    print(
+        f"responses={len(run.seen)} in {elapsed:.1f} s: {len(run.seen) / elapsed:.1f} responses/s, "
+        f"{events / elapsed:.0f} events/s (log events of those responses)"
+    )
+    print(
+        f"ends: {ends}; cancels answered: "
+        f"{ {a: cancels.count(a) for a in sorted(set(cancels), key=str)} }"
+    )
+    print(
+        f"resume latency: n={len(run.resume_s)} p50 {pct(run.resume_s, 50) * 1e3:.1f} ms "
+        f"p99 {pct(run.resume_s, 99) * 1e3:.1f} ms"
+    )
+    print(
+        f"cancel latency: n={len(run.cancel_s)} p50 {pct(run.cancel_s, 50) * 1e3:.1f} ms "
+        f"p99 {pct(run.cancel_s, 99) * 1e3:.1f} ms max {max(run.cancel_s, default=0) * 1e3:.1f} ms"
+    )
+    print(f"lost={lost} duplicated={duplicated} stuck={stuck} client errors={len(run.errors)}")
+    for error in run.errors[:5]:
+        print(f"  error: {error}")
+    return lost + duplicated + stuck + len(run.errors)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=32, help="concurrent responses")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--delay-ms", type=float, default=10.0, help="scripted pace per delta")
+    parser.add_argument("--tokens", type=int, default=60, help="answer tokens per response")
+    parser.add_argument("--drop", type=float, default=0.3, help="share of clients that drop")
+    parser.add_argument("--cancel", type=float, default=0.2, help="share that get cancelled")
+    parser.add_argument("--workers", type=int, default=64, help="slots per worker process")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="resplog-soak-"))
+    name = f"resplog_soak_{uuid.uuid4().hex[:10]}"
+    asyncio.run(pg_db(name, True))
+    url = f"{PG.rsplit('/', 1)[0]}/{name}"
+    api = ("--workers", "0")
+    servers = [start_server(url, "postgres", tmp / f"api{i}.log", *api) for i in range(2)]
+    workers = [
+        start_worker(url, tmp / f"worker{i}.log", "--workers", str(args.workers)) for i in range(2)
+    ]
+    failures = 1
+    try:
+        run = Run(
+            replicas=[s.base_url for s in servers],
+            delay_ms=args.delay_ms,
+            tokens=args.tokens,
+            drop_p=args.drop,
+            cancel_p=args.cancel,
+            deadline=time.perf_counter() + args.seconds,
+        )
+        print(
+            f"2 replicas + 2 workers, clients={args.clients} seconds={args.seconds} "
+            f"delay/delta={args.delay_ms} ms tokens={args.tokens} drop={args.drop} "
+            f"cancel={args.cancel}; load {os.getloadavg()[0]:.2f}"
+        )
+        elapsed = asyncio.run(load(run, args.clients))
+        time.sleep(1.0)  # let cancels and the last flushes land
+        dsn = url.replace("postgresql+asyncpg://", "postgresql://")
+        stored, status = asyncio.run(logs(dsn, list(run.seen)))
+        failures = report(run, elapsed, stored, status)
+        checked = fold_check(url)
+        print(f"fold check: {len(checked.status)} logs replay and match the read model")
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        for w in workers:
+            stop(w.process, w.log_file)
+        for s in servers:
+            stop_server(s)
+        asyncio.run(pg_db(name, False))
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Crash recovery: ends the responses whose process is gone, so none stays `in_progress`
+forever (DESIGN.md invariant 7).
+
+A response in progress whose lease expired lost its process (killed, or cut off from the
+database for longer than a lease). The sweeper takes the lease over first, which fences the
+old owner out should it still be alive, and then appends the terminal event: `failed` with
+reason `worker_lost`, or `cancelled` if someone asked for that meanwhile. Of two sweepers
+only one wins the lease, so only one writes. A queued response whose claim expired needs no
+sweeping: it is claimable again, and the next worker to claim it generates it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+
+from domain.errors import DomainError
+from domain.response import cancel, fail
+from service.responses import Services, load_state
+
+log = logging.getLogger("resplog.sweeper")
+
+WORKER_LOST = "worker_lost"
+LOST_MESSAGE = "The process generating this response stopped before it finished."
+
+
+class Sweeper:
+    """Finds expired leases and ends their responses; runs every `every` seconds."""
+
+    def __init__(self, svc: Services, *, every: float, batch: int = 100) -> None:
+        self._svc = svc
+        self.every = every
+        self.batch = batch
+        self._task: asyncio.Task[None] | None = None
+        self.ended = 0  # responses ended so far (tests, benchmarks)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="resplog-sweeper")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:  # at once on start-up, then every period (jittered: replicas spread)
+            try:
+                await self.sweep_once()
+            except Exception as exc:  # the database is away: next period
+                log.warning("sweep failed (%s)", exc)
+            await asyncio.sleep(self.every * random.uniform(0.75, 1.25))
+
+    async def sweep_once(self) -> int:
+        """End every response found with an expired lease; how many this pass ended."""
+        ended = 0
+        for rid in await self._svc.leases.expired(self.batch):
+            if self._svc.runner.get(rid) is not None:
+                continue  # ours and alive: the renewal is late (the database was away)
+            if await self._end(rid):
+                ended += 1
+        self.ended += ended
+        return ended
+
+    async def _end(self, rid: str) -> bool:
+        svc = self._svc
+        claim = await svc.leases.acquire(rid)
+        if claim is None:
+            return False  # another sweeper (or its owner) was first
+        state = await load_state(svc, rid)
+        if state.terminal:
+            return False
+        if claim.cancel is not None:
+            decision = cancel(state, reason=claim.cancel)
+        else:
+            decision = fail(
+                state,
+                code="server_error",
+                message=LOST_MESSAGE,
+                reason=WORKER_LOST,
+                detail="its lease expired: the process that held it stopped renewing it",
+            )
+        try:
+            await svc.writer.append(rid, state.version, decision.events)
+        except DomainError as exc:
+            log.warning("could not end %s (%s)", rid, exc)
+            return False
+        log.warning("ended %s: its process is gone (%s)", rid, claim.cancel or WORKER_LOST)
+        return True

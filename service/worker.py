@@ -1,0 +1,107 @@
+"""The claim loop: takes queued background responses (left by any process) while this
+process has free slots, rebuilds each one's prompt from its log, and launches it.
+
+Woken by the work doorbell, by a slot coming free, and by a poll: a doorbell can be lost
+(the listener was reconnecting), the poll bounds how long queued work can wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from domain.errors import DomainError
+from domain.response import ResponseState, fail
+from service.ports import Claim
+from service.responses import Services, build_prompt, load_history, load_state
+
+log = logging.getLogger("resplog.worker")
+
+
+class Worker:
+    """Claims and launches queued background responses for this process."""
+
+    def __init__(self, svc: Services, *, poll_s: float = 1.0) -> None:
+        self._svc = svc
+        self.poll_s = poll_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.claimed = 0  # responses claimed so far (tests, benchmarks)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="resplog-worker")
+
+    async def stop(self) -> None:
+        """Stop claiming; a claim being launched finishes launching first."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_s)
+            self._wake.clear()
+            try:
+                await self.claim_once()
+            except Exception as exc:  # the database is away: the poll tries again
+                log.warning("claiming queued work failed (%s)", exc)
+
+    async def claim_once(self) -> int:
+        """Claim and launch as many queued responses as there are free slots."""
+        free = self._svc.keeper.free()
+        if free <= 0:
+            return 0
+        claims = await self._svc.leases.claim(free)
+        for claim in claims:
+            # Shielded: a claim in hand is launched even if the loop is being stopped.
+            await asyncio.shield(self._start(claim))
+        self.claimed += len(claims)
+        if len(claims) == free:
+            self.wake()  # there may be more
+        return len(claims)
+
+    async def _start(self, claim: Claim) -> None:
+        svc = self._svc
+        try:
+            state = await load_state(svc, claim.response_id)
+        except Exception as exc:  # its lease lapses and it is claimed again
+            log.warning("cannot load claimed %s (%s)", claim.response_id, exc)
+            return
+        if state.status != "queued" or state.response is None or state.facts is None:
+            return  # it moved on meanwhile (ended by a cancel)
+        try:
+            history = await load_history(
+                svc, state.response.previous_response_id, state.facts.owner
+            )
+        except DomainError as exc:
+            await _unstartable(svc, state, exc)
+            return
+        prompt = build_prompt(state.response, state.facts.input, history)
+        if svc.keeper.closed:  # shutting down: its claim lapses and another process takes it
+            log.info("not launching %s: shutting down", claim.response_id)
+            return
+        svc.keeper.launch(claim, state, prompt)
+
+
+async def _unstartable(svc: Services, state: ResponseState, exc: DomainError) -> None:
+    """Its conversation cannot be rebuilt any more (an earlier turn was deleted): end it."""
+    assert state.response is not None
+    d = fail(
+        state,
+        code="previous_response_not_found",
+        message=f"The conversation could not be loaded: {exc}",
+        reason="prompt_unavailable",
+        detail=repr(exc),
+    )
+    try:
+        await svc.writer.append(state.response.id, state.version, d.events)
+    except DomainError as failed:
+        log.warning("could not end unstartable %s (%s)", state.response.id, failed)

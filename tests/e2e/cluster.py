@@ -1,0 +1,163 @@
+"""Helpers for the multi-process tests: `resplog worker` processes, a private PostgreSQL
+cluster the tests may stop and restart (the shared server never is), and the fold check
+every log must pass (a stand-in for `resplog verify`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+import sqlalchemy as sa
+
+from adapters.store import open_store
+from adapters.store.tables import responses as t_responses
+from domain.events import EndFacts
+from domain.objects import TERMINAL_STATUSES, ResponseObject
+from domain.response import project, replay
+from tests.e2e.conftest import RESPLOG, free_port
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+@dataclass
+class Worker:
+    """A running `resplog worker` and the file its output goes to."""
+
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    log_file: BinaryIO
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_worker(database_url: str, log_path: Path, *extra: str) -> Worker:
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [RESPLOG, "worker", "--database-url", database_url, "--engine", "scripted", *extra],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    worker = Worker(log_path, process, log)
+    deadline = time.monotonic() + 30
+    while "resplog worker:" not in worker.log_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(worker.process, worker.log_file, kill=True)
+            raise RuntimeError(f"worker did not start: {worker.log_text()}")
+        time.sleep(0.05)
+    return worker
+
+
+def stop(process: subprocess.Popen[bytes], log_file: BinaryIO, *, kill: bool = False) -> int:
+    """SIGTERM (or SIGKILL) and wait; the exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+    try:
+        code = process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        code = process.wait()
+    log_file.close()
+    return code
+
+
+# --- a private PostgreSQL -----------------------------------------------------------------
+
+
+class PrivatePostgres:
+    """A throwaway cluster on a free port, in a directory of its own, run as the `postgres`
+    user when the tests run as root (PostgreSQL refuses to run as root)."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="resplog-pg-"))
+        self.data = self.root / "data"
+        self.port = free_port()
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run(PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync")
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._ctl("start", "-w", "-o", options, "-l", self.root / "server.log")
+
+    def stop(self) -> None:
+        self._ctl("stop", "-w", "-m", "fast")
+
+    def destroy(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._ctl("stop", "-w", "-m", "immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _ctl(self, *args: object) -> None:
+        self._run(PG_BIN / "pg_ctl", "-D", self.data, *args)
+
+    def _run(self, *args: object) -> None:
+        command = [str(a) for a in args]
+        if self._as_postgres:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=60, cwd=self.root)
+
+
+@contextmanager
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """Started; destroyed afterwards. If it cannot start, the test fails (never skips)."""
+    cluster = PrivatePostgres()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+# --- the fold check -------------------------------------------------------------------------
+
+
+class Checked(msgspec.Struct, frozen=True):
+    """What the fold check saw: each response's status and end reason."""
+
+    status: dict[str, str]
+    reason: dict[str, str | None]
+
+
+def fold_check(database_url: str) -> Checked:
+    return asyncio.run(_fold_check(database_url))
+
+
+async def _fold_check(database_url: str) -> Checked:
+    """Every response is terminal, its log replays (dense positions, legal transitions, one
+    terminal event last), the read model's snapshot equals the fold, and no lease is held."""
+    store = await open_store(database_url, listen=False)
+    status: dict[str, str] = {}
+    reason: dict[str, str | None] = {}
+    try:
+        async with store.engine.connect() as conn:
+            rows = (await conn.execute(sa.select(t_responses))).all()
+        for row in rows:
+            events = await store.read_events(row.id)
+            state = replay(events)
+            assert state.status in TERMINAL_STATUSES, f"{row.id} is stuck {state.status}"
+            assert (row.status, row.version) == (state.status, state.version), row.id
+            snapshot = msgspec.json.decode(row.snapshot, type=ResponseObject)
+            assert snapshot == project(state), f"{row.id}: read model differs from the fold"
+            assert (row.lease_owner, row.lease_expires_at) == (None, None), row.id
+            facts = getattr(events[-1], "facts", None)
+            status[row.id] = row.status
+            reason[row.id] = facts.reason if isinstance(facts, EndFacts) else None
+    finally:
+        await store.close()
+    return Checked(status=status, reason=reason)

@@ -1,0 +1,113 @@
+"""PostgreSQL going away mid-stream, end to end, on a private cluster (the shared server is
+never restarted): requests meanwhile get a clear 503, streams resume, writers retry without
+doubling anything, and every client saw only events that are in the log."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.e2e.cluster import fold_check, private_postgres
+from tests.e2e.conftest import start_server, stop_server
+
+STREAMS = 4
+SCRIPT = {"scripted_delay_ms": "20", "scripted_tokens": "150"}
+
+
+class Client(threading.Thread):
+    """Streams one response and keeps every SSE frame it received, as received."""
+
+    def __init__(self, base_url: str, background: bool) -> None:
+        super().__init__(daemon=True)
+        self.base_url = base_url
+        self.background = background
+        self.frames: list[tuple[str, bytes]] = []
+        self.progress = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        body = {
+            "model": "scripted",
+            "input": "through an outage",
+            "stream": True,
+            "background": self.background,
+            "metadata": SCRIPT,
+        }
+        try:
+            with (
+                httpx.Client(base_url=self.base_url, timeout=60) as http,
+                http.stream("POST", "/v1/responses", json=body) as live,
+            ):
+                buffer = b""
+                for chunk in live.iter_raw():
+                    buffer += chunk
+                    *whole, buffer = buffer.split(b"\n\n")
+                    self.frames += [_frame(f) for f in whole if f and not f.startswith(b":")]
+                    if len(self.frames) >= 5:
+                        self.progress.set()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.progress.set()
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(data) for kind, data in self.frames if kind != "done"]
+
+
+def _frame(raw: bytes) -> tuple[str, bytes]:
+    if raw == b"data: [DONE]":
+        return "done", b""
+    head, data = raw.split(b"\n", 1)
+    return head.removeprefix(b"event: ").decode(), data.removeprefix(b"data: ")
+
+
+def stored(http: httpx.Client, rid: str) -> list[bytes]:
+    return http.get(f"/v1/responses/{rid}/events", params={"format": "jsonl"}).content.splitlines()
+
+
+def test_postgres_stopping_mid_stream_loses_and_doubles_nothing_and_answers_503_meanwhile(
+    tmp_path: Path,
+) -> None:
+    with private_postgres() as pg:
+        url = pg.url()
+        server = start_server(url, "postgres", tmp_path / "server.log", "--lease-ttl-s", "5")
+        try:
+            clients = [Client(server.base_url, background=i % 2 == 0) for i in range(STREAMS)]
+            for client in clients:
+                client.start()
+            for client in clients:
+                assert client.progress.wait(30)
+            rid = clients[0].events()[0]["response"]["id"]
+
+            pg.stop()
+            with httpx.Client(base_url=server.base_url, timeout=60) as http:
+                for _ in range(2):  # a pooled connection that died, then a refused connect
+                    down = http.get(f"/v1/responses/{rid}")
+                    assert down.status_code == 503
+                    assert down.json()["error"]["code"] == "service_unavailable"
+                    assert down.headers["retry-after"] == "1"
+                refused = http.post("/v1/responses", json={"model": "scripted", "input": "x"})
+                assert refused.status_code == 503
+            time.sleep(1.0)  # long enough for tails, renewals and the listener to notice
+            pg.start()
+
+            for client in clients:
+                client.join(90)
+                assert client.error is None and not client.is_alive()
+            with httpx.Client(base_url=server.base_url, timeout=60) as http:
+                for client in clients:
+                    events = client.events()
+                    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+                    assert events[-1]["type"] == "response.completed"
+                    log = stored(http, events[0]["response"]["id"])
+                    assert [data for kind, data in client.frames if kind != "done"] == log
+            assert "Traceback" not in server.log_text()
+        finally:
+            stop_server(server)
+        checked = fold_check(url)
+        assert sorted(checked.status.values()) == ["completed"] * STREAMS

@@ -1,0 +1,327 @@
+"""Leases on both stores: who may append (fencing), claiming queued work without doubles,
+taking over expired leases, renewal in one pass, and the doorbells across processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.leases import SqlLeases
+from adapters.store.migrate import upgrade
+from adapters.store.tables import responses as t_responses
+from domain import response as agg
+from domain.errors import Conflict
+from domain.generation import TextDelta
+from tests.integration import streams
+from tests.integration.test_store_contract import write
+
+Opener = Callable[..., Awaitable[SqlEventStore]]
+SHORT = 0.3  # a lease lifetime the tests can wait out
+
+
+@pytest.fixture(scope="module", params=["postgres", "sqlite"])
+def lease_db(
+    request: pytest.FixtureRequest,
+    fresh_pg: Callable[[], str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """A database of this module's own: claims take the oldest queued work of all."""
+    if request.param == "postgres":
+        url = fresh_pg()
+    else:
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('leases') / 'leases.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+async def proc(lease_db: str) -> AsyncIterator[Opener]:
+    """Opens a store as a process named `owner` would; all are closed at teardown."""
+    opened: list[SqlEventStore] = []
+
+    async def open_(owner: str, ttl: float = 15.0, **settings: object) -> SqlEventStore:
+        s = await open_store(lease_db, lease_owner=owner, lease_ttl=ttl, **settings)
+        opened.append(s)
+        return s
+
+    yield open_
+    for s in opened:
+        await s.close()
+
+
+async def empty_queue(proc: Opener) -> None:
+    """Earlier tests' queued responses: claimed for good, out of this test's way."""
+    await SqlLeases(await proc("sink", ttl=3600)).claim(100_000)
+
+
+async def lease_of(store: SqlEventStore, rid: str) -> tuple[str | None, float | None]:
+    c = t_responses.c
+    async with store.engine.connect() as conn:
+        row = (
+            await conn.execute(sa.select(c.lease_owner, c.lease_expires_at).where(c.id == rid))
+        ).one()
+    return row.lease_owner, row.lease_expires_at
+
+
+async def open_stream(store: SqlEventStore, *, background: bool = False) -> agg.ResponseState:
+    appends = streams.script(deltas=1, end="open", background=background)
+    await write(store, appends)
+    return agg.replay(streams.events_of(appends))
+
+
+async def queued(store: SqlEventStore) -> str:
+    appends = streams.script(deltas=0, end="open", background=True)[:1]
+    return await write(store, appends)
+
+
+async def test_a_stream_created_in_progress_is_leased_to_its_creator(proc: Opener) -> None:
+    a = await proc("proc-a")
+    state = await open_stream(a)
+    owner, expires = await lease_of(a, state.response.id)  # type: ignore[union-attr]
+    assert owner == "proc-a"
+    assert expires is not None and expires > time.time()
+    assert await lease_of(a, await queued(a)) == (None, None)
+
+
+async def test_a_terminal_event_releases_the_lease(proc: Opener) -> None:
+    a = await proc("proc-a")
+    rid = await write(a, streams.script(deltas=2))
+    assert await lease_of(a, rid) == (None, None)
+
+
+async def test_a_writer_whose_lease_was_taken_over_cannot_append_even_at_the_right_version(
+    proc: Opener,
+) -> None:
+    a = await proc("proc-a", ttl=SHORT)
+    b = await proc("proc-b")
+    state = await open_stream(a)
+    rid = state.response.id  # type: ignore[union-attr]
+    assert await SqlLeases(b).acquire(rid) is None  # a's lease is live
+    await asyncio.sleep(SHORT + 0.2)
+    assert await SqlLeases(b).acquire(rid) is not None
+    late = agg.emit(state, TextDelta(text="late")).events
+    async with GroupCommitWriter(a) as writer:
+        with pytest.raises(Conflict):
+            await writer.append(rid, state.version, late)
+    assert len(await a.read(rid)) == state.version + 1
+    mine = agg.emit(state, TextDelta(text="mine")).events
+    async with GroupCommitWriter(b) as writer:
+        await writer.append(rid, state.version, mine)
+    assert (await b.read_events(rid))[-len(mine) :] == mine
+
+
+async def test_a_fenced_stream_fails_alone_in_its_flush(proc: Opener) -> None:
+    """One flush, two streams: the one leased elsewhere conflicts, the other commits."""
+    a = await proc("proc-a")
+    b = await proc("proc-b")
+    mine, theirs = await open_stream(a), await open_stream(b)
+    async with GroupCommitWriter(a, flush_interval=0.05) as writer:
+        results = await asyncio.gather(
+            *(
+                writer.append(s.response.id, s.version, agg.emit(s, TextDelta(text="x")).events)  # type: ignore[union-attr]
+                for s in (mine, theirs)
+            ),
+            return_exceptions=True,
+        )
+    assert results[0] is None
+    assert isinstance(results[1], Conflict)
+
+
+async def test_concurrent_claimers_never_get_the_same_response(proc: Opener) -> None:
+    await empty_queue(proc)
+    creator = await proc("creator")
+    ids = {await queued(creator) for _ in range(12)}
+    claimers = [SqlLeases(await proc(f"w{i}")) for i in range(4)]
+    got: list[str] = []
+    for _ in range(2):
+        claims = await asyncio.gather(*(c.claim(2) for c in claimers))
+        got += [claim.response_id for batch in claims for claim in batch]
+    assert sorted(got) == sorted(ids)
+
+
+async def test_a_claim_takes_queued_work_oldest_first_and_not_twice(proc: Opener) -> None:
+    await empty_queue(proc)
+    creator = await proc("creator")
+    first, second = await queued(creator), await queued(creator)
+    worker = SqlLeases(await proc("worker"))
+    assert [c.response_id for c in await worker.claim(1)] == [first]
+    assert [c.response_id for c in await worker.claim(5)] == [second]
+    assert await worker.claim(5) == []
+
+
+async def test_an_expired_claim_is_claimable_again(proc: Opener) -> None:
+    await empty_queue(proc)
+    creator = await proc("creator")
+    rid = await queued(creator)
+    dead = SqlLeases(await proc("dead", ttl=SHORT))
+    assert [c.response_id for c in await dead.claim(1)] == [rid]
+    other = SqlLeases(await proc("other"))
+    assert await other.claim(1) == []
+    await asyncio.sleep(SHORT + 0.2)
+    assert [c.response_id for c in await other.claim(1)] == [rid]
+
+
+async def test_a_claim_reports_a_cancel_requested_before_it(proc: Opener) -> None:
+    await empty_queue(proc)
+    creator = await proc("creator")
+    rid = await queued(creator)
+    await creator.request_cancel(rid)
+    claims = await SqlLeases(await proc("worker")).claim(1)
+    assert [(c.response_id, c.cancel) for c in claims] == [(rid, "cancelled_by_user")]
+
+
+async def test_acquire_refuses_a_live_lease_and_takes_an_expired_or_own_one(
+    proc: Opener,
+) -> None:
+    a = await proc("proc-a", ttl=SHORT)
+    rid = (await open_stream(a)).response.id  # type: ignore[union-attr]
+    assert await SqlLeases(a).acquire(rid) is not None  # its own
+    b = SqlLeases(await proc("proc-b"))
+    assert await b.acquire(rid) is None
+    await asyncio.sleep(SHORT + 0.2)
+    assert await b.acquire(rid) is not None
+    assert await lease_of(a, rid) == ("proc-b", pytest.approx(time.time() + 15, abs=5))
+    done = await write(a, streams.script(deltas=1))
+    assert await b.acquire(done) is None  # ended: nothing to lease
+
+
+async def test_two_takers_of_one_expired_lease_exactly_one_wins(proc: Opener) -> None:
+    dead = await proc("dead", ttl=SHORT)
+    rid = (await open_stream(dead)).response.id  # type: ignore[union-attr]
+    await asyncio.sleep(SHORT + 0.2)
+    takers = [SqlLeases(await proc(f"sweeper{i}")) for i in range(4)]
+    won = await asyncio.gather(*(t.acquire(rid) for t in takers))
+    assert sum(w is not None for w in won) == 1
+
+
+async def test_renew_extends_held_leases_and_reports_lost_and_cancelled(proc: Opener) -> None:
+    a = await proc("proc-a", ttl=SHORT)
+    kept = (await open_stream(a)).response.id  # type: ignore[union-attr]
+    lost = (await open_stream(a)).response.id  # type: ignore[union-attr]
+    await asyncio.sleep(SHORT + 0.2)
+    assert await SqlLeases(await proc("proc-b")).acquire(lost) is not None
+    await a.request_cancel(kept)
+    before = await lease_of(a, kept)
+    renewal = await SqlLeases(a).renew([kept, lost])
+    assert renewal.held == {kept}
+    assert renewal.cancel == {kept: "cancelled_by_user"}
+    after = await lease_of(a, kept)
+    assert after[1] is not None and before[1] is not None and after[1] > before[1]
+
+
+async def test_expired_lists_responses_in_progress_whose_lease_lapsed(proc: Opener) -> None:
+    dead = await proc("dead", ttl=SHORT)
+    gone = (await open_stream(dead)).response.id  # type: ignore[union-attr]
+    claimed = await queued(dead)
+    await SqlLeases(dead).acquire(claimed)
+    live = (await open_stream(await proc("live"))).response.id  # type: ignore[union-attr]
+    await asyncio.sleep(SHORT + 0.2)
+    found = await SqlLeases(await proc("sweeper")).expired(1000)
+    assert gone in found
+    assert live not in found
+    assert claimed not in found  # queued: claimable, not lost
+
+
+async def test_a_cancel_request_rings_only_the_lease_owner(proc: Opener) -> None:
+    heard: dict[str, list[tuple[str, str]]] = {"proc-a": [], "proc-b": []}
+    rang = asyncio.Event()
+
+    def bell(name: str) -> Callable[[list[tuple[str, str]] | None], None]:
+        def ring(ids: list[tuple[str, str]] | None) -> None:
+            heard[name].extend(ids or [])
+            rang.set()
+
+        return ring
+
+    a, b = await proc("proc-a"), await proc("proc-b")
+    SqlLeases(a).listen(lambda: None, bell("proc-a"))
+    SqlLeases(b).listen(lambda: None, bell("proc-b"))
+    rid = (await open_stream(a)).response.id  # type: ignore[union-attr]
+    rang.clear()  # (a reconnect rings with None)
+    heard["proc-a"].clear()
+    if a.dialect == "postgresql":  # another process asks; the owner hears it via NOTIFY
+        assert await b.request_cancel(rid, "deleted")
+    else:  # the embedded store: only the process that asked can hear it
+        assert await a.request_cancel(rid, "deleted")
+    async with asyncio.timeout(10):
+        await rang.wait()
+    assert heard["proc-a"] == [(rid, "deleted")]
+    assert heard["proc-b"] == []
+
+
+async def test_ring_work_wakes_the_workers_of_other_processes(pg_url: str) -> None:
+    rung: list[str] = []
+    b_rang = asyncio.Event()
+    a = await open_store(pg_url, lease_owner="proc-a")
+    b = await open_store(pg_url, lease_owner="proc-b")
+    try:
+        SqlLeases(b).listen(b_rang.set, lambda ids: None)
+        SqlLeases(a).listen(lambda: rung.append("a"), lambda ids: None)
+        b_rang.clear()
+        rung.clear()
+        await SqlLeases(a).ring_work()
+        async with asyncio.timeout(10):
+            await b_rang.wait()
+        assert rung == ["a"]  # in-process; its own notification does not ring again
+    finally:
+        await a.close()
+        await b.close()
+
+
+@contextmanager
+def statements(store: SqlEventStore) -> Iterator[list[str]]:
+    """The SQL statements the store sends meanwhile."""
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", record)
+
+
+def writes(sent: list[str]) -> list[str]:
+    return [s.split()[0] for s in sent if s.split()[0] in ("UPDATE", "INSERT")]
+
+
+async def test_one_renewal_pass_is_one_update_for_every_lease_of_the_process(
+    proc: Opener,
+) -> None:
+    a = await proc("proc-a")
+    ids = [(await open_stream(a)).response.id for _ in range(30)]  # type: ignore[union-attr]
+    with statements(a) as sent:
+        renewal = await SqlLeases(a).renew(ids)
+    assert renewal.held == set(ids)
+    assert writes(sent) == ["UPDATE"]
+
+
+async def test_a_flush_of_many_fenced_streams_is_still_one_statement_per_kind(
+    proc: Opener,
+) -> None:
+    """The lease check rides in the guard: no statement per stream, leased or not."""
+    a = await proc("proc-a")
+    states = [await open_stream(a) for _ in range(20)]
+    async with GroupCommitWriter(a, flush_interval=0.05) as writer:
+        with statements(a) as sent:
+            await asyncio.gather(
+                *(
+                    writer.append(
+                        s.response.id,  # type: ignore[union-attr]
+                        s.version,
+                        agg.emit(s, TextDelta(text="x")).events,
+                    )
+                    for s in states
+                )
+            )
+    assert writer.flushes == 1
+    assert writes(sent) == ["UPDATE", "INSERT"]
