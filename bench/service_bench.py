@@ -1,13 +1,16 @@
 """Service overhead per token: the fake sglang streaming at full speed, consumed (a) directly
-by a raw client and (b) through `resplog serve --engine sglang` by an SSE client.
+by raw clients and (b) through `resplog serve --engine sglang` by SSE clients.
 
     .venv/bin/python -m bench.service_bench --streams 1 64 --words 500 --procs 4
 
-Prints tokens/s for each path and concurrency, the ratio (b)/(a), and time to first token
-p50/p99 for both (what resplog adds). Tokens are what sglang reports (completion_tokens),
-on the resplog side read from `usage.output_tokens` of the final event. The resplog server
-stores every event in PostgreSQL (a fresh database) as in production. Clients run in
-`--procs` processes so one Python client process is not the bottleneck.
+Two direct readers: `httpx` (one HTTP chunk, i.e. one sglang token, per read: what a
+straightforward client does) and `aiohttp` (`readany`: everything buffered per read, the
+way resplog's engine adapter reads). Prints tokens/s for each path and concurrency, the
+ratio of resplog to each direct reader, and time to first token p50/p99 (what resplog
+adds). Tokens are what sglang reports (completion_tokens), on the resplog side read from
+`usage.output_tokens` of the final event. The resplog server stores every event in
+PostgreSQL (a fresh database) as in production. Clients run in `--procs` processes so one
+Python client process is not the bottleneck.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
+import msgspec
 
 from adapters.engines.sglang import SglangEngine
 from bench.engine_bench import raw_stream
@@ -55,16 +60,42 @@ async def raw_once(
     return s.ttft, s.seconds, s.tokens
 
 
+async def bulk_once(
+    session: aiohttp.ClientSession, url: str, ids: list[int], params: dict
+) -> tuple[float, float, int]:
+    """A direct reader as lean as resplog's adapter: all buffered bytes per read."""
+    body = {"input_ids": ids, "sampling_params": params, "stream": True, "rid": uuid.uuid4().hex}
+    start = time.perf_counter()
+    ttft, seen, buffer = 0.0, 0, b""
+    async with session.post(url + "/generate", json=body) as response:
+        while raw := await response.content.readany():
+            *events, buffer = (buffer + raw).split(b"\n\n")
+            for event in events:
+                if event == b"data: [DONE]":
+                    continue
+                chunk = msgspec.json.decode(event[6:])
+                if not ttft:
+                    ttft = time.perf_counter() - start
+                seen = chunk["meta_info"]["completion_tokens"]
+    return ttft, time.perf_counter() - start, seen
+
+
 async def run_clients(kind: str, url: str, streams: int, rounds: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
-    async with httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client:
-        if kind == "raw":
+    connector = aiohttp.TCPConnector(limit=streams + 8)
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client,
+        aiohttp.ClientSession(connector=connector) as session,
+    ):
+        if kind in ("raw", "bulk"):
             async with SglangEngine(url) as engine:
                 prompt = make_prompt([user(TEXT)])
                 ids = engine.renderer.render(prompt)
                 params = engine.sampling_params(prompt, len(ids))
 
             async def one() -> tuple[float, float, int]:
+                if kind == "bulk":
+                    return await bulk_once(session, url, ids, params)
                 return await raw_once(client, url, ids, params)
         else:
 
@@ -131,18 +162,22 @@ def main() -> None:
             f"{args.procs} client processes"
         )
         print(
-            "| streams | direct tok/s | through resplog tok/s | ratio | direct TTFT p50/p99 ms "
+            "| streams | direct tok/s (httpx / aiohttp) | through resplog tok/s "
+            "| ratio to httpx / aiohttp | direct TTFT p50/p99 ms (aiohttp) "
             "| resplog TTFT p50/p99 ms |"
         )
         print("|---|---|---|---|---|---|")
         for n in args.streams:
             rounds = args.rounds if n > 1 else args.rounds * 8
             raw = measure("raw", fake.url, n, rounds, args.procs)
+            bulk = measure("bulk", fake.url, n, rounds, args.procs)
             svc = measure("resplog", server.base_url, n, rounds, args.procs)
+            rate = svc["tokens_per_s"]
             print(
-                f"| {n} | {raw['tokens_per_s']:,.0f} | {svc['tokens_per_s']:,.0f} "
-                f"| {svc['tokens_per_s'] / raw['tokens_per_s']:.2f} "
-                f"| {raw['ttft_p50_ms']:.1f} / {raw['ttft_p99_ms']:.1f} "
+                f"| {n} | {raw['tokens_per_s']:,.0f} / {bulk['tokens_per_s']:,.0f} "
+                f"| {rate:,.0f} "
+                f"| {rate / raw['tokens_per_s']:.2f} / {rate / bulk['tokens_per_s']:.2f} "
+                f"| {bulk['ttft_p50_ms']:.1f} / {bulk['ttft_p99_ms']:.1f} "
                 f"| {svc['ttft_p50_ms']:.1f} / {svc['ttft_p99_ms']:.1f} |"
             )
     finally:
