@@ -11,14 +11,13 @@ the fallback for a cancel doorbell that never arrived.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from domain.generation import Prompt
 from domain.response import ResponseState
+from service.periodic import Periodic
 from service.ports import Claim, Leases
 from service.runner import Generation, Runner
 
@@ -53,8 +52,7 @@ class LeaseKeeper:
         # Cancels whose doorbell came before the claimed response was launched here.
         self._early: dict[str, tuple[str, float]] = {}
         self._closed = False
-        self._kick = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._renewal = Periodic("lease renewal", self.renew_once, lambda: self.renew_every)
         self.on_free: Callable[[], None] = _nothing  # a background slot came free
         self.passes = 0  # renewal passes so far (tests)
 
@@ -94,7 +92,7 @@ class LeaseKeeper:
     def on_cancel(self, requests: list[tuple[str, str]] | None) -> None:
         """The cancel doorbell: stop these generations (None: check every lease now)."""
         if requests is None:
-            self._kick.set()
+            self._renewal.kick()
             return
         now = self._clock()
         for rid, reason in requests:
@@ -123,22 +121,7 @@ class LeaseKeeper:
                 self._runner.request_cancel(rid, renewal.cancel[rid])
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="resplog-leases")
+        self._renewal.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self.renew_every)
-            self._kick.clear()
-            try:
-                await self.renew_once()
-            except Exception as exc:  # the database is away: try again next pass
-                log.warning("lease renewal failed (%s); retrying", exc)
+        await self._renewal.stop()

@@ -11,13 +11,12 @@ sweeping: it is claimable again, and the next worker to claim it generates it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import random
 
 from domain.errors import DomainError
 from domain.response import cancel, fail
+from service.periodic import Periodic
 from service.responses import Services, load_state
 
 log = logging.getLogger("resplog.sweeper")
@@ -33,27 +32,17 @@ class Sweeper:
         self._svc = svc
         self.every = every
         self.batch = batch
-        self._task: asyncio.Task[None] | None = None
+        # At once on start-up, then every period, jittered so that replicas spread out.
+        self._loop = Periodic(
+            "sweep", self.sweep_once, lambda: self.every * random.uniform(0.75, 1.25), at_once=True
+        )
         self.ended = 0  # responses ended so far (tests, benchmarks)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="resplog-sweeper")
+        self._loop.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:  # at once on start-up, then every period (jittered: replicas spread)
-            try:
-                await self.sweep_once()
-            except Exception as exc:  # the database is away: next period
-                log.warning("sweep failed (%s)", exc)
-            await asyncio.sleep(self.every * random.uniform(0.75, 1.25))
+        await self._loop.stop()
 
     async def sweep_once(self) -> int:
         """End every response found with an expired lease; how many this pass ended."""

@@ -8,11 +8,11 @@ Woken by the work doorbell, by a slot coming free, and by a poll: a doorbell can
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from domain.errors import DomainError
 from domain.response import ResponseState, fail
+from service.periodic import Periodic
 from service.ports import Claim
 from service.responses import Services, build_prompt, load_history, load_state
 
@@ -25,34 +25,18 @@ class Worker:
     def __init__(self, svc: Services, *, poll_s: float = 1.0) -> None:
         self._svc = svc
         self.poll_s = poll_s
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic("claiming queued work", self.claim_once, lambda: self.poll_s)
         self.claimed = 0  # responses claimed so far (tests, benchmarks)
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.kick()
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="resplog-worker")
+        self._loop.start()
 
     async def stop(self) -> None:
-        """Stop claiming; a claim being launched finishes launching first."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_s)
-            self._wake.clear()
-            try:
-                await self.claim_once()
-            except Exception as exc:  # the database is away: the poll tries again
-                log.warning("claiming queued work failed (%s)", exc)
+        """Stop claiming; a claim being launched finishes launching first (it is shielded)."""
+        await self._loop.stop()
 
     async def claim_once(self) -> int:
         """Claim and launch as many queued responses as there are free slots."""
