@@ -28,6 +28,8 @@ from domain.events import (
     FunctionCallArgumentsDone,
     OutputItemAdded,
     OutputItemDone,
+    OutputRefusalDelta,
+    OutputRefusalDone,
     OutputTextDelta,
     OutputTextDone,
     ReasoningSummaryPartAdded,
@@ -36,8 +38,6 @@ from domain.events import (
     ReasoningSummaryTextDone,
     ReasoningTextDelta,
     ReasoningTextDone,
-    RefusalDelta,
-    RefusalDone,
     RequestFacts,
     ResponseCancelled,
     ResponseCompleted,
@@ -54,15 +54,11 @@ from domain.generation import (
     EndItem,
     Finished,
     FunctionCallStart,
+    ReasoningDelta,
+    RefusalDelta,
     SummaryDelta,
     TextDelta,
     TokenUsage,
-)
-from domain.generation import (
-    ReasoningDelta as ReasoningTextChunk,
-)
-from domain.generation import (
-    RefusalDelta as RefusalChunk,
 )
 from domain.objects import (
     TERMINAL_STATUSES,
@@ -374,9 +370,9 @@ def evolve(state: ResponseState, event: AnyEvent) -> ResponseState:
             return _append_text(state, event, i, iid, c, d, OutputText)
         case OutputTextDone(item_id=iid, output_index=i, content_index=c, text=t):
             return _check_text(state, event, i, iid, c, t, OutputText)
-        case RefusalDelta(item_id=iid, output_index=i, content_index=c, delta=d):
+        case OutputRefusalDelta(item_id=iid, output_index=i, content_index=c, delta=d):
             return _append_text(state, event, i, iid, c, d, Refusal)
-        case RefusalDone(item_id=iid, output_index=i, content_index=c, refusal=t):
+        case OutputRefusalDone(item_id=iid, output_index=i, content_index=c, refusal=t):
             return _check_text(state, event, i, iid, c, t, Refusal)
         case ReasoningTextDelta(item_id=iid, output_index=i, content_index=c, delta=d):
             return _append_text(state, event, i, iid, c, d, ReasoningText)
@@ -560,7 +556,7 @@ def _close_part(batch: _Batch) -> None:
         )
     elif isinstance(p, Refusal):
         batch.add(
-            lambda n: RefusalDone(
+            lambda n: OutputRefusalDone(
                 sequence_number=n, item_id=iid, output_index=i, content_index=c, refusal=p.refusal
             )
         )
@@ -648,11 +644,11 @@ def emit(state: ResponseState, delta: AnyDelta) -> Decision:
             if text:
                 _ensure_message(batch, phase)
                 _add_text(batch, text, OutputText(text=""))
-        case RefusalChunk(text=text):
+        case RefusalDelta(text=text):
             if text:
                 _ensure_message(batch, batch_phase(batch))
                 _add_text(batch, text, Refusal(refusal=""))
-        case ReasoningTextChunk(text=text):
+        case ReasoningDelta(text=text):
             if text:
                 _ensure_reasoning(batch)
                 _add_text(batch, text, ReasoningText(text=""))
@@ -716,7 +712,7 @@ def _add_text(batch: _Batch, text: str, fresh: ContentPart) -> None:
         )
     elif isinstance(fresh, Refusal):
         batch.add(
-            lambda n: RefusalDelta(
+            lambda n: OutputRefusalDelta(
                 sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=text
             )
         )

@@ -18,12 +18,12 @@ from domain.events import (
     LifecycleEvent,
     OutputItemAdded,
     OutputItemDone,
+    OutputRefusalDelta,
+    OutputRefusalDone,
     OutputTextDelta,
     OutputTextDone,
     ReasoningSummaryTextDone,
     ReasoningTextDone,
-    RefusalDelta,
-    RefusalDone,
     ResponseCancelled,
     ResponseCompleted,
     ResponseCreated,
@@ -41,11 +41,11 @@ from domain.generation import (
     FinishReason,
     FunctionCallStart,
     ReasoningDelta,
+    RefusalDelta,
     SummaryDelta,
     TextDelta,
     TokenUsage,
 )
-from domain.generation import RefusalDelta as RefusalChunk
 from domain.objects import (
     FunctionCall,
     IncompleteDetails,
@@ -427,7 +427,7 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def refusal_delta_into_a_text_part() -> Case:
         s = _open_text_stream()
-        ev = RefusalDelta(
+        ev = OutputRefusalDelta(
             sequence_number=_next(s), item_id=_msg_id(0), output_index=0, content_index=0, delta="x"
         )
         return s.state, ev, "is a OutputText"
@@ -445,8 +445,8 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def refusal_done_differs() -> Case:
         s = Stream.new()
-        s.emit(RefusalChunk(text="No"))
-        ev = RefusalDone(
+        s.emit(RefusalDelta(text="No"))
+        ev = OutputRefusalDone(
             sequence_number=_next(s),
             item_id=_msg_id(0),
             output_index=0,
@@ -689,8 +689,8 @@ def test_done_events_of_refusal_reasoning_summary_and_arguments_carry_the_full_t
         ReasoningDelta(text="ink"),
         SummaryDelta(text="su"),
         SummaryDelta(text="m"),
-        RefusalChunk(text="no"),
-        RefusalChunk(text="pe"),
+        RefusalDelta(text="no"),
+        RefusalDelta(text="pe"),
         FunctionCallStart(name="f"),
         ArgumentsDelta(text='{"a"'),
         ArgumentsDelta(text=": 1}"),
@@ -699,11 +699,11 @@ def test_done_events_of_refusal_reasoning_summary_and_arguments_carry_the_full_t
     by_type = {type(e): e for e in s.events}
     reasoning_done = by_type[ReasoningTextDone]
     summary_done = by_type[ReasoningSummaryTextDone]
-    refusal_done = by_type[RefusalDone]
+    refusal_done = by_type[OutputRefusalDone]
     args_done = by_type[FunctionCallArgumentsDone]
     assert isinstance(reasoning_done, ReasoningTextDone)
     assert isinstance(summary_done, ReasoningSummaryTextDone)
-    assert isinstance(refusal_done, RefusalDone)
+    assert isinstance(refusal_done, OutputRefusalDone)
     assert isinstance(args_done, FunctionCallArgumentsDone)
     assert reasoning_done.text == "think"
     assert summary_done.text == "sum"
@@ -763,7 +763,7 @@ def test_a_phase_change_starts_a_new_message() -> None:
 def test_a_refusal_joins_the_open_message_as_a_new_part() -> None:
     s = Stream.new()
     s.emit(TextDelta(text="Sure", phase="final_answer"))
-    new = s.emit(RefusalChunk(text="actually, no"))
+    new = s.emit(RefusalDelta(text="actually, no"))
     assert tags(new) == [
         "response.output_text.done",
         "response.content_part.done",
@@ -802,7 +802,7 @@ def test_text_after_end_item_opens_a_new_message() -> None:
     [
         TextDelta(text=""),
         TextDelta(text="", phase="commentary"),
-        RefusalChunk(text=""),
+        RefusalDelta(text=""),
         ReasoningDelta(text=""),
         SummaryDelta(text=""),
     ],

@@ -23,12 +23,12 @@ from domain.events import (
     LifecycleEvent,
     OutputItemAdded,
     OutputItemDone,
+    OutputRefusalDone,
     OutputTextDone,
     ReasoningSummaryPartAdded,
     ReasoningSummaryPartDone,
     ReasoningSummaryTextDone,
     ReasoningTextDone,
-    RefusalDone,
     ResponseCreated,
     ResponseFailed,
     ResponseIncomplete,
@@ -119,7 +119,7 @@ def forgeries(e: Any) -> dict[str, AnyEvent]:
         out["item_id"] = replace(e, item_id=e.item_id + "x")
     if isinstance(e, OutputTextDone | ReasoningTextDone | ReasoningSummaryTextDone):
         out["done_text"] = replace(e, text=e.text + "x")
-    if isinstance(e, RefusalDone):
+    if isinstance(e, OutputRefusalDone):
         out["done_text"] = replace(e, refusal=e.refusal + "x")
     if isinstance(e, FunctionCallArgumentsDone):
         out["done_text"] = replace(e, arguments=e.arguments + "x")
