@@ -37,8 +37,9 @@ from domain.events import (
     ResponseInProgress,
     ResponseQueued,
 )
+from domain.fold import evolve, project
 from domain.objects import FunctionCall, OutputItem, ResponseObject, Usage
-from domain.response import ResponseState, evolve, project
+from domain.state import ResponseState
 from service.ports import StoredEvent
 
 _FIRST_OUTPUT = (
