@@ -219,7 +219,7 @@ def _end_item(batch: Batch, delta: EndItem) -> None:
     close_item(batch)
 
 
-# Each builder is typed for its own delta class; the table is what ties them together.
+# A table rather than one `match`, so that each builder is typed for its own delta class.
 # `Finished` has none: `emit` refuses it, `finish` handles it.
 _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     TextDelta: _text,

@@ -336,7 +336,8 @@ def _part_done(state: ResponseState, event: ContentPartDone) -> ResponseState:
 
 # --- text, refusal and reasoning text deltas --------------------------------------------------
 
-# Which kind of content part each text event streams into.
+# A text event streams into a part of its own kind only: a refusal delta aimed at an
+# output_text part would put refusal text where clients read the answer.
 _PART_KIND: dict[type[Event], PartKind] = {
     OutputTextDelta: OutputText,
     OutputTextDone: OutputText,
@@ -453,7 +454,8 @@ def _arguments_done(state: ResponseState, event: FunctionCallArgumentsDone) -> R
 
 # --- dispatch ---------------------------------------------------------------------------------
 
-# Each handler is typed for its own event class; the table is what ties them together.
+# A table rather than one `match`, so that each handler is typed for its own event class
+# and each family's rules read on their own.
 _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     ResponseCreated: _created,
     ResponseQueued: _queued,
