@@ -21,10 +21,11 @@ import httpx
 import msgspec
 
 from adapters.engines.sglang import SglangEngine
+from domain.builder import emit, finish
+from domain.commands import create
 from domain.events import RequestFacts
 from domain.generation import Finished
 from domain.objects import ResponseObject
-from domain.response import create, emit, finish
 from tests.fakes.process import FakeProcess
 from tests.fakes.prompts import make_prompt, user
 

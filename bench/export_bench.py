@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.store import SqlEventStore, open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
-from domain import response as agg
+from domain.builder import emit, finish
+from domain.commands import create
 from domain.events import RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage
 from domain.objects import InputMessage, InputText, ResponseObject
@@ -52,14 +53,14 @@ def stream_batch(deltas: int, created_at: int):  # type: ignore[no-untyped-def]
         id=rid, created_at=created_at, status="in_progress", model="bench-model"
     )
     question = InputMessage(id=f"msg_{rid}", role="user", content=[InputText(text="Hello")])
-    decision = agg.create(response, RequestFacts(owner="bench", input=[question]))
+    decision = create(response, RequestFacts(owner="bench", input=[question]))
     events, state = list(decision.events), decision.state
     for i in range(deltas):
-        decision = agg.emit(state, TextDelta(text=f" token{i}"))
+        decision = emit(state, TextDelta(text=f" token{i}"))
         events += decision.events
         state = decision.state
     usage = TokenUsage(input_tokens=5, output_tokens=deltas)
-    decision = agg.finish(state, Finished(reason="stop", usage=usage), now=created_at)
+    decision = finish(state, Finished(reason="stop", usage=usage), now=created_at)
     events += decision.events
     return merge([encode_append(rid, -1, events)])
 

@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
-from domain import response as agg
+from domain.builder import emit, finish
+from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage
 from domain.objects import InputMessage, InputText, ResponseObject
@@ -54,15 +55,15 @@ def plan_stream(rid: str, deltas: int) -> Plan:
         id=rid, created_at=int(time.time()), status="in_progress", model="bench-model"
     )
     question = InputMessage(id=f"msg_{rid}", role="user", content=[InputText(text="Hello")])
-    decision = agg.create(response, RequestFacts(owner="bench", input=[question]))
+    decision = create(response, RequestFacts(owner="bench", input=[question]))
     plan: Plan = [(-1, decision.events)]
     state = decision.state
     for i in range(deltas):
-        decision = agg.emit(state, TextDelta(text=f" token{i}"))
+        decision = emit(state, TextDelta(text=f" token{i}"))
         plan.append((state.version, decision.events))
         state = decision.state
     usage = TokenUsage(input_tokens=5, output_tokens=deltas)
-    decision = agg.finish(state, Finished(reason="stop", usage=usage), now=int(time.time()))
+    decision = finish(state, Finished(reason="stop", usage=usage), now=int(time.time()))
     plan.append((state.version, decision.events))
     return plan
 

@@ -135,14 +135,14 @@ class OutputTextDone(Event, frozen=True, kw_only=True, tag="response.output_text
     logprobs: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
-class RefusalDelta(Event, frozen=True, kw_only=True, tag="response.refusal.delta"):
+class OutputRefusalDelta(Event, frozen=True, kw_only=True, tag="response.refusal.delta"):
     item_id: str
     output_index: int
     content_index: int
     delta: str
 
 
-class RefusalDone(Event, frozen=True, kw_only=True, tag="response.refusal.done"):
+class OutputRefusalDone(Event, frozen=True, kw_only=True, tag="response.refusal.done"):
     item_id: str
     output_index: int
     content_index: int
@@ -235,8 +235,8 @@ AnyEvent = (
     | ContentPartDone
     | OutputTextDelta
     | OutputTextDone
-    | RefusalDelta
-    | RefusalDone
+    | OutputRefusalDelta
+    | OutputRefusalDone
     | FunctionCallArgumentsDelta
     | FunctionCallArgumentsDone
     | ReasoningTextDelta
@@ -261,8 +261,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ContentPartDone,
     OutputTextDelta,
     OutputTextDone,
-    RefusalDelta,
-    RefusalDone,
+    OutputRefusalDelta,
+    OutputRefusalDone,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
     ReasoningTextDelta,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from domain.generation import Prompt
-from domain.response import ResponseState
+from domain.state import ResponseState
 from service.periodic import Periodic
 from service.ports import Claim, Leases
 from service.runner import Generation, Runner

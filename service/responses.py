@@ -19,8 +19,10 @@ from typing import Literal
 
 import msgspec
 
+from domain.commands import cancel, create
 from domain.errors import Conflict, InvalidRequest, InvalidTransition, NotFound
 from domain.events import RequestFacts, ResponseCreated
+from domain.fold import project, replay
 from domain.generation import Prompt, Turn
 from domain.objects import (
     FunctionCallOutput,
@@ -30,7 +32,7 @@ from domain.objects import (
     InputReasoning,
     ResponseObject,
 )
-from domain.response import ResponseState, cancel, create, project, replay
+from domain.state import ResponseState
 from service.leases import LeaseKeeper
 from service.ports import (
     Doorbells,

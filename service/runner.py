@@ -16,10 +16,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
+from domain.builder import emit, finish
+from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
 from domain.generation import AnyDelta, Finished, Prompt, coalesce
-from domain.response import Decision, ResponseState, cancel, emit, fail, finish, start
+from domain.state import Decision, ResponseState
 from service.ports import Demand, Engine, EventWriter
 
 log = logging.getLogger("resplog.runner")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import random
 
+from domain.commands import cancel, fail
 from domain.errors import DomainError
-from domain.response import cancel, fail
 from service.periodic import Periodic
 from service.responses import Services, load_state
 

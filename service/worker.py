@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from domain.commands import fail
 from domain.errors import DomainError
-from domain.response import ResponseState, fail
+from domain.state import ResponseState
 from service.periodic import Periodic
 from service.ports import Claim
 from service.responses import Services, build_prompt, load_history, load_state

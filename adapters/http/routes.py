@@ -16,8 +16,8 @@ from litestar.response import Stream
 from adapters.http.auth import principal_of
 from adapters.http.sse import frames, jsonl_line, sse_frame
 from domain.errors import InvalidRequest
+from domain.fold import project
 from domain.objects import ResponseObject
-from domain.response import project
 from service import responses as uc
 from service.access import Access
 from service.quotas import Slot

@@ -18,6 +18,8 @@ from domain.events import (
     FunctionCallArgumentsDone,
     OutputItemAdded,
     OutputItemDone,
+    OutputRefusalDelta,
+    OutputRefusalDone,
     OutputTextDelta,
     OutputTextDone,
     ReasoningSummaryPartAdded,
@@ -26,8 +28,6 @@ from domain.events import (
     ReasoningSummaryTextDone,
     ReasoningTextDelta,
     ReasoningTextDone,
-    RefusalDelta,
-    RefusalDone,
     RequestFacts,
     ResponseCancelled,
     ResponseCompleted,
@@ -37,13 +37,14 @@ from domain.events import (
     ResponseInProgress,
     ResponseQueued,
 )
+from domain.fold import evolve, project
 from domain.objects import FunctionCall, OutputItem, ResponseObject, Usage
-from domain.response import ResponseState, evolve, project
+from domain.state import ResponseState
 from service.ports import StoredEvent
 
 _FIRST_OUTPUT = (
     OutputTextDelta,
-    RefusalDelta,
+    OutputRefusalDelta,
     ReasoningTextDelta,
     ReasoningSummaryTextDelta,
     FunctionCallArgumentsDelta,
@@ -110,13 +111,13 @@ def summary(event: AnyEvent) -> str:
             return f"#{i}.{c} {_kind(p)}"
         case ContentPartDone(output_index=i, content_index=c, part=p):
             return f"#{i}.{c} {_kind(p)} done"
-        case OutputTextDelta(delta=d) | ReasoningTextDelta(delta=d) | RefusalDelta(delta=d):
+        case OutputTextDelta(delta=d) | ReasoningTextDelta(delta=d) | OutputRefusalDelta(delta=d):
             return clip(d)
         case FunctionCallArgumentsDelta(delta=d) | ReasoningSummaryTextDelta(delta=d):
             return clip(d)
         case OutputTextDone(text=t) | ReasoningTextDone(text=t) | ReasoningSummaryTextDone(text=t):
             return f"{len(t)} chars {clip(t)}"
-        case RefusalDone(refusal=t):
+        case OutputRefusalDone(refusal=t):
             return f"{len(t)} chars {clip(t)}"
         case FunctionCallArgumentsDone(name=name, arguments=args):
             return f"{name}({clip(args)})"

@@ -23,8 +23,9 @@ from domain.events import (
     ResponseCreated,
     tag_of,
 )
+from domain.fold import evolve
 from domain.objects import TERMINAL_STATUSES, ResponseObject
-from domain.response import ResponseState, evolve
+from domain.state import ResponseState
 from service.audit.records import COMPARED, Derived, ResponseRecord
 from service.ports import StoredEvent
 

@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from adapters.store import open_store
 from adapters.store.tables import responses as t_responses
 from domain.events import EndFacts
+from domain.fold import project, replay
 from domain.objects import TERMINAL_STATUSES, ResponseObject
-from domain.response import project, replay
 from tests.e2e.conftest import RESPLOG, free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 import msgspec
 from openai.types.responses import Response
 
+from domain.builder import emit, finish
+from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
+from domain.fold import project, replay
 from domain.generation import AnyDelta, Finished
 from domain.objects import ResponseObject
-from domain.response import create, emit, finish, project, replay
 
 
 def build(deltas: Sequence[AnyDelta], model: str = "gpt-oss-120b") -> ResponseObject:

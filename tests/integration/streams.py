@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterator
 from typing import Literal
 
-from domain import response as agg
+from domain.builder import emit, finish
+from domain.commands import cancel, create, fail, start
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import (
     ArgumentsDelta,
@@ -22,6 +23,7 @@ from domain.generation import (
     TokenUsage,
 )
 from domain.objects import InputMessage, InputText, ResponseObject
+from domain.state import Decision, ResponseState
 
 Append = tuple[int, list[AnyEvent]]  # (expected_version, events)
 End = Literal["completed", "incomplete", "failed", "cancelled", "open"]
@@ -42,7 +44,7 @@ def created(
     store: bool = True,
     previous: str | None = None,
     created_at: int | None = None,
-) -> agg.Decision:
+) -> Decision:
     """`create()` of a fresh response (status queued if background, else in_progress)."""
     rid = rid or new_id()
     response = ResponseObject(
@@ -55,7 +57,7 @@ def created(
         previous_response_id=previous,
     )
     question = InputMessage(id=f"msg_{rid}", role="user", content=[InputText(text="Hi ✓")])
-    return agg.create(response, RequestFacts(owner=owner, input=[question]))
+    return create(response, RequestFacts(owner=owner, input=[question]))
 
 
 def script(
@@ -82,11 +84,11 @@ def appends(
     yield -1, decision.events
     state = decision.state
     if background:
-        decision = agg.start(state)
+        decision = start(state)
         yield state.version, decision.events
         state = decision.state
     for i in range(deltas):
-        decision = agg.emit(state, TextDelta(text=f"tok{i} é "))
+        decision = emit(state, TextDelta(text=f"tok{i} é "))
         yield state.version, decision.events
         state = decision.state
     if end == "open":
@@ -94,15 +96,15 @@ def appends(
     yield state.version, _end(state, end).events
 
 
-def _end(state: agg.ResponseState, end: End) -> agg.Decision:
+def _end(state: ResponseState, end: End) -> Decision:
     usage = TokenUsage(input_tokens=3, output_tokens=5)
     if end == "completed":
-        return agg.finish(state, Finished(reason="stop", usage=usage), now=next(_clock))
+        return finish(state, Finished(reason="stop", usage=usage), now=next(_clock))
     if end == "incomplete":
-        return agg.finish(state, Finished(reason="length", usage=usage), now=next(_clock))
+        return finish(state, Finished(reason="length", usage=usage), now=next(_clock))
     if end == "failed":
-        return agg.fail(state, code="server_error", message="boom", reason="engine", detail="x")
-    return agg.cancel(state, reason="user")
+        return fail(state, code="server_error", message="boom", reason="engine", detail="x")
+    return cancel(state, reason="user")
 
 
 def events_of(appends_: list[Append]) -> list[AnyEvent]:
@@ -126,9 +128,9 @@ def every_tag_script(rid: str | None = None) -> list[Append]:
         ArgumentsDelta(text='"Paris"}'),
         EndItem(),
     ):
-        decision = agg.emit(state, delta)
+        decision = emit(state, delta)
         out.append((state.version, decision.events))
         state = decision.state
-    decision = agg.finish(state, Finished(reason="stop", usage=TokenUsage()), now=next(_clock))
+    decision = finish(state, Finished(reason="stop", usage=TokenUsage()), now=next(_clock))
     out.append((state.version, decision.events))
     return out

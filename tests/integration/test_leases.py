@@ -16,9 +16,11 @@ from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import upgrade
 from adapters.store.tables import responses as t_responses
-from domain import response as agg
+from domain.builder import emit
 from domain.errors import Conflict
+from domain.fold import replay
 from domain.generation import TextDelta
+from domain.state import ResponseState
 from tests.integration import streams
 from tests.integration.test_store_contract import write
 
@@ -70,10 +72,10 @@ async def lease_of(store: SqlEventStore, rid: str) -> tuple[str | None, float | 
     return row.lease_owner, row.lease_expires_at
 
 
-async def open_stream(store: SqlEventStore, *, background: bool = False) -> agg.ResponseState:
+async def open_stream(store: SqlEventStore, *, background: bool = False) -> ResponseState:
     appends = streams.script(deltas=1, end="open", background=background)
     await write(store, appends)
-    return agg.replay(streams.events_of(appends))
+    return replay(streams.events_of(appends))
 
 
 async def queued(store: SqlEventStore) -> str:
@@ -106,12 +108,12 @@ async def test_a_writer_whose_lease_was_taken_over_cannot_append_even_at_the_rig
     assert await SqlLeases(b).acquire(rid) is None  # a's lease is live
     await asyncio.sleep(SHORT + 0.2)
     assert await SqlLeases(b).acquire(rid) is not None
-    late = agg.emit(state, TextDelta(text="late")).events
+    late = emit(state, TextDelta(text="late")).events
     async with GroupCommitWriter(a) as writer:
         with pytest.raises(Conflict):
             await writer.append(rid, state.version, late)
     assert len(await a.read(rid)) == state.version + 1
-    mine = agg.emit(state, TextDelta(text="mine")).events
+    mine = emit(state, TextDelta(text="mine")).events
     async with GroupCommitWriter(b) as writer:
         await writer.append(rid, state.version, mine)
     assert (await b.read_events(rid))[-len(mine) :] == mine
@@ -125,7 +127,7 @@ async def test_a_fenced_stream_fails_alone_in_its_flush(proc: Opener) -> None:
     async with GroupCommitWriter(a, flush_interval=0.05) as writer:
         results = await asyncio.gather(
             *(
-                writer.append(s.response.id, s.version, agg.emit(s, TextDelta(text="x")).events)  # type: ignore[union-attr]
+                writer.append(s.response.id, s.version, emit(s, TextDelta(text="x")).events)  # type: ignore[union-attr]
                 for s in (mine, theirs)
             ),
             return_exceptions=True,
@@ -318,7 +320,7 @@ async def test_a_flush_of_many_fenced_streams_is_still_one_statement_per_kind(
                     writer.append(
                         s.response.id,  # type: ignore[union-attr]
                         s.version,
-                        agg.emit(s, TextDelta(text="x")).events,
+                        emit(s, TextDelta(text="x")).events,
                     )
                     for s in states
                 )

@@ -10,9 +10,10 @@ import sqlalchemy as sa
 
 from adapters.store import SqlEventStore
 from adapters.store.tables import events as t_events
-from domain import response as agg
+from domain.builder import emit
 from domain.errors import Conflict, CorruptEvent, NotFound
 from domain.events import TAGS, encode, encode_json
+from domain.fold import project, replay
 from domain.generation import TextDelta
 from tests.integration import streams
 
@@ -55,11 +56,11 @@ async def test_a_wrong_expected_version_conflicts_and_writes_nothing(
     """Too low, too high (which would leave a hole) and far off are all `Conflict`s."""
     appends = streams.script(deltas=3, end="open")
     rid = await write(store, appends)
-    state = agg.replay(streams.events_of(appends))
+    state = replay(streams.events_of(appends))
     before_rows = await store.read(rid)
     before = await store.get(rid)
     wrong = state.version + offset
-    batch = agg.emit(state, TextDelta(text="x")).events
+    batch = emit(state, TextDelta(text="x")).events
     shifted = [_renumber(e, wrong + 1 + i) for i, e in enumerate(batch)]
     with pytest.raises(Conflict):
         await store.append(rid, wrong, shifted)
@@ -82,9 +83,9 @@ async def test_two_concurrent_appenders_at_one_version_exactly_one_wins(
     for _ in range(5):
         appends = streams.script(deltas=2, end="open")
         rid = await write(store, appends)
-        state = agg.replay(streams.events_of(appends))
-        a = agg.emit(state, TextDelta(text="AAA")).events
-        b = agg.emit(state, TextDelta(text="BBB")).events
+        state = replay(streams.events_of(appends))
+        a = emit(state, TextDelta(text="AAA")).events
+        b = emit(state, TextDelta(text="BBB")).events
         results = await asyncio.gather(
             store.append(rid, state.version, a),
             store.append(rid, state.version, b),
@@ -119,9 +120,9 @@ async def test_an_append_is_atomic_when_its_insert_fails_midway(store: SqlEventS
     """The guard passes but a later row collides: none of the batch nor the row change lands."""
     appends = streams.script(deltas=1, end="open")
     rid = await write(store, appends)
-    state = agg.replay(streams.events_of(appends))
-    decision = agg.emit(state, TextDelta(text="x"))
-    batch = decision.events + agg.emit(decision.state, TextDelta(text="y")).events
+    state = replay(streams.events_of(appends))
+    decision = emit(state, TextDelta(text="x"))
+    batch = decision.events + emit(decision.state, TextDelta(text="y")).events
     stray = batch[1]
     await _insert_raw(store, rid, stray.sequence_number, encode(stray).type, "{}")
     before = await store.get(rid)
@@ -144,7 +145,7 @@ async def test_the_read_model_row_says_what_the_events_say(store: SqlEventStore,
         await store.append(rid, expected, batch)
         done.extend(batch)
         row = await store.get(rid)
-        state = agg.replay(done)  # type: ignore[arg-type]
+        state = replay(done)  # type: ignore[arg-type]
         assert row is not None
         assert row.version == state.version
         last_life = max(e.sequence_number for e in done if hasattr(e, "response"))  # type: ignore[attr-defined]
@@ -152,7 +153,7 @@ async def test_the_read_model_row_says_what_the_events_say(store: SqlEventStore,
         assert row.status == done[last_life].response.status  # type: ignore[attr-defined]
         assert row.snapshot == encode_json(done[last_life].response)  # type: ignore[attr-defined]
     assert row.status == end
-    assert row.snapshot == encode_json(agg.project(state))
+    assert row.snapshot == encode_json(project(state))
     first = appends[0][1][0].response  # type: ignore[attr-defined]
     assert (row.owner, row.model, row.background, row.store) == ("o_rm", "m-rm", True, True)
     assert row.created_at == float(first.created_at)
@@ -267,8 +268,8 @@ async def test_a_row_whose_sequence_number_is_not_its_position_is_corrupt(
 ) -> None:
     appends = streams.script(deltas=1, end="open")
     rid = await write(store, appends)
-    state = agg.replay(streams.events_of(appends))
-    event = agg.emit(state, TextDelta(text="x")).events[0]
+    state = replay(streams.events_of(appends))
+    event = emit(state, TextDelta(text="x")).events[0]
     data = encode(event).data.decode()
     await _insert_raw(store, rid, state.version + 7, "response.output_text.delta", data)
     with pytest.raises(CorruptEvent, match=f"position {state.version + 7}"):
@@ -280,8 +281,8 @@ async def test_a_tail_over_a_hole_in_the_log_raises_naming_the_missing_position(
 ) -> None:
     appends = streams.script(deltas=1, end="open")
     rid = await write(store, appends)
-    state = agg.replay(streams.events_of(appends))
-    event = agg.emit(state, TextDelta(text="x")).events[0]
+    state = replay(streams.events_of(appends))
+    event = emit(state, TextDelta(text="x")).events[0]
     stray = _renumber(event, state.version + 3)
     await _insert_raw(
         store, rid, state.version + 3, encode(stray).type, encode(stray).data.decode()

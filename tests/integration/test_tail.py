@@ -14,9 +14,10 @@ import sqlalchemy as sa
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.postgres import PostgresEventStore
 from adapters.store.rows import encode_append, merge
-from domain import response as agg
+from domain.builder import emit, finish
 from domain.errors import Conflict
 from domain.events import encode
+from domain.fold import replay
 from domain.generation import Finished, TextDelta, TokenUsage
 from tests.integration import streams
 
@@ -127,9 +128,9 @@ async def test_an_open_transaction_is_neither_skipped_nor_seen_by_a_tail(
     rid = rid_of(base)
     for expected, batch in base:
         await store.append(rid, expected, batch)
-    state = agg.replay(streams.events_of(base))
-    held = agg.emit(state, TextDelta(text="held"))
-    rival = agg.emit(state, TextDelta(text="rival"))
+    state = replay(streams.events_of(base))
+    held = emit(state, TextDelta(text="held"))
+    rival = emit(state, TextDelta(text="rival"))
 
     reads = 0
     real_read = store.read
@@ -180,7 +181,7 @@ async def test_an_open_transaction_is_neither_skipped_nor_seen_by_a_tail(
     with pytest.raises(Conflict):
         async with asyncio.timeout(30):
             await loser
-    final = agg.finish(held.state, Finished(reason="stop", usage=TokenUsage()), now=1)
+    final = finish(held.state, Finished(reason="stop", usage=TokenUsage()), now=1)
     await store.append(rid, held.state.version, final.events)
     async with asyncio.timeout(20):
         await tailer

@@ -11,9 +11,10 @@ import sqlalchemy.exc as sa_exc
 
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.transient import Unreachable
-from domain import response as agg
+from domain.builder import emit
 from domain.errors import Conflict
 from domain.events import encode
+from domain.fold import replay
 from domain.generation import TextDelta
 from tests.integration import streams
 from tests.integration.test_store_contract import _insert_raw, _renumber, write
@@ -113,9 +114,9 @@ async def test_one_conflicting_stream_does_not_sink_the_others_in_its_flush(
     good = [streams.script(deltas=2) for _ in range(3)]
     bad_appends = streams.script(deltas=3, end="open")
     bad = await write(store, bad_appends)
-    bad_state = agg.replay(streams.events_of(bad_appends))
-    stale = agg.replay(streams.events_of(bad_appends[:-1]))  # one append behind
-    stale_batch = agg.emit(stale, TextDelta(text="late")).events
+    bad_state = replay(streams.events_of(bad_appends))
+    stale = replay(streams.events_of(bad_appends[:-1]))  # one append behind
+    stale_batch = emit(stale, TextDelta(text="late")).events
 
     writer = GroupCommitWriter(store)
     await queue_all(writer, good[0])
@@ -142,8 +143,8 @@ async def test_a_constraint_violation_is_isolated_to_its_stream(store: SqlEventS
     """The guard passes but a stray row collides: that stream alone fails, by savepoint."""
     appends = streams.script(deltas=1, end="open")
     rid = await write(store, appends)
-    state = agg.replay(streams.events_of(appends))
-    batch = agg.emit(state, TextDelta(text="x")).events
+    state = replay(streams.events_of(appends))
+    batch = emit(state, TextDelta(text="x")).events
     await _insert_raw(store, rid, state.version + 1, "response.output_text.delta", "{}")
     good = [streams.script(deltas=2) for _ in range(2)]
     writer = GroupCommitWriter(store)
@@ -169,23 +170,23 @@ async def test_appends_following_a_failed_one_fail_too_until_the_caller_reloads(
 ) -> None:
     appends = streams.script(deltas=2, end="open")
     rid = await write(store, appends)
-    state = agg.replay(streams.events_of(appends))
+    state = replay(streams.events_of(appends))
     # Another process moves the stream on; our writer still believes in `state`.
-    theirs = agg.emit(state, TextDelta(text="theirs"))
+    theirs = emit(state, TextDelta(text="theirs"))
     await other.append(rid, state.version, theirs.events)
 
     async with GroupCommitWriter(store) as writer:
-        ours = agg.emit(state, TextDelta(text="ours"))
+        ours = emit(state, TextDelta(text="ours"))
         await writer.append(rid, state.version, ours.events, durable=False)
-        after = agg.emit(ours.state, TextDelta(text="more"))
+        after = emit(ours.state, TextDelta(text="more"))
         with pytest.raises(Conflict):
             await writer.append(rid, ours.state.version, after.events)  # failed with `ours`
-        then = agg.emit(after.state, TextDelta(text="then"))
+        then = emit(after.state, TextDelta(text="then"))
         with pytest.raises(Conflict):
             await writer.append(rid, after.state.version, then.events)  # the lost chain
         # Reloaded from the log, the caller continues from the real version.
-        fresh = agg.replay(await store.read_events(rid))
-        final = agg.emit(fresh, TextDelta(text="again"))
+        fresh = replay(await store.read_events(rid))
+        final = emit(fresh, TextDelta(text="again"))
         await writer.append(rid, fresh.version, final.events)
     got = await store.read_events(rid)
     assert got == streams.events_of(appends) + theirs.events + final.events
@@ -328,9 +329,9 @@ async def test_two_writers_racing_on_one_stream_commit_exactly_one_append(
     for _ in range(3):
         appends = streams.script(deltas=2, end="open")
         rid = await write(store, appends)
-        state = agg.replay(streams.events_of(appends))
-        mine = agg.emit(state, TextDelta(text="mine")).events
-        theirs = agg.emit(state, TextDelta(text="theirs")).events
+        state = replay(streams.events_of(appends))
+        mine = emit(state, TextDelta(text="mine")).events
+        theirs = emit(state, TextDelta(text="theirs")).events
         async with GroupCommitWriter(store) as w1, GroupCommitWriter(other) as w2:
             results = await asyncio.gather(
                 w1.append(rid, state.version, mine),

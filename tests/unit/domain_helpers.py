@@ -11,7 +11,8 @@ import msgspec
 import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
-from domain import response as agg
+from domain.builder import emit, finish
+from domain.commands import cancel, create, fail, start
 from domain.events import AnyEvent, RequestFacts, decode, encode, tag_of
 from domain.generation import (
     AnyDelta,
@@ -32,6 +33,7 @@ from domain.objects import (
     InputText,
     ResponseObject,
 )
+from domain.state import Decision, ResponseState
 
 RESPONSE_ID = "resp_abc123"
 SUFFIX = "abc123"
@@ -76,42 +78,42 @@ def tags(events: list[AnyEvent]) -> list[str]:
 class Stream:
     """One response's log, appended to by the aggregate's commands (as the service does)."""
 
-    def __init__(self, decision: agg.Decision) -> None:
+    def __init__(self, decision: Decision) -> None:
         self.events: list[AnyEvent] = list(decision.events)
-        self.state: agg.ResponseState = decision.state
+        self.state: ResponseState = decision.state
 
     @classmethod
     def new(cls, *, background: bool = False, **changes: Any) -> Stream:
-        return cls(agg.create(make_response(background=background, **changes), make_facts()))
+        return cls(create(make_response(background=background, **changes), make_facts()))
 
-    def _apply(self, decision: agg.Decision) -> list[AnyEvent]:
+    def _apply(self, decision: Decision) -> list[AnyEvent]:
         self.events.extend(decision.events)
         self.state = decision.state
         return list(decision.events)
 
     def start(self) -> list[AnyEvent]:
-        return self._apply(agg.start(self.state))
+        return self._apply(start(self.state))
 
     def emit(self, *deltas: AnyDelta) -> list[AnyEvent]:
         out: list[AnyEvent] = []
         for delta in deltas:
-            out += self._apply(agg.emit(self.state, delta))
+            out += self._apply(emit(self.state, delta))
         return out
 
     def finish(
         self, reason: FinishReason = "stop", usage: TokenUsage | None = None
     ) -> list[AnyEvent]:
         usage = usage or TokenUsage(input_tokens=10, output_tokens=5)
-        return self._apply(agg.finish(self.state, Finished(reason=reason, usage=usage), now=NOW))
+        return self._apply(finish(self.state, Finished(reason=reason, usage=usage), now=NOW))
 
     def fail(self, **kw: Any) -> list[AnyEvent]:
         args: dict[str, Any] = {"code": "server_error", "message": "engine went away"}
         args.update(kw)
         args.setdefault("reason", "engine_error")
-        return self._apply(agg.fail(self.state, **args))
+        return self._apply(fail(self.state, **args))
 
     def cancel(self, reason: str = "user", usage: TokenUsage | None = None) -> list[AnyEvent]:
-        return self._apply(agg.cancel(self.state, reason=reason, usage=usage))
+        return self._apply(cancel(self.state, reason=reason, usage=usage))
 
 
 # --- a catalogue of scenarios, together reaching every event tag and every status ----------

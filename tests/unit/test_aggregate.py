@@ -8,7 +8,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from domain import response as agg
+from domain.builder import emit, finish
+from domain.commands import cancel, create, fail, start
 from domain.errors import InvalidTransition, NotFound
 from domain.events import (
     AnyEvent,
@@ -18,12 +19,12 @@ from domain.events import (
     LifecycleEvent,
     OutputItemAdded,
     OutputItemDone,
+    OutputRefusalDelta,
+    OutputRefusalDone,
     OutputTextDelta,
     OutputTextDone,
     ReasoningSummaryTextDone,
     ReasoningTextDone,
-    RefusalDelta,
-    RefusalDone,
     ResponseCancelled,
     ResponseCompleted,
     ResponseCreated,
@@ -33,6 +34,7 @@ from domain.events import (
     ResponseQueued,
     TerminalEvent,
 )
+from domain.fold import evolve, project, replay
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
@@ -41,11 +43,11 @@ from domain.generation import (
     FinishReason,
     FunctionCallStart,
     ReasoningDelta,
+    RefusalDelta,
     SummaryDelta,
     TextDelta,
     TokenUsage,
 )
-from domain.generation import RefusalDelta as RefusalChunk
 from domain.objects import (
     FunctionCall,
     IncompleteDetails,
@@ -59,6 +61,7 @@ from domain.objects import (
     SummaryText,
     Usage,
 )
+from domain.state import Decision, ResponseState
 from tests.unit.domain_helpers import (
     NOW,
     RESPONSE_ID,
@@ -113,8 +116,8 @@ def test_create_starts_from_a_clean_snapshot_whatever_it_is_given() -> None:
         error=ResponseError(code="server_error", message="x"),
         completed_at=5,
     )
-    d = agg.create(dirty, make_facts())
-    resp = agg.project(d.state)
+    d = create(dirty, make_facts())
+    resp = project(d.state)
     assert resp.status == "in_progress"
     assert (resp.output, resp.usage, resp.error, resp.completed_at) == ([], None, None, None)
     assert resp.model == dirty.model
@@ -134,30 +137,30 @@ def test_start_moves_a_queued_response_to_in_progress() -> None:
 def test_start_refuses_a_response_that_is_already_running() -> None:
     s = Stream.new()
     with pytest.raises(InvalidTransition):
-        agg.start(s.state)
+        start(s.state)
 
 
 @pytest.mark.parametrize(
     "command",
     [
-        lambda st: agg.start(st),
-        lambda st: agg.emit(st, TextDelta(text="x")),
-        lambda st: agg.finish(st, STOP, now=NOW),
-        lambda st: agg.fail(st, code="c", message="m", reason="r"),
-        lambda st: agg.cancel(st, reason="r"),
+        lambda st: start(st),
+        lambda st: emit(st, TextDelta(text="x")),
+        lambda st: finish(st, STOP, now=NOW),
+        lambda st: fail(st, code="c", message="m", reason="r"),
+        lambda st: cancel(st, reason="r"),
     ],
     ids=["start", "emit", "finish", "fail", "cancel"],
 )
 def test_commands_on_an_empty_stream_raise_not_found(
-    command: Callable[[agg.ResponseState], agg.Decision],
+    command: Callable[[ResponseState], Decision],
 ) -> None:
     with pytest.raises(NotFound):
-        command(agg.ResponseState())
+        command(ResponseState())
 
 
 def test_project_of_an_empty_stream_raises_not_found() -> None:
     with pytest.raises(NotFound):
-        agg.project(agg.ResponseState())
+        project(ResponseState())
 
 
 # --- the lifecycle table --------------------------------------------------------------------
@@ -231,20 +234,20 @@ def test_every_legal_path_ends_with_exactly_one_terminal_event_last(path: str) -
     assert _terminal_events(s.events) == [len(s.events) - 1]
     assert s.state.terminal
     assert s.state.status == expected_tags[-1].removeprefix("response.")
-    assert agg.replay(s.events) == s.state
+    assert replay(s.events) == s.state
 
 
 @pytest.mark.parametrize("reason", ["stop", "length", "content_filter"])
 def test_completed_and_incomplete_are_unreachable_from_queued(reason: FinishReason) -> None:
     s = Stream.new(background=True)
     with pytest.raises(InvalidTransition):
-        agg.finish(s.state, Finished(reason=reason, usage=TokenUsage()), now=NOW)
+        finish(s.state, Finished(reason=reason, usage=TokenUsage()), now=NOW)
 
 
 @pytest.mark.parametrize("status", ["completed", "incomplete"])
 def test_evolve_refuses_a_queued_response_ending_completed_or_incomplete(status: str) -> None:
     s = Stream.new(background=True)
-    snap = replace(agg.project(s.state), status=status)
+    snap = replace(project(s.state), status=status)
     event: AnyEvent
     if status == "completed":
         event = ResponseCompleted(sequence_number=2, response=snap)
@@ -252,22 +255,22 @@ def test_evolve_refuses_a_queued_response_ending_completed_or_incomplete(status:
         snap = replace(snap, incomplete_details=IncompleteDetails(reason="max_output_tokens"))
         event = ResponseIncomplete(sequence_number=2, response=snap)
     with pytest.raises(InvalidTransition, match="never started"):
-        agg.evolve(s.state, event)
+        evolve(s.state, event)
 
 
 def test_the_builder_refuses_a_queued_response() -> None:
     s = Stream.new(background=True)
     with pytest.raises(InvalidTransition):
-        agg.emit(s.state, TextDelta(text="too early"))
+        emit(s.state, TextDelta(text="too early"))
 
 
-COMMANDS: dict[str, Callable[[agg.ResponseState], agg.Decision]] = {
-    "start": agg.start,
-    "emit_text": lambda st: agg.emit(st, TextDelta(text="x")),
-    "emit_end_item": lambda st: agg.emit(st, EndItem()),
-    "finish": lambda st: agg.finish(st, STOP, now=NOW),
-    "fail": lambda st: agg.fail(st, code="server_error", message="m", reason="r"),
-    "cancel": lambda st: agg.cancel(st, reason="r"),
+COMMANDS: dict[str, Callable[[ResponseState], Decision]] = {
+    "start": start,
+    "emit_text": lambda st: emit(st, TextDelta(text="x")),
+    "emit_end_item": lambda st: emit(st, EndItem()),
+    "finish": lambda st: finish(st, STOP, now=NOW),
+    "fail": lambda st: fail(st, code="server_error", message="m", reason="r"),
+    "cancel": lambda st: cancel(st, reason="r"),
 }
 
 
@@ -285,7 +288,7 @@ def test_a_second_cancel_raises_rather_than_appending() -> None:
     s = Stream.new()
     s.cancel()
     with pytest.raises(InvalidTransition, match="cancelled"):
-        agg.cancel(s.state, reason="again")
+        cancel(s.state, reason="again")
 
 
 # --- evolve is strict -----------------------------------------------------------------------
@@ -317,11 +320,11 @@ def _text_delta(s: Stream, **kw: object) -> OutputTextDelta:
     return OutputTextDelta(**args)  # type: ignore[arg-type]
 
 
-def _completed_tail(s: Stream) -> tuple[agg.ResponseState, ResponseCompleted]:
+def _completed_tail(s: Stream) -> tuple[ResponseState, ResponseCompleted]:
     """The state one step before a stream's `response.completed`, and that event."""
-    *body, last = agg.finish(s.state, STOP, now=NOW).events
+    *body, last = finish(s.state, STOP, now=NOW).events
     assert isinstance(last, ResponseCompleted)
-    return agg.replay(body, s.state), last
+    return replay(body, s.state), last
 
 
 def _with_text(resp: ResponseObject, text: str) -> ResponseObject:
@@ -330,7 +333,7 @@ def _with_text(resp: ResponseObject, text: str) -> ResponseObject:
     return replace(resp, output=[replace(item, content=[OutputText(text=text)])])
 
 
-Case = tuple[agg.ResponseState, AnyEvent, str]
+Case = tuple[ResponseState, AnyEvent, str]
 
 
 def _illegal_cases() -> dict[str, Callable[[], Case]]:
@@ -344,7 +347,7 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def first_is_not_created() -> Case:
         s = Stream.new()
-        return agg.ResponseState(), replace(s.events[1], sequence_number=0), "does not start"
+        return ResponseState(), replace(s.events[1], sequence_number=0), "does not start"
 
     def second_created() -> Case:
         s = Stream.new()
@@ -352,12 +355,12 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def created_with_output() -> Case:
         resp = replace(make_response(), output=[FunctionCall(call_id="c", name="n", arguments="")])
-        return agg.ResponseState(), ResponseCreated(sequence_number=0, response=resp), "no output"
+        return ResponseState(), ResponseCreated(sequence_number=0, response=resp), "no output"
 
     def created_with_wrong_status() -> Case:
         resp = make_response(background=True, status="in_progress")
         return (
-            agg.ResponseState(),
+            ResponseState(),
             ResponseCreated(sequence_number=0, response=resp),
             "must be queued",
         )
@@ -365,7 +368,7 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
     def queued_after_start() -> Case:
         s = Stream.new(background=True)
         s.start()
-        snap = agg.project(s.state)
+        snap = project(s.state)
         return s.state, ResponseQueued(sequence_number=3, response=snap), "must follow"
 
     def queued_twice() -> Case:
@@ -374,8 +377,8 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def queued_snapshot_differs() -> Case:
         created = Stream.new(background=True).events[0]
-        state = agg.evolve(agg.ResponseState(), created)
-        snap = replace(agg.project(state), model="another-model")
+        state = evolve(ResponseState(), created)
+        snap = replace(project(state), model="another-model")
         return state, ResponseQueued(sequence_number=1, response=snap), "snapshot differs"
 
     def started_twice() -> Case:
@@ -384,7 +387,7 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def in_progress_snapshot_differs() -> Case:
         s = Stream.new(background=True)
-        snap = replace(agg.project(s.state), status="in_progress", temperature=1.5)
+        snap = replace(project(s.state), status="in_progress", temperature=1.5)
         return s.state, ResponseInProgress(sequence_number=2, response=snap), "snapshot differs"
 
     def item_before_start() -> Case:
@@ -427,7 +430,7 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def refusal_delta_into_a_text_part() -> Case:
         s = _open_text_stream()
-        ev = RefusalDelta(
+        ev = OutputRefusalDelta(
             sequence_number=_next(s), item_id=_msg_id(0), output_index=0, content_index=0, delta="x"
         )
         return s.state, ev, "is a OutputText"
@@ -445,8 +448,8 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def refusal_done_differs() -> Case:
         s = Stream.new()
-        s.emit(RefusalChunk(text="No"))
-        ev = RefusalDone(
+        s.emit(RefusalDelta(text="No"))
+        ev = OutputRefusalDone(
             sequence_number=_next(s),
             item_id=_msg_id(0),
             output_index=0,
@@ -513,10 +516,10 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def item_done_differs() -> Case:
         s = _open_text_stream()
-        *body, done = agg.emit(s.state, EndItem()).events
+        *body, done = emit(s.state, EndItem()).events
         assert isinstance(done, OutputItemDone)
         forged = replace(done, item=replace(done.item, content=[OutputText(text="Forged")]))
-        return agg.replay(body, s.state), forged, "differs from its deltas"
+        return replay(body, s.state), forged, "differs from its deltas"
 
     def terminal_output_differs() -> Case:
         state, last = _completed_tail(_open_text_stream())
@@ -528,7 +531,7 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def terminal_with_an_open_item() -> Case:
         s = _open_text_stream()
-        snap = replace(agg.project(s.state), status="completed")
+        snap = replace(project(s.state), status="completed")
         return s.state, ResponseCompleted(sequence_number=_next(s), response=snap), "still open"
 
     def terminal_changes_the_config() -> Case:
@@ -538,18 +541,18 @@ def _illegal_cases() -> dict[str, Callable[[], Case]]:
 
     def failed_without_error() -> Case:
         s = Stream.new()
-        snap = replace(agg.project(s.state), status="failed")
+        snap = replace(project(s.state), status="failed")
         return s.state, ResponseFailed(sequence_number=2, response=snap), "must carry an error"
 
     def incomplete_without_reason() -> Case:
         s = Stream.new()
-        snap = replace(agg.project(s.state), status="incomplete")
+        snap = replace(project(s.state), status="incomplete")
         return s.state, ResponseIncomplete(sequence_number=2, response=snap), "must say why"
 
     def event_after_terminal() -> Case:
         s = Stream.new()
         s.finish()
-        snap = replace(agg.project(s.state), status="cancelled", completed_at=None)
+        snap = replace(project(s.state), status="cancelled", completed_at=None)
         return (
             s.state,
             ResponseCancelled(sequence_number=_next(s), response=snap),
@@ -573,7 +576,7 @@ ILLEGAL = _illegal_cases()
 def test_evolve_refuses_an_event_the_commands_could_not_have_made(case: str) -> None:
     state, event, why = ILLEGAL[case]()
     with pytest.raises(InvalidTransition, match=why) as info:
-        agg.evolve(state, event)
+        evolve(state, event)
     assert f"event {event.sequence_number} " in str(info.value)
 
 
@@ -586,14 +589,14 @@ def test_replay_fails_at_the_offending_position() -> None:
     events[victim] = replace(bad, delta=bad.delta + "!")
     # The deltas still fold; it is the `…done` text after them that no longer matches.
     with pytest.raises(InvalidTransition, match=r"event \d+ \(OutputTextDone\)"):
-        agg.replay(events)
+        replay(events)
 
 
 def test_replay_refuses_events_out_of_order() -> None:
     events = list(SCENARIOS["background_completed"]().events)
     events[3], events[4] = events[4], events[3]
     with pytest.raises(InvalidTransition, match="expected position 3"):
-        agg.replay(events)
+        replay(events)
 
 
 # --- the event builder ----------------------------------------------------------------------
@@ -610,15 +613,15 @@ def test_items_get_indices_and_ids_in_order_reasoning_text_call() -> None:
     added = [e for e in s.events if isinstance(e, OutputItemAdded)]
     assert [e.output_index for e in added] == [0, 1, 2]
     assert [e.item.id for e in added] == [f"rs_{SUFFIX}_0", f"msg_{SUFFIX}_1", f"fc_{SUFFIX}_2"]
-    call = agg.project(s.state).output[2]
+    call = project(s.state).output[2]
     assert isinstance(call, FunctionCall)
     assert call.call_id == f"call_{SUFFIX}_2"
-    assert [i.status for i in agg.project(s.state).output] == ["completed"] * 3
+    assert [i.status for i in project(s.state).output] == ["completed"] * 3
 
 
 def test_every_event_of_an_item_names_its_index_and_id() -> None:
     s = SCENARIOS["rich_completed"]()
-    ids = {i: item.id for i, item in enumerate(agg.project(s.state).output)}
+    ids = {i: item.id for i, item in enumerate(project(s.state).output)}
     for e in s.events:
         if hasattr(e, "item_id"):
             assert e.item_id == ids[getattr(e, "output_index")]  # noqa: B009
@@ -629,7 +632,7 @@ def test_every_event_of_an_item_names_its_index_and_id() -> None:
 def test_an_engine_call_id_is_kept() -> None:
     s = Stream.new()
     s.emit(FunctionCallStart(name="f", call_id="call_from_engine"))
-    item = agg.project(s.state).output[0]
+    item = project(s.state).output[0]
     assert isinstance(item, FunctionCall)
     assert item.call_id == "call_from_engine"
 
@@ -689,8 +692,8 @@ def test_done_events_of_refusal_reasoning_summary_and_arguments_carry_the_full_t
         ReasoningDelta(text="ink"),
         SummaryDelta(text="su"),
         SummaryDelta(text="m"),
-        RefusalChunk(text="no"),
-        RefusalChunk(text="pe"),
+        RefusalDelta(text="no"),
+        RefusalDelta(text="pe"),
         FunctionCallStart(name="f"),
         ArgumentsDelta(text='{"a"'),
         ArgumentsDelta(text=": 1}"),
@@ -699,17 +702,17 @@ def test_done_events_of_refusal_reasoning_summary_and_arguments_carry_the_full_t
     by_type = {type(e): e for e in s.events}
     reasoning_done = by_type[ReasoningTextDone]
     summary_done = by_type[ReasoningSummaryTextDone]
-    refusal_done = by_type[RefusalDone]
+    refusal_done = by_type[OutputRefusalDone]
     args_done = by_type[FunctionCallArgumentsDone]
     assert isinstance(reasoning_done, ReasoningTextDone)
     assert isinstance(summary_done, ReasoningSummaryTextDone)
-    assert isinstance(refusal_done, RefusalDone)
+    assert isinstance(refusal_done, OutputRefusalDone)
     assert isinstance(args_done, FunctionCallArgumentsDone)
     assert reasoning_done.text == "think"
     assert summary_done.text == "sum"
     assert refusal_done.refusal == "nope"
     assert (args_done.name, args_done.arguments) == ("f", '{"a": 1}')
-    reasoning, message, call = agg.project(s.state).output
+    reasoning, message, call = project(s.state).output
     assert isinstance(reasoning, ReasoningItem)
     assert reasoning.content == [ReasoningText(text="think")]
     assert reasoning.summary == [SummaryText(text="sum")]
@@ -738,7 +741,7 @@ def test_summary_and_reasoning_text_alternate_within_one_reasoning_item() -> Non
         "response.reasoning_summary_part.added",
         "response.reasoning_summary_text.delta",
     ]
-    item = agg.project(s.state).output[0]
+    item = project(s.state).output[0]
     assert isinstance(item, ReasoningItem)
     assert item.summary == [SummaryText(text="s1"), SummaryText(text="s2")]
     assert item.content == [ReasoningText(text="r1")]
@@ -754,7 +757,7 @@ def test_a_phase_change_starts_a_new_message() -> None:
         "response.output_item.done",
         "response.output_item.added",
     ]
-    first, second = agg.project(s.state).output
+    first, second = project(s.state).output
     assert isinstance(first, OutputMessage)
     assert isinstance(second, OutputMessage)
     assert (first.phase, second.phase) == ("commentary", "final_answer")
@@ -763,14 +766,14 @@ def test_a_phase_change_starts_a_new_message() -> None:
 def test_a_refusal_joins_the_open_message_as_a_new_part() -> None:
     s = Stream.new()
     s.emit(TextDelta(text="Sure", phase="final_answer"))
-    new = s.emit(RefusalChunk(text="actually, no"))
+    new = s.emit(RefusalDelta(text="actually, no"))
     assert tags(new) == [
         "response.output_text.done",
         "response.content_part.done",
         "response.content_part.added",
         "response.refusal.delta",
     ]
-    (message,) = agg.project(s.state).output
+    (message,) = project(s.state).output
     assert isinstance(message, OutputMessage)
     assert message.phase == "final_answer"
     assert message.content == [OutputText(text="Sure"), Refusal(refusal="actually, no")]
@@ -785,7 +788,7 @@ def test_a_new_call_closes_the_open_call() -> None:
         "response.output_item.done",
         "response.output_item.added",
     ]
-    names = [i.name for i in agg.project(s.state).output if isinstance(i, FunctionCall)]
+    names = [i.name for i in project(s.state).output if isinstance(i, FunctionCall)]
     assert names == ["a", "b"]
 
 
@@ -794,7 +797,7 @@ def test_text_after_end_item_opens_a_new_message() -> None:
     s.emit(TextDelta(text="one"), EndItem())
     new = s.emit(TextDelta(text="two"))
     assert tags(new)[0] == "response.output_item.added"
-    assert len(agg.project(s.state).output) == 2
+    assert len(project(s.state).output) == 2
 
 
 @pytest.mark.parametrize(
@@ -802,7 +805,7 @@ def test_text_after_end_item_opens_a_new_message() -> None:
     [
         TextDelta(text=""),
         TextDelta(text="", phase="commentary"),
-        RefusalChunk(text=""),
+        RefusalDelta(text=""),
         ReasoningDelta(text=""),
         SummaryDelta(text=""),
     ],
@@ -815,7 +818,7 @@ def test_empty_deltas_produce_nothing(delta: AnyDelta, setup: str) -> None:
         s.emit(TextDelta(text="x"))
     elif setup == "call_open":
         s.emit(FunctionCallStart(name="f"), ArgumentsDelta(text="{"))
-    d = agg.emit(s.state, delta)
+    d = emit(s.state, delta)
     assert d.events == []
     assert d.state == s.state
 
@@ -823,7 +826,7 @@ def test_empty_deltas_produce_nothing(delta: AnyDelta, setup: str) -> None:
 def test_end_item_with_nothing_open_produces_nothing() -> None:
     s = Stream.new()
     s.emit(TextDelta(text="x"), EndItem())
-    d = agg.emit(s.state, EndItem())
+    d = emit(s.state, EndItem())
     assert d.events == []
     assert d.state == s.state
 
@@ -831,7 +834,7 @@ def test_end_item_with_nothing_open_produces_nothing() -> None:
 def test_empty_arguments_into_an_open_call_produce_nothing() -> None:
     s = Stream.new()
     s.emit(FunctionCallStart(name="f"))
-    d = agg.emit(s.state, ArgumentsDelta(text=""))
+    d = emit(s.state, ArgumentsDelta(text=""))
     assert d.events == []
     assert d.state == s.state
 
@@ -846,13 +849,13 @@ def test_arguments_without_an_open_function_call_raise(setup: tuple[AnyDelta, ..
     s.emit(*setup)
     for text in ("{}", ""):
         with pytest.raises(InvalidTransition, match="no open function call"):
-            agg.emit(s.state, ArgumentsDelta(text=text))
+            emit(s.state, ArgumentsDelta(text=text))
 
 
 def test_finished_is_not_a_content_delta() -> None:
     s = Stream.new()
     with pytest.raises(InvalidTransition):
-        agg.emit(s.state, STOP)
+        emit(s.state, STOP)
 
 
 # --- how a response ends ----------------------------------------------------------------------
@@ -873,7 +876,7 @@ def test_finish_stop_closes_the_open_item_and_completes() -> None:
         "response.output_item.done",
         "response.completed",
     ]
-    resp = agg.project(s.state)
+    resp = project(s.state)
     assert resp.status == "completed"
     assert resp.completed_at == NOW
     assert resp.output[0].status == "completed"
@@ -887,7 +890,7 @@ def test_finish_length_is_incomplete_for_max_output_tokens_and_marks_open_items(
     s.finish("length")
     last = _last(s)
     assert isinstance(last, ResponseIncomplete)
-    resp = agg.project(s.state)
+    resp = project(s.state)
     assert resp.status == "incomplete"
     assert resp.incomplete_details is not None
     assert resp.incomplete_details.reason == "max_output_tokens"
@@ -901,7 +904,7 @@ def test_finish_length_is_incomplete_for_max_output_tokens_and_marks_open_items(
 def test_finish_content_filter_is_incomplete_for_content_filter() -> None:
     s = _open_text_stream()
     s.finish("content_filter")
-    resp = agg.project(s.state)
+    resp = project(s.state)
     assert resp.status == "incomplete"
     assert resp.incomplete_details is not None
     assert resp.incomplete_details.reason == "content_filter"
@@ -919,7 +922,7 @@ def test_usage_maps_totals_and_details() -> None:
     s.finish(
         usage=TokenUsage(input_tokens=100, cached_tokens=40, output_tokens=25, reasoning_tokens=9)
     )
-    usage = agg.project(s.state).usage
+    usage = project(s.state).usage
     assert usage is not None
     assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (100, 25, 125)
     assert usage.input_tokens_details.cached_tokens == 40
@@ -947,7 +950,7 @@ def test_fail_mid_text_keeps_the_text_so_far_and_marks_the_item_incomplete() -> 
         "response.output_item.done",
         "response.failed",
     ]
-    resp = agg.project(s.state)
+    resp = project(s.state)
     assert (resp.status, resp.completed_at) == ("failed", None)
     (message,) = resp.output
     assert isinstance(message, OutputMessage)
@@ -966,7 +969,7 @@ def test_fail_mid_function_call_closes_its_arguments() -> None:
         "response.output_item.done",
         "response.failed",
     ]
-    (call,) = agg.project(s.state).output
+    (call,) = project(s.state).output
     assert isinstance(call, FunctionCall)
     assert (call.arguments, call.status) == ('{"a', "incomplete")
 
@@ -977,7 +980,7 @@ def test_cancel_from_queued_writes_only_the_cancellation() -> None:
     last = _last(s)
     assert isinstance(last, ResponseCancelled)
     assert last.facts == EndFacts(reason="user")
-    resp = agg.project(s.state)
+    resp = project(s.state)
     assert (resp.status, resp.error, resp.usage, resp.completed_at) == (
         "cancelled",
         None,
@@ -996,11 +999,11 @@ def test_cancel_mid_summary_closes_the_summary_part_and_item() -> None:
         "response.output_item.done",
         "response.cancelled",
     ]
-    (item,) = agg.project(s.state).output
+    (item,) = project(s.state).output
     assert isinstance(item, ReasoningItem)
     assert item.status == "incomplete"
     assert item.summary == [SummaryText(text="half a th")]
-    usage = agg.project(s.state).usage
+    usage = project(s.state).usage
     assert usage is not None
     assert usage.total_tokens == 5
 
@@ -1011,7 +1014,7 @@ def test_cancel_mid_summary_closes_the_summary_part_and_item() -> None:
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_replay_of_all_events_is_the_state_the_commands_returned(name: str) -> None:
     s = SCENARIOS[name]()
-    assert agg.replay(s.events) == s.state
+    assert replay(s.events) == s.state
     assert [e.sequence_number for e in s.events] == list(range(len(s.events)))
     assert s.state.version == len(s.events) - 1
 
@@ -1020,16 +1023,16 @@ def test_replay_of_all_events_is_the_state_the_commands_returned(name: str) -> N
 def test_replay_can_resume_from_any_prefix(name: str) -> None:
     s = SCENARIOS[name]()
     for cut in range(len(s.events) + 1):
-        assert agg.replay(s.events[cut:], agg.replay(s.events[:cut])) == s.state
+        assert replay(s.events[cut:], replay(s.events[:cut])) == s.state
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_every_intermediate_projection_is_an_openai_response(name: str) -> None:
     s = SCENARIOS[name]()
-    state = agg.ResponseState()
+    state = ResponseState()
     for event in s.events:
-        state = agg.evolve(state, event)
-        model = sdk_response(agg.project(state))
+        state = evolve(state, event)
+        model = sdk_response(project(state))
         assert model.id == RESPONSE_ID
         assert model.status == state.status
 
@@ -1039,11 +1042,11 @@ def test_lifecycle_snapshots_equal_the_fold_up_to_them(name: str) -> None:
     s = SCENARIOS[name]()
     for i, event in enumerate(s.events):
         if isinstance(event, LifecycleEvent):
-            assert event.response == agg.project(agg.replay(s.events[: i + 1]))
+            assert event.response == project(replay(s.events[: i + 1]))
 
 
 def test_the_sdk_reads_the_text_of_a_completed_projection() -> None:
-    model = sdk_response(agg.project(SCENARIOS["rich_completed"]().state))
+    model = sdk_response(project(SCENARIOS["rich_completed"]().state))
     assert model.output_text == "Let me check.It is sunny."
     assert [o.type for o in model.output] == ["reasoning", "message", "function_call", "message"]
     assert model.usage is not None
@@ -1135,4 +1138,4 @@ IMPOSSIBLE = _impossible_logs()
 def test_replay_refuses_a_log_the_commands_could_not_have_written(case: str) -> None:
     events, why = IMPOSSIBLE[case]()
     with pytest.raises(InvalidTransition, match=why):
-        agg.replay(events)
+        replay(events)

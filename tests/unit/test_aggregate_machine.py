@@ -12,7 +12,8 @@ import msgspec
 from hypothesis import event, note, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from domain import response as agg
+from domain.builder import emit, finish, to_usage
+from domain.commands import cancel, create, fail, start
 from domain.errors import InvalidTransition
 from domain.events import (
     AnyEvent,
@@ -23,12 +24,12 @@ from domain.events import (
     LifecycleEvent,
     OutputItemAdded,
     OutputItemDone,
+    OutputRefusalDone,
     OutputTextDone,
     ReasoningSummaryPartAdded,
     ReasoningSummaryPartDone,
     ReasoningSummaryTextDone,
     ReasoningTextDone,
-    RefusalDone,
     ResponseCreated,
     ResponseFailed,
     ResponseIncomplete,
@@ -36,6 +37,7 @@ from domain.events import (
     encode,
     tag_of,
 )
+from domain.fold import evolve, project, replay
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
@@ -58,6 +60,7 @@ from domain.objects import (
     ReasoningText,
     Refusal,
 )
+from domain.state import Decision, ResponseState
 from tests.unit.domain_helpers import (
     NOW,
     SUFFIX,
@@ -81,12 +84,12 @@ usages = st.builds(
     reasoning_tokens=st.integers(0, 100),
 )
 STOP = Finished(reason="stop", usage=TokenUsage())
-STATE_COMMANDS: dict[str, Callable[[agg.ResponseState], agg.Decision]] = {
-    "start": agg.start,
-    "emit": lambda s: agg.emit(s, TextDelta(text="x")),
-    "finish": lambda s: agg.finish(s, STOP, now=NOW),
-    "fail": lambda s: agg.fail(s, code="server_error", message="m", reason="r"),
-    "cancel": lambda s: agg.cancel(s, reason="r"),
+STATE_COMMANDS: dict[str, Callable[[ResponseState], Decision]] = {
+    "start": start,
+    "emit": lambda s: emit(s, TextDelta(text="x")),
+    "finish": lambda s: finish(s, STOP, now=NOW),
+    "fail": lambda s: fail(s, code="server_error", message="m", reason="r"),
+    "cancel": lambda s: cancel(s, reason="r"),
 }
 PREFIX = {OutputMessage: "msg", ReasoningItem: "rs", FunctionCall: "fc"}
 
@@ -119,7 +122,7 @@ def forgeries(e: Any) -> dict[str, AnyEvent]:
         out["item_id"] = replace(e, item_id=e.item_id + "x")
     if isinstance(e, OutputTextDone | ReasoningTextDone | ReasoningSummaryTextDone):
         out["done_text"] = replace(e, text=e.text + "x")
-    if isinstance(e, RefusalDone):
+    if isinstance(e, OutputRefusalDone):
         out["done_text"] = replace(e, refusal=e.refusal + "x")
     if isinstance(e, FunctionCallArgumentsDone):
         out["done_text"] = replace(e, arguments=e.arguments + "x")
@@ -159,19 +162,19 @@ class _Next:
     """A command that is legal in some states, for the forgery rule."""
 
     def __init__(
-        self, run: Callable[[agg.ResponseState], agg.Decision], applies: Callable[..., bool]
+        self, run: Callable[[ResponseState], Decision], applies: Callable[..., bool]
     ) -> None:
         self.run, self.applies = run, applies
 
-    def __call__(self, state: agg.ResponseState) -> agg.Decision:
+    def __call__(self, state: ResponseState) -> Decision:
         return self.run(state)
 
 
-def _running(s: agg.ResponseState) -> bool:
+def _running(s: ResponseState) -> bool:
     return s.status == "in_progress"
 
 
-def _open_call(s: agg.ResponseState) -> bool:
+def _open_call(s: ResponseState) -> bool:
     return (
         _running(s)
         and s.open_index is not None
@@ -181,21 +184,21 @@ def _open_call(s: agg.ResponseState) -> bool:
 
 
 NEXT_COMMANDS: dict[str, _Next] = {
-    "start": _Next(agg.start, lambda s: s.status == "queued"),
+    "start": _Next(start, lambda s: s.status == "queued"),
     "fail": _Next(STATE_COMMANDS["fail"], lambda s: not s.terminal),
     "cancel": _Next(STATE_COMMANDS["cancel"], lambda s: not s.terminal),
     "stop": _Next(STATE_COMMANDS["finish"], _running),
-    "length": _Next(lambda s: agg.finish(s, replace(STOP, reason="length"), now=NOW), _running),
-    "text": _Next(lambda s: agg.emit(s, TextDelta(text="t", phase="final_answer")), _running),
-    "commentary": _Next(lambda s: agg.emit(s, TextDelta(text="c", phase="commentary")), _running),
-    "refusal": _Next(lambda s: agg.emit(s, RefusalDelta(text="r")), _running),
-    "reasoning": _Next(lambda s: agg.emit(s, ReasoningDelta(text="r")), _running),
-    "summary": _Next(lambda s: agg.emit(s, SummaryDelta(text="s")), _running),
-    "call": _Next(lambda s: agg.emit(s, FunctionCallStart(name="f")), _running),
+    "length": _Next(lambda s: finish(s, replace(STOP, reason="length"), now=NOW), _running),
+    "text": _Next(lambda s: emit(s, TextDelta(text="t", phase="final_answer")), _running),
+    "commentary": _Next(lambda s: emit(s, TextDelta(text="c", phase="commentary")), _running),
+    "refusal": _Next(lambda s: emit(s, RefusalDelta(text="r")), _running),
+    "reasoning": _Next(lambda s: emit(s, ReasoningDelta(text="r")), _running),
+    "summary": _Next(lambda s: emit(s, SummaryDelta(text="s")), _running),
+    "call": _Next(lambda s: emit(s, FunctionCallStart(name="f")), _running),
     "end_item": _Next(
-        lambda s: agg.emit(s, EndItem()), lambda s: _running(s) and s.open_index is not None
+        lambda s: emit(s, EndItem()), lambda s: _running(s) and s.open_index is not None
     ),
-    "arguments": _Next(lambda s: agg.emit(s, ArgumentsDelta(text="a")), _open_call),
+    "arguments": _Next(lambda s: emit(s, ArgumentsDelta(text="a")), _open_call),
 }
 
 
@@ -203,9 +206,9 @@ class ResponseMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.events: list[AnyEvent] = []
-        self.state = agg.ResponseState()
+        self.state = ResponseState()
         self.checked = 0  # events already checked one by one
-        self.folded = agg.ResponseState()
+        self.folded = ResponseState()
         # What the engine said, per kind, for the "nothing lost" check.
         self.said = {"text": "", "refusal": "", "reasoning": "", "summary": "", "arguments": ""}
         self.ended_at: int | None = None
@@ -213,14 +216,14 @@ class ResponseMachine(RuleBasedStateMachine):
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _apply(self, decision: agg.Decision) -> list[AnyEvent]:
+    def _apply(self, decision: Decision) -> list[AnyEvent]:
         note(f"  -> {[tag_of(type(e)) for e in decision.events]}")
         was = self.state.status
         self.events.extend(decision.events)
         self.state = decision.state
         if self.state.terminal and self.ended_at is None:
             self.ended_at = len(self.events)
-            items = len(agg.project(self.state).output)
+            items = len(project(self.state).output)
             event(f"ended: {was} -> {self.state.status}")
             event(f"ended with {min(items, 5)}{'+' if items >= 5 else ''} output items")
         return list(decision.events)
@@ -237,7 +240,7 @@ class ResponseMachine(RuleBasedStateMachine):
 
     def _emit(self, delta: AnyDelta, kind: str, text: str, continues: bool) -> None:
         """Emit `delta`; `continues`: it extends the open part, so it is one delta event."""
-        new = self._apply(agg.emit(self.state, delta))
+        new = self._apply(emit(self.state, delta))
         if not text:
             assert new == [], "an empty delta must produce no event"
             return
@@ -245,7 +248,7 @@ class ResponseMachine(RuleBasedStateMachine):
         if continues:
             assert len(new) == 1, "more of the same text is one delta event"
 
-    def _refused(self, command: Callable[[agg.ResponseState], object]) -> None:
+    def _refused(self, command: Callable[[ResponseState], object]) -> None:
         before, count = self.state, len(self.events)
         try:
             command(self.state)
@@ -256,11 +259,11 @@ class ResponseMachine(RuleBasedStateMachine):
         assert self.state == before
         assert len(self.events) == count
 
-    def _end(self, decision: agg.Decision, items: str) -> None:
+    def _end(self, decision: Decision, items: str) -> None:
         """Apply a terminal decision; the item that was open must end `items`."""
         i = self.state.open_index
         self._apply(decision)
-        resp = agg.project(self.state)
+        resp = project(self.state)
         if i is not None:
             assert resp.output[i].status == items
         assert all(item.status in ("completed", "incomplete") for item in resp.output)
@@ -284,13 +287,13 @@ class ResponseMachine(RuleBasedStateMachine):
     def create(self, background: bool, patience: int) -> None:
         note(f"create(background={background}), patience {patience}")
         self.patience = patience
-        self._apply(agg.create(make_response(background=background), make_facts()))
+        self._apply(create(make_response(background=background), make_facts()))
 
     @precondition(lambda self: self.state.status == "queued")
     @rule()
     def start(self) -> None:
         note("start")
-        self._apply(agg.start(self.state))
+        self._apply(start(self.state))
 
     @precondition(lambda self: self.running)
     @rule(text=texts, phase=phases)
@@ -341,11 +344,11 @@ class ResponseMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(["get_weather", "search"]), call_id=st.none() | st.just("call_x"))
     def call_start(self, name: str, call_id: str | None) -> None:
         note(f"call_start({name}, {call_id})")
-        new = self._apply(agg.emit(self.state, FunctionCallStart(name=name, call_id=call_id)))
+        new = self._apply(emit(self.state, FunctionCallStart(name=name, call_id=call_id)))
         assert isinstance(new[-1], OutputItemAdded)
         item = self._open()
         assert isinstance(item, FunctionCall)
-        n = len(agg.project(self.state).output) - 1
+        n = len(project(self.state).output) - 1
         assert (item.name, item.arguments) == (name, "")
         assert item.call_id == (call_id or f"call_{SUFFIX}_{n}")
 
@@ -360,11 +363,11 @@ class ResponseMachine(RuleBasedStateMachine):
     def end_item(self) -> None:
         note("end_item")
         i = self.state.open_index
-        new = self._apply(agg.emit(self.state, EndItem()))
+        new = self._apply(emit(self.state, EndItem()))
         assert self.state.open_index is None
         assert bool(new) == (i is not None)
         if i is not None:
-            assert agg.project(self.state).output[i].status == "completed"
+            assert project(self.state).output[i].status == "completed"
 
     @precondition(lambda self: self.running and self.may_end)
     @rule(usage=usages)
@@ -377,11 +380,11 @@ class ResponseMachine(RuleBasedStateMachine):
         note(f"finish({reason})")
         finished = Finished(reason=reason, usage=usage)
         items = "completed" if reason == "stop" else "incomplete"
-        self._end(agg.finish(self.state, finished, now=NOW), items)
-        resp = agg.project(self.state)
+        self._end(finish(self.state, finished, now=NOW), items)
+        resp = project(self.state)
         assert resp.status == ("completed" if reason == "stop" else "incomplete")
         assert resp.completed_at == (NOW if reason == "stop" else None)
-        assert resp.usage == agg.to_usage(usage)
+        assert resp.usage == to_usage(usage)
         assert resp.usage.total_tokens == usage.input_tokens + usage.output_tokens
         assert resp.usage.input_tokens_details.cached_tokens == usage.cached_tokens
         assert resp.usage.output_tokens_details.reasoning_tokens == usage.reasoning_tokens
@@ -399,15 +402,15 @@ class ResponseMachine(RuleBasedStateMachine):
     @rule(usage=st.none() | usages, detail=st.none() | st.just("host-7 lost its lease"))
     def fail(self, usage: TokenUsage | None, detail: str | None) -> None:
         note(f"fail from {self.state.status}")
-        decision = agg.fail(
+        decision = fail(
             self.state, code="server_error", message="m", reason="r", detail=detail, usage=usage
         )
         self._end(decision, "incomplete")
-        resp = agg.project(self.state)
+        resp = project(self.state)
         assert (resp.status, resp.completed_at) == ("failed", None)
         assert resp.error is not None
         assert (resp.error.code, resp.error.message) == ("server_error", "m")
-        assert resp.usage == (agg.to_usage(usage) if usage else None)
+        assert resp.usage == (to_usage(usage) if usage else None)
         last = self.events[-1]
         assert isinstance(last, ResponseFailed)
         assert last.facts == EndFacts(reason="r", detail=detail)
@@ -416,10 +419,10 @@ class ResponseMachine(RuleBasedStateMachine):
     @rule(usage=st.none() | usages)
     def cancel(self, usage: TokenUsage | None) -> None:
         note(f"cancel from {self.state.status}")
-        self._end(agg.cancel(self.state, reason="user", usage=usage), "incomplete")
-        resp = agg.project(self.state)
+        self._end(cancel(self.state, reason="user", usage=usage), "incomplete")
+        resp = project(self.state)
         assert (resp.status, resp.completed_at, resp.error) == ("cancelled", None, None)
-        assert resp.usage == (agg.to_usage(usage) if usage else None)
+        assert resp.usage == (to_usage(usage) if usage else None)
 
     # --- what must be refused -----------------------------------------------------------------
 
@@ -432,36 +435,36 @@ class ResponseMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.state.terminal)
     @rule(text=texts)
     def arguments_on_terminal(self, text: str) -> None:
-        self._refused(lambda s: agg.emit(s, ArgumentsDelta(text=text)))
+        self._refused(lambda s: emit(s, ArgumentsDelta(text=text)))
 
     @precondition(lambda self: self.running)
     @rule()
     def start_when_running(self) -> None:
-        self._refused(agg.start)
+        self._refused(start)
 
     @precondition(lambda self: self.state.status == "queued")
     @rule(command=st.sampled_from(["emit", "finish"]), text=texts)
     def generate_while_queued(self, command: str, text: str) -> None:
         note(f"{command} while queued (must raise)")
         if command == "emit":
-            self._refused(lambda s: agg.emit(s, ReasoningDelta(text=text)))
+            self._refused(lambda s: emit(s, ReasoningDelta(text=text)))
         else:
             self._refused(STATE_COMMANDS["finish"])
 
     @precondition(lambda self: self.running and not isinstance(self._open(), FunctionCall))
     @rule(text=texts)
     def arguments_without_a_call(self, text: str) -> None:
-        self._refused(lambda s: agg.emit(s, ArgumentsDelta(text=text)))
+        self._refused(lambda s: emit(s, ArgumentsDelta(text=text)))
 
     @precondition(lambda self: self.running)
     @rule()
     def finished_as_a_delta(self) -> None:
-        self._refused(lambda s: agg.emit(s, STOP))
+        self._refused(lambda s: emit(s, STOP))
 
     @rule(data=st.data())
     def an_old_event_at_its_old_position_is_refused(self, data: st.DataObject) -> None:
         old = data.draw(st.sampled_from(self.events))
-        self._refused(lambda s: agg.evolve(s, old))
+        self._refused(lambda s: evolve(s, old))
 
     @rule(data=st.data())
     def an_old_event_moved_to_the_next_position_is_refused(self, data: st.DataObject) -> None:
@@ -474,7 +477,7 @@ class ResponseMachine(RuleBasedStateMachine):
         old = data.draw(st.sampled_from(pool))
         moved = replace(old, sequence_number=len(self.events))
         note(f"replaying {tag_of(type(old))} at {moved.sequence_number} (must raise)")
-        self._refused(lambda s: agg.evolve(s, moved))
+        self._refused(lambda s: evolve(s, moved))
 
     @precondition(lambda self: self.live)
     @rule(command=st.sampled_from(sorted(NEXT_COMMANDS)))
@@ -487,31 +490,31 @@ class ResponseMachine(RuleBasedStateMachine):
         for legal in make(at).events:
             for how, forged in forgeries(legal).items():
                 try:
-                    agg.evolve(at, forged)
+                    evolve(at, forged)
                 except InvalidTransition:
                     continue
                 raise AssertionError(f"evolve accepted {tag_of(type(legal))} forged by {how}")
-            at = agg.evolve(at, legal)  # the event as the command made it is accepted
+            at = evolve(at, legal)  # the event as the command made it is accepted
 
     # --- invariants -------------------------------------------------------------------------
 
     @invariant()
     def each_new_event_folds_round_trips_and_is_openai_shaped(self) -> None:
         for e in self.events[self.checked :]:
-            self.folded = agg.evolve(self.folded, e)
+            self.folded = evolve(self.folded, e)
             assert roundtrip(e) == e
             if tag_of(type(e)) != "response.cancelled":
                 sdk_stream_event(encode(e).data)
             if isinstance(e, LifecycleEvent):
                 # Every snapshot is the fold of the log up to and including it.
-                assert e.response == agg.project(self.folded)
+                assert e.response == project(self.folded)
             assert isinstance(e, ResponseCreated) == (e.sequence_number == 0)
         self.checked = len(self.events)
         assert self.folded == self.state
 
     @invariant()
     def replay_of_the_whole_log_is_the_state(self) -> None:
-        assert agg.replay(self.events) == self.state
+        assert replay(self.events) == self.state
         assert self.state.facts == make_facts()
 
     @invariant()
@@ -536,13 +539,13 @@ class ResponseMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_projection_is_an_openai_response(self) -> None:
-        model = sdk_response(agg.project(self.state))
+        model = sdk_response(project(self.state))
         assert model.status == self.state.status
 
     @invariant()
     def nothing_the_engine_said_is_lost_or_duplicated(self) -> None:
         got = dict.fromkeys(self.said, "")
-        for item in agg.project(self.state).output:
+        for item in project(self.state).output:
             if isinstance(item, OutputMessage):
                 for part in item.content:
                     if isinstance(part, OutputText):
@@ -558,7 +561,7 @@ class ResponseMachine(RuleBasedStateMachine):
 
     @invariant()
     def items_are_numbered_and_all_but_the_open_one_closed(self) -> None:
-        for i, item in enumerate(agg.project(self.state).output):
+        for i, item in enumerate(project(self.state).output):
             assert item.id == f"{PREFIX[type(item)]}_{SUFFIX}_{i}"
             if i == self.state.open_index:
                 assert item.status == "in_progress"

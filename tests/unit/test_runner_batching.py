@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from domain.events import AnyEvent, OutputTextDelta
+from domain.fold import replay
 from domain.generation import AnyDelta, EndItem, Finished, Prompt, TextDelta, TokenUsage
-from domain.response import replay
 from service.ports import Demand
 from tests.fakes.memory import MemoryStore
 from tests.unit.test_service import make_services, run_to_end, text_of

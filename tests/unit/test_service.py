@@ -12,9 +12,9 @@ from openai.types.responses import Response
 from adapters.engines.scripted import ScriptedEngine
 from domain.errors import EngineError, InvalidRequest, NotFound
 from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
+from domain.fold import replay
 from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
-from domain.response import replay
 from service import responses as uc
 from service.leases import LeaseKeeper
 from service.ports import Demand

@@ -1,0 +1,398 @@
+"""The event builder: turns an engine's semantic deltas into OpenAI stream events (`emit`),
+and closes what is open when the engine finishes (`finish`) or the response ends early
+(`close_item`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from domain.batch import Batch, require
+from domain.errors import InvalidTransition
+from domain.events import (
+    AnyEvent,
+    ContentPartAdded,
+    ContentPartDone,
+    EndFacts,
+    FunctionCallArgumentsDelta,
+    FunctionCallArgumentsDone,
+    OutputItemAdded,
+    OutputItemDone,
+    OutputRefusalDelta,
+    OutputRefusalDone,
+    OutputTextDelta,
+    OutputTextDone,
+    ReasoningSummaryPartAdded,
+    ReasoningSummaryPartDone,
+    ReasoningSummaryTextDelta,
+    ReasoningSummaryTextDone,
+    ReasoningTextDelta,
+    ReasoningTextDone,
+    ResponseCompleted,
+    ResponseIncomplete,
+)
+from domain.fold import content_parts, terminal_snapshot
+from domain.generation import (
+    AnyDelta,
+    ArgumentsDelta,
+    EndItem,
+    Finished,
+    FunctionCallStart,
+    ReasoningDelta,
+    RefusalDelta,
+    SummaryDelta,
+    TextDelta,
+    TokenUsage,
+)
+from domain.objects import (
+    ContentPart,
+    FunctionCall,
+    IncompleteDetails,
+    InputTokensDetails,
+    ItemStatus,
+    OutputItem,
+    OutputMessage,
+    OutputText,
+    OutputTokensDetails,
+    ReasoningItem,
+    ReasoningText,
+    Refusal,
+    SummaryText,
+    Usage,
+)
+from domain.state import Decision, ResponseState
+
+replace = msgspec.structs.replace
+
+Phase = Literal["commentary", "final_answer"] | None
+
+
+def emit(state: ResponseState, delta: AnyDelta) -> Decision:
+    """Turn one semantic delta of an engine into OpenAI stream events."""
+    resp = require(state, "in_progress")
+    if not state.started:
+        raise InvalidTransition(f"response {resp.id} has not started")
+    if isinstance(delta, Finished):
+        raise InvalidTransition("Finished is not a content delta; use finish()")
+    batch = Batch(state)
+    _BUILDERS[type(delta)](batch, delta)
+    return batch.decision()
+
+
+def finish(state: ResponseState, finished: Finished, *, now: int) -> Decision:
+    """The engine finished: close what is open; `completed`, or `incomplete` if cut off."""
+    require(state, "in_progress")
+    batch = Batch(state)
+    usage = to_usage(finished.usage)
+    if finished.reason == "stop":
+        _complete(batch, usage, now)
+    else:
+        _cut_off(
+            batch, usage, "max_output_tokens" if finished.reason == "length" else "content_filter"
+        )
+    return batch.decision()
+
+
+def to_usage(usage: TokenUsage) -> Usage:
+    """An engine's token counts as OpenAI reports them."""
+    return Usage(
+        input_tokens=usage.input_tokens,
+        input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens),
+        output_tokens=usage.output_tokens,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=usage.reasoning_tokens),
+        total_tokens=usage.input_tokens + usage.output_tokens,
+    )
+
+
+def item_id(response_id: str, prefix: str, output_index: int) -> str:
+    """Item ids derive from the response id and position, so the builder stays pure."""
+    return f"{prefix}_{response_id.removeprefix('resp_')}_{output_index}"
+
+
+def close_item(batch: Batch, status: ItemStatus = "completed") -> None:
+    """Close the open output item (and its open part), if any, as `status`."""
+    i = batch.state.open_index
+    if i is None:
+        return
+    _close_part(batch)
+    item = batch.response.output[i]
+    if isinstance(item, FunctionCall):
+        iid, name, args = item.id or "", item.name, item.arguments
+        batch.add(
+            lambda n: FunctionCallArgumentsDone(
+                sequence_number=n, item_id=iid, output_index=i, name=name, arguments=args
+            )
+        )
+    done = replace(item, status=status)
+    batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
+
+
+# --- how the engine finished ------------------------------------------------------------------
+
+
+def _complete(batch: Batch, usage: Usage, now: int) -> None:
+    close_item(batch)
+    final = terminal_snapshot(
+        batch.response,
+        "completed",
+        completed_at=now,
+        usage=usage,
+        error=None,
+        incomplete_details=None,
+    )
+    batch.add(lambda n: ResponseCompleted(sequence_number=n, response=final))
+
+
+def _cut_off(
+    batch: Batch, usage: Usage, why: Literal["max_output_tokens", "content_filter"]
+) -> None:
+    close_item(batch, "incomplete")
+    final = terminal_snapshot(
+        batch.response,
+        "incomplete",
+        completed_at=None,
+        usage=usage,
+        error=None,
+        incomplete_details=IncompleteDetails(reason=why),
+    )
+    facts = EndFacts(reason=why)
+    batch.add(lambda n: ResponseIncomplete(sequence_number=n, response=final, facts=facts))
+
+
+# --- one builder per kind of delta ------------------------------------------------------------
+
+
+def _text(batch: Batch, delta: TextDelta) -> None:
+    if delta.text:
+        _ensure_message(batch, delta.phase)
+        _add_text(batch, delta.text, OutputText(text=""))
+
+
+def _refusal(batch: Batch, delta: RefusalDelta) -> None:
+    if delta.text:
+        _ensure_message(batch, _open_message_phase(batch))
+        _add_text(batch, delta.text, Refusal(refusal=""))
+
+
+def _reasoning(batch: Batch, delta: ReasoningDelta) -> None:
+    if delta.text:
+        _ensure_reasoning(batch)
+        _add_text(batch, delta.text, ReasoningText(text=""))
+
+
+def _summary(batch: Batch, delta: SummaryDelta) -> None:
+    if delta.text:
+        _ensure_reasoning(batch)
+        _add_summary(batch, delta.text)
+
+
+def _function_call(batch: Batch, delta: FunctionCallStart) -> None:
+    close_item(batch)
+    rid, n = batch.response.id, len(batch.response.output)
+    call = FunctionCall(
+        id=item_id(rid, "fc", n),
+        call_id=delta.call_id or item_id(rid, "call", n),
+        name=delta.name,
+        arguments="",
+        status="in_progress",
+    )
+    _open_new_item(batch, call)
+
+
+def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
+    i, resp, text = batch.state.open_index, batch.response, delta.text
+    item = resp.output[i] if i is not None else None
+    if not isinstance(item, FunctionCall) or i is None:
+        raise InvalidTransition(f"response {resp.id}: arguments with no open function call")
+    if text:
+        iid = item.id or ""
+        batch.add(
+            lambda n: FunctionCallArgumentsDelta(
+                sequence_number=n, item_id=iid, output_index=i, delta=text
+            )
+        )
+
+
+def _end_item(batch: Batch, delta: EndItem) -> None:
+    close_item(batch)
+
+
+# A table rather than one `match`, so that each builder is typed for its own delta class.
+# `Finished` has none: `emit` refuses it, `finish` handles it.
+_BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
+    TextDelta: _text,
+    RefusalDelta: _refusal,
+    ReasoningDelta: _reasoning,
+    SummaryDelta: _summary,
+    FunctionCallStart: _function_call,
+    ArgumentsDelta: _arguments,
+    EndItem: _end_item,
+}
+
+
+# --- opening items and parts ------------------------------------------------------------------
+
+
+def _open_new_item(batch: Batch, item: OutputItem) -> None:
+    close_item(batch)
+    i = len(batch.response.output)
+    batch.add(lambda n: OutputItemAdded(sequence_number=n, output_index=i, item=item))
+
+
+def _ensure_message(batch: Batch, phase: Phase) -> None:
+    """The open item, if it is a message of this phase; else a new one."""
+    i = batch.state.open_index
+    if i is not None:
+        item = batch.response.output[i]
+        if isinstance(item, OutputMessage) and item.phase == phase:
+            return
+    rid, n = batch.response.id, len(batch.response.output)
+    _open_new_item(
+        batch,
+        OutputMessage(id=item_id(rid, "msg", n), status="in_progress", content=[], phase=phase),
+    )
+
+
+def _open_message_phase(batch: Batch) -> Phase:
+    """A refusal joins the open message whatever its phase."""
+    i = batch.state.open_index
+    if i is not None:
+        item = batch.response.output[i]
+        if isinstance(item, OutputMessage):
+            return item.phase
+    return None
+
+
+def _ensure_reasoning(batch: Batch) -> None:
+    i = batch.state.open_index
+    if i is not None and isinstance(batch.response.output[i], ReasoningItem):
+        return
+    rid, n = batch.response.id, len(batch.response.output)
+    _open_new_item(batch, ReasoningItem(id=item_id(rid, "rs", n), status="in_progress"))
+
+
+def _ensure_part(batch: Batch, fresh: ContentPart) -> int:
+    """The open part's index, if it is of `fresh`'s kind; else `fresh` is added and opened."""
+    state = batch.state
+    assert state.open_index is not None
+    item = batch.response.output[state.open_index]
+    if state.open_part is not None and type(content_parts(item)[state.open_part]) is type(fresh):
+        return state.open_part
+    _close_part(batch)
+    i, iid, c = state.open_index, item.id or "", len(content_parts(item))
+    batch.add(
+        lambda n: ContentPartAdded(
+            sequence_number=n, item_id=iid, output_index=i, content_index=c, part=fresh
+        )
+    )
+    return c
+
+
+# --- streaming text ---------------------------------------------------------------------------
+
+
+def _add_text(batch: Batch, text: str, fresh: ContentPart) -> None:
+    c = _ensure_part(batch, fresh)
+    i = batch.state.open_index
+    assert i is not None
+    iid = batch.response.output[i].id or ""
+    batch.add(lambda n: _text_delta_event(fresh, n, iid, i, c, text))
+
+
+def _text_delta_event(part: ContentPart, n: int, iid: str, i: int, c: int, delta: str) -> AnyEvent:
+    """The delta event that streams into a part of this kind."""
+    if isinstance(part, OutputText):
+        return OutputTextDelta(
+            sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=delta
+        )
+    if isinstance(part, Refusal):
+        return OutputRefusalDelta(
+            sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=delta
+        )
+    return ReasoningTextDelta(
+        sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=delta
+    )
+
+
+def _add_summary(batch: Batch, text: str) -> None:
+    state = batch.state
+    i = state.open_index
+    assert i is not None
+    item = batch.response.output[i]
+    assert isinstance(item, ReasoningItem)
+    iid = item.id
+    if state.open_summary is None:
+        _close_part(batch)
+        s = len(item.summary)
+        batch.add(
+            lambda n: ReasoningSummaryPartAdded(
+                sequence_number=n,
+                item_id=iid,
+                output_index=i,
+                summary_index=s,
+                part=SummaryText(text=""),
+            )
+        )
+    s2 = batch.state.open_summary
+    assert s2 is not None
+    batch.add(
+        lambda n: ReasoningSummaryTextDelta(
+            sequence_number=n, item_id=iid, output_index=i, summary_index=s2, delta=text
+        )
+    )
+
+
+# --- closing parts ----------------------------------------------------------------------------
+
+
+def _close_part(batch: Batch) -> None:
+    """Send the open part's (or summary's) final text, then close it."""
+    state, resp = batch.state, batch.response
+    i = state.open_index
+    if i is None:
+        return
+    item = resp.output[i]
+    if state.open_summary is not None and isinstance(item, ReasoningItem):
+        _close_summary(batch, item, i, state.open_summary)
+        return
+    c = state.open_part
+    if c is None:
+        return
+    iid, p = item.id or "", content_parts(item)[c]
+    batch.add(lambda n: _text_done_event(p, n, iid, i, c))
+    batch.add(
+        lambda n: ContentPartDone(
+            sequence_number=n, item_id=iid, output_index=i, content_index=c, part=p
+        )
+    )
+
+
+def _close_summary(batch: Batch, item: ReasoningItem, i: int, s: int) -> None:
+    iid, part = item.id, item.summary[s]
+    batch.add(
+        lambda n: ReasoningSummaryTextDone(
+            sequence_number=n, item_id=iid, output_index=i, summary_index=s, text=part.text
+        )
+    )
+    batch.add(
+        lambda n: ReasoningSummaryPartDone(
+            sequence_number=n, item_id=iid, output_index=i, summary_index=s, part=part
+        )
+    )
+
+
+def _text_done_event(part: ContentPart, n: int, iid: str, i: int, c: int) -> AnyEvent:
+    """The event that carries a part's final text, by the part's kind."""
+    if isinstance(part, OutputText):
+        return OutputTextDone(
+            sequence_number=n, item_id=iid, output_index=i, content_index=c, text=part.text
+        )
+    if isinstance(part, Refusal):
+        return OutputRefusalDone(
+            sequence_number=n, item_id=iid, output_index=i, content_index=c, refusal=part.refusal
+        )
+    return ReasoningTextDone(
+        sequence_number=n, item_id=iid, output_index=i, content_index=c, text=part.text
+    )

@@ -1,0 +1,102 @@
+"""The response's lifecycle commands: `create`, `start`, `fail`, `cancel`. Each is pure: it
+takes the folded state, returns the events it decided on and the state after them; an engine's
+output goes through the builder (`domain.builder`) instead."""
+
+from __future__ import annotations
+
+import msgspec
+
+from domain.batch import Batch, require
+from domain.builder import close_item, to_usage
+from domain.events import (
+    EndFacts,
+    RequestFacts,
+    ResponseCancelled,
+    ResponseCreated,
+    ResponseFailed,
+    ResponseInProgress,
+    ResponseQueued,
+)
+from domain.fold import terminal_snapshot
+from domain.generation import TokenUsage
+from domain.objects import ResponseError, ResponseObject
+from domain.state import Decision, ResponseState
+
+replace = msgspec.structs.replace
+
+
+def create(response: ResponseObject, facts: RequestFacts) -> Decision:
+    """Record a new response: `response.created`, then `response.queued` or `.in_progress`."""
+    status = "queued" if response.background else "in_progress"
+    initial = replace(
+        response,
+        status=status,
+        output=[],
+        usage=None,
+        error=None,
+        incomplete_details=None,
+        completed_at=None,
+    )
+    batch = Batch(ResponseState())
+    batch.add(lambda n: ResponseCreated(sequence_number=n, response=initial, facts=facts))
+    if response.background:
+        batch.add(lambda n: ResponseQueued(sequence_number=n, response=initial))
+    else:
+        batch.add(lambda n: ResponseInProgress(sequence_number=n, response=initial))
+    return batch.decision()
+
+
+def start(state: ResponseState) -> Decision:
+    """A queued (background) response begins generating."""
+    resp = require(state, "queued")
+    batch = Batch(state)
+    batch.add(
+        lambda n: ResponseInProgress(
+            sequence_number=n, response=replace(resp, status="in_progress")
+        )
+    )
+    return batch.decision()
+
+
+def fail(
+    state: ResponseState,
+    *,
+    code: str,
+    message: str,
+    reason: str,
+    detail: str | None = None,
+    usage: TokenUsage | None = None,
+) -> Decision:
+    """End the response as `failed`: `message` is for the client, `detail` for operators."""
+    require(state, "queued", "in_progress")
+    batch = Batch(state)
+    close_item(batch, "incomplete")
+    final = terminal_snapshot(
+        batch.response,
+        "failed",
+        completed_at=None,
+        usage=to_usage(usage) if usage else None,
+        error=ResponseError(code=code, message=message),
+        incomplete_details=None,
+    )
+    facts = EndFacts(reason=reason, detail=detail)
+    batch.add(lambda n: ResponseFailed(sequence_number=n, response=final, facts=facts))
+    return batch.decision()
+
+
+def cancel(state: ResponseState, *, reason: str, usage: TokenUsage | None = None) -> Decision:
+    """End the response as `cancelled` (a user's cancel, or the client went away)."""
+    require(state, "queued", "in_progress")
+    batch = Batch(state)
+    close_item(batch, "incomplete")
+    final = terminal_snapshot(
+        batch.response,
+        "cancelled",
+        completed_at=None,
+        usage=to_usage(usage) if usage else None,
+        error=None,
+        incomplete_details=None,
+    )
+    facts = EndFacts(reason=reason)
+    batch.add(lambda n: ResponseCancelled(sequence_number=n, response=final, facts=facts))
+    return batch.decision()
