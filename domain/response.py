@@ -1,6 +1,6 @@
 """The response aggregate: a frozen state, `evolve` (one event), and the pure commands.
 
-Lifecycle (docs/invariants.md, 4): queued -> in_progress -> completed | failed | cancelled | incomplete,
+Lifecycle (invariant 4): queued -> in_progress -> completed | failed | cancelled | incomplete,
 and queued -> cancelled | failed. Terminal states absorb; exactly one terminal event, last.
 `evolve` is strict: it refuses any event that could not have been produced by the commands
 (a gap in positions, a delta for an item that is not open, a snapshot that differs from the
