@@ -8,17 +8,10 @@ import time
 import click
 from rich.table import Table
 
-from adapters.cli.admin import (
-    Bar,
-    Duration,
-    json_option,
-    opened,
-    print_json,
-    progress_option,
-    run,
-    stdout_console,
-)
 from adapters.cli.common import database_option, main
+from adapters.cli.output import Bar, print_json, stdout_console
+from adapters.cli.params import Duration, json_option, progress_option
+from adapters.cli.store import opened, run
 from adapters.store import gc as store_gc
 from service.audit.timeline import iso
 

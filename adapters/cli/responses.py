@@ -8,17 +8,10 @@ from typing import Any
 import click
 from rich.table import Table
 
-from adapters.cli.admin import (
-    Moment,
-    json_option,
-    opened,
-    print_json,
-    replay,
-    response_id,
-    run,
-    stdout_console,
-)
 from adapters.cli.common import database_option, main
+from adapters.cli.output import print_json, stdout_console
+from adapters.cli.params import Moment, json_option, response_id
+from adapters.cli.store import opened, replay, run
 from adapters.store.scan import LogScan
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line

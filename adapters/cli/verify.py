@@ -9,17 +9,10 @@ from collections.abc import AsyncIterator
 import click
 import msgspec
 
-from adapters.cli.admin import (
-    Bar,
-    Duration,
-    json_option,
-    opened,
-    print_json,
-    progress_option,
-    response_id,
-    run,
-)
 from adapters.cli.common import database_option, main
+from adapters.cli.output import Bar, print_json
+from adapters.cli.params import Duration, json_option, progress_option, response_id
+from adapters.cli.store import opened, run
 from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import NotFound
 from service.audit.verify import Finding, StreamCheck
