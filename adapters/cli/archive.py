@@ -31,8 +31,8 @@ RUNNING = ("queued", "in_progress")
 
 @main.command()
 @database_option
-@click.option("--since", type=Moment(), default=None, help="Created at or after.")
-@click.option("--until", type=Moment(), default=None, help="Created before.")
+@click.option("--since", type=Moment, default=None, help="Created at or after.")
+@click.option("--until", type=Moment, default=None, help="Created before.")
 @click.option("--owner", default=None, help="Only this owner's responses.")
 @progress_option
 def export(

@@ -21,7 +21,7 @@ from service.audit.timeline import iso
 @click.option(
     "--older-than",
     envvar="RESPLOG_RETENTION",
-    type=Duration(),
+    type=Duration,
     default=None,
     help="Also delete ended responses created longer ago than this (e.g. 30d); "
     "default: no age limit.",

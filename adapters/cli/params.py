@@ -55,8 +55,12 @@ def parse_time(text: str, now: float | None = None) -> float:
     return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
 
-class Duration(click.ParamType[float]):
-    name = "DURATION"
+class _Seconds(click.ParamType[float]):
+    """A command-line value read as seconds by `parse`; a number is taken as it is."""
+
+    def __init__(self, name: str, parse: Callable[[str], float]) -> None:
+        self.name = name
+        self._parse = parse
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -64,23 +68,13 @@ class Duration(click.ParamType[float]):
         if isinstance(value, int | float):
             return float(value)
         try:
-            return parse_duration(str(value))
+            return self._parse(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
 
-class Moment(click.ParamType[float]):
-    name = "TIME"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_time(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+Duration = _Seconds("DURATION", parse_duration)  # how long: 90s, 15m, 12h, 30d, 2w
+Moment = _Seconds("TIME", parse_time)  # when: an ISO date or time, unix seconds, or 7d (ago)
 
 
 def json_option(func: F) -> F:

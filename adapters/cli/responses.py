@@ -58,8 +58,8 @@ def _listed(row: ResponseRow) -> dict[str, Any]:
 @click.option("--status", multiple=True, type=click.Choice(STATUSES), help="Repeatable.")
 @click.option("--owner", default=None, help="Only this owner's (the tenant of an API key).")
 @click.option("--model", default=None)
-@click.option("--since", type=Moment(), default=None, help="Created at or after.")
-@click.option("--until", type=Moment(), default=None, help="Created before.")
+@click.option("--since", type=Moment, default=None, help="Created at or after.")
+@click.option("--until", type=Moment, default=None, help="Created before.")
 @click.option(
     "--conversation",
     "root",

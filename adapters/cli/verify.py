@@ -98,7 +98,7 @@ async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[He
 @click.option("--all", "everything", is_flag=True, help="Every stream in the database.")
 @click.option(
     "--stale-after",
-    type=Duration(),
+    type=Duration,
     default="10m",
     show_default=True,
     help="Warn about a running response whose lease expired (or, without a lease, whose "
