@@ -28,14 +28,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import asyncpg
-from sqlalchemy.engine import make_url
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.store import SqlEventStore, open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
+from bench.databases import PG, drop_postgres, fresh_postgres
 from domain.builder import emit, finish
 from domain.commands import create
 from domain.events import RequestFacts
@@ -119,24 +117,6 @@ def report(label: str, events: int, runs: list[tuple[float, int]], out: Path) ->
     print(f"{label:<10} {events:>9,} {wall:8.2f} {rate} {rss:9.1f} {size:9.1f}")
 
 
-async def fresh_postgres(base: str) -> tuple[str, str]:
-    name = f"resplog_bench_{secrets.token_hex(6)}"
-    conn = await asyncpg.connect(
-        make_url(base).set(drivername="postgresql").render_as_string(False)
-    )
-    await conn.execute(f'CREATE DATABASE "{name}"')
-    await conn.close()
-    return make_url(base).set(database=name).render_as_string(hide_password=False), name
-
-
-async def drop_postgres(base: str, name: str) -> None:
-    conn = await asyncpg.connect(
-        make_url(base).set(drivername="postgresql").render_as_string(False)
-    )
-    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await conn.close()
-
-
 async def run(args: argparse.Namespace) -> None:
     tmp = tempfile.TemporaryDirectory()
     out = Path(tmp.name) / "export.jsonl"
@@ -179,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
         "--database-url",
-        default=os.environ.get("RESPLOG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        default=PG,
         help="PostgreSQL server to create the (dropped afterwards) bench database on",
     )
     p.add_argument("--sqlite", action="store_true", help="bench the embedded SQLite store")

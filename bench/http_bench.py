@@ -13,26 +13,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.engines.scripted import ScriptedEngine
+from bench.databases import PG, drop_postgres, fresh_postgres
 from domain.generation import Prompt
 from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
 from tests.e2e.conftest import start_server, stop_server
-
-PG = os.environ.get("RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -150,18 +146,6 @@ def load_in_processes(
     }
 
 
-async def pg_db(name: str, create: bool) -> None:
-    conn = await asyncpg.connect(PG.replace("postgresql+asyncpg://", "postgresql://"))
-    try:
-        await conn.execute(
-            f'CREATE DATABASE "{name}"'
-            if create
-            else f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
-        )
-    finally:
-        await conn.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
@@ -176,10 +160,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="resplog-bench-"))
-    name = f"resplog_bench_{uuid.uuid4().hex[:10]}"
+    name = ""
     if args.database == "postgres":
-        asyncio.run(pg_db(name, True))
-        url = f"{PG.rsplit('/', 1)[0]}/{name}"
+        url, name = asyncio.run(fresh_postgres())
     else:
         url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
     server = start_server(url, args.database, tmp / "server.log")
@@ -204,8 +187,8 @@ def main() -> None:
             )
     finally:
         stop_server(server)
-        if args.database == "postgres":
-            asyncio.run(pg_db(name, False))
+        if name:
+            asyncio.run(drop_postgres(PG, name))
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 

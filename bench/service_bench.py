@@ -30,8 +30,9 @@ import httpx
 import msgspec
 
 from adapters.engines.sglang import SglangEngine
+from bench.databases import PG, drop_postgres, fresh_postgres
 from bench.engine_bench import raw_stream
-from bench.http_bench import PG, pct, pg_db
+from bench.http_bench import pct
 from tests.e2e.conftest import start_server, stop_server
 from tests.fakes.process import FakeProcess
 from tests.fakes.prompts import make_prompt, user
@@ -146,11 +147,10 @@ def main() -> None:
         "--token-delay",
         str(args.token_delay),
     )
-    name = f"resplog_bench_{uuid.uuid4().hex[:10]}"
-    asyncio.run(pg_db(name, True))
+    url, name = asyncio.run(fresh_postgres())
     tmp = Path(tempfile.mkdtemp(prefix="resplog-svc-bench-"))
     server = start_server(
-        f"{PG.rsplit('/', 1)[0]}/{name}",
+        url,
         "postgres",
         tmp / "server.log",
         engine=("--engine", "sglang", "--engine-url", fake.url, "--model", "gpt-oss"),
@@ -183,7 +183,7 @@ def main() -> None:
     finally:
         stop_server(server)
         fake.stop()
-        asyncio.run(pg_db(name, False))
+        asyncio.run(drop_postgres(PG, name))
 
 
 if __name__ == "__main__":

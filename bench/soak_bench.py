@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +33,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.databases import PG, drop_postgres, fresh_postgres
 from tests.e2e.cluster import fold_check, start_worker, stop
 from tests.e2e.conftest import start_server, stop_server
 
-PG = os.environ.get("RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
 
 
@@ -210,18 +209,6 @@ async def logs(dsn: str, ids: list[str]) -> tuple[dict[str, list[bytes]], dict[s
     return out, {r["id"]: r["status"] for r in statuses}
 
 
-async def pg_db(name: str, create: bool) -> None:
-    conn = await asyncpg.connect(PG.replace("postgresql+asyncpg://", "postgresql://"))
-    try:
-        await conn.execute(
-            f'CREATE DATABASE "{name}"'
-            if create
-            else f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
-        )
-    finally:
-        await conn.close()
-
-
 def report(run: Run, elapsed: float, stored: dict[str, list[bytes]], status: dict[str, str]) -> int:
     lost = sum(
         1
@@ -269,9 +256,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=64, help="slots per worker process")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="resplog-soak-"))
-    name = f"resplog_soak_{uuid.uuid4().hex[:10]}"
-    asyncio.run(pg_db(name, True))
-    url = f"{PG.rsplit('/', 1)[0]}/{name}"
+    url, name = asyncio.run(fresh_postgres())
     api = ("--workers", "0")
     servers = [start_server(url, "postgres", tmp / f"api{i}.log", *api) for i in range(2)]
     workers = [
@@ -305,7 +290,7 @@ def main() -> None:
             stop(w.process, w.log_file)
         for s in servers:
             stop_server(s)
-        asyncio.run(pg_db(name, False))
+        asyncio.run(drop_postgres(PG, name))
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
     sys.exit(1 if failures else 0)
 

@@ -28,14 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import asyncpg
-from sqlalchemy.engine import make_url
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
+from bench.databases import PG, drop_postgres, fresh_postgres
 from domain.builder import emit, finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
@@ -316,23 +314,6 @@ def background_load(seconds: float = 2.0) -> float:
 # --- databases --------------------------------------------------------------------------------
 
 
-async def fresh_postgres(admin_url: str) -> tuple[str, str]:
-    name = f"resplog_bench_{secrets.token_hex(4)}"
-    dsn = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(dsn)
-    await conn.execute(f'CREATE DATABASE "{name}"')
-    await conn.close()
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    return url, name
-
-
-async def drop_postgres(admin_url: str, name: str) -> None:
-    dsn = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(dsn)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await conn.close()
-
-
 def wait_for_quiet(limit: float, cores: float = 0.4) -> float:
     """Wait up to `limit` seconds for the machine to have at most `cores` busy; the load."""
     deadline = time.monotonic() + limit
@@ -397,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
         "--database-url",
-        default=os.environ.get("RESPLOG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        default=PG,
         help="PostgreSQL server to create the (dropped afterwards) bench database on",
     )
     p.add_argument("--sqlite", action="store_true", help="bench the embedded SQLite store")

@@ -1,5 +1,5 @@
 """Crash recovery: ends the responses whose process is gone, so none stays `in_progress`
-forever (DESIGN.md invariant 7).
+forever (invariant 7 of docs/invariants.md).
 
 A response in progress whose lease expired lost its process (killed, or cut off from the
 database for longer than a lease). The sweeper takes the lease over first, which fences the

@@ -15,8 +15,10 @@ from typing import Any
 
 import click
 
-from adapters.cli.admin import Bar, Moment, opened, progress_option, run
 from adapters.cli.common import database_option, main
+from adapters.cli.output import Bar
+from adapters.cli.params import Moment, progress_option
+from adapters.cli.store import opened, run
 from adapters.store import archive as archive_store
 from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import Conflict
@@ -29,8 +31,8 @@ RUNNING = ("queued", "in_progress")
 
 @main.command()
 @database_option
-@click.option("--since", type=Moment(), default=None, help="Created at or after.")
-@click.option("--until", type=Moment(), default=None, help="Created before.")
+@click.option("--since", type=Moment, default=None, help="Created at or after.")
+@click.option("--until", type=Moment, default=None, help="Created before.")
 @click.option("--owner", default=None, help="Only this owner's responses.")
 @progress_option
 def export(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import click
 
-from adapters.cli.admin import opened, print_json, replay, response_id, run
 from adapters.cli.common import database_option, main
+from adapters.cli.output import print_json
+from adapters.cli.params import response_id
+from adapters.cli.store import opened, replay, run
 from adapters.store.scan import LogScan
 from domain.errors import NotFound, ResplogError
 from service.audit.conversation import (

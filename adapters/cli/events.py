@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import click
 import msgspec
 
-from adapters.cli.admin import json_option, opened, response_id, run
 from adapters.cli.common import database_option, main
+from adapters.cli.params import json_option, response_id
+from adapters.cli.store import opened, run
 from adapters.store.scan import LogScan
 from domain.errors import CorruptEvent, NotFound
 from service.audit.timeline import iso, summary

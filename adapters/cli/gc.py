@@ -8,17 +8,10 @@ import time
 import click
 from rich.table import Table
 
-from adapters.cli.admin import (
-    Bar,
-    Duration,
-    json_option,
-    opened,
-    print_json,
-    progress_option,
-    run,
-    stdout_console,
-)
 from adapters.cli.common import database_option, main
+from adapters.cli.output import Bar, print_json, stdout_console
+from adapters.cli.params import Duration, json_option, progress_option
+from adapters.cli.store import opened, run
 from adapters.store import gc as store_gc
 from service.audit.timeline import iso
 
@@ -28,7 +21,7 @@ from service.audit.timeline import iso
 @click.option(
     "--older-than",
     envvar="RESPLOG_RETENTION",
-    type=Duration(),
+    type=Duration,
     default=None,
     help="Also delete ended responses created longer ago than this (e.g. 30d); "
     "default: no age limit.",

@@ -8,17 +8,10 @@ from typing import Any
 import click
 from rich.table import Table
 
-from adapters.cli.admin import (
-    Moment,
-    json_option,
-    opened,
-    print_json,
-    replay,
-    response_id,
-    run,
-    stdout_console,
-)
 from adapters.cli.common import database_option, main
+from adapters.cli.output import print_json, stdout_console
+from adapters.cli.params import Moment, json_option, response_id
+from adapters.cli.store import opened, replay, run
 from adapters.store.scan import LogScan
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line
@@ -65,8 +58,8 @@ def _listed(row: ResponseRow) -> dict[str, Any]:
 @click.option("--status", multiple=True, type=click.Choice(STATUSES), help="Repeatable.")
 @click.option("--owner", default=None, help="Only this owner's (the tenant of an API key).")
 @click.option("--model", default=None)
-@click.option("--since", type=Moment(), default=None, help="Created at or after.")
-@click.option("--until", type=Moment(), default=None, help="Created before.")
+@click.option("--since", type=Moment, default=None, help="Created at or after.")
+@click.option("--until", type=Moment, default=None, help="Created before.")
 @click.option(
     "--conversation",
     "root",

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from adapters.cli.access import access_options, access_settings, announce
+from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 

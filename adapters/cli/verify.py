@@ -9,17 +9,10 @@ from collections.abc import AsyncIterator
 import click
 import msgspec
 
-from adapters.cli.admin import (
-    Bar,
-    Duration,
-    json_option,
-    opened,
-    print_json,
-    progress_option,
-    response_id,
-    run,
-)
 from adapters.cli.common import database_option, main
+from adapters.cli.output import Bar, print_json
+from adapters.cli.params import Duration, json_option, progress_option, response_id
+from adapters.cli.store import opened, run
 from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import NotFound
 from service.audit.verify import Finding, StreamCheck
@@ -105,7 +98,7 @@ async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[He
 @click.option("--all", "everything", is_flag=True, help="Every stream in the database.")
 @click.option(
     "--stale-after",
-    type=Duration(),
+    type=Duration,
     default="10m",
     show_default=True,
     help="Warn about a running response whose lease expired (or, without a lease, whose "

@@ -1,5 +1,6 @@
 """The sglang engine, native API: harmony-rendered token ids in, `POST /generate` streamed,
-output token ids parsed back with harmony. Protocol facts: shared/SGLANG.md.
+output token ids parsed back with harmony. The protocol facts it relies on are in
+docs/engines.md ("sglang's native API: the facts the adapter relies on").
 
 A generation that is left early (the iterator closed, cancelled, or failed while sglang was
 still running it) is aborted on sglang with `POST /abort_request`, so nothing keeps

@@ -1,18 +1,20 @@
 """Server-sent events and JSON Lines over a tail of the log.
 
 Each SSE event is `event: <type>\\ndata: <stored JSON>\\n\\n`, the stored bytes as they
-are, so a live stream and any later replay are byte-identical. An event is never split
-across writes; events that are already waiting go out together in one write (one syscall
-per write is the dominant cost of a busy stream). A pump task reads the tail into a small
-bounded queue, so the writer can send keep-alive comments while the stream is idle without
-cancelling the tail mid-read.
+are, so a live stream and any later replay are byte-identical. Events that are already
+waiting go out together in one write (one syscall per write is the dominant cost of a busy
+stream), and a write holds at most `MAX_WRITE` bytes, so a client that stops reading pins
+little memory. A frame that fits in one write goes out in one write (writes are packed
+with whole frames); only a frame larger than `MAX_WRITE` is cut, into capped writes. A
+pump task reads the tail into a small bounded queue, so the writer can send keep-alive
+comments while the stream is idle without cancelling the tail mid-read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from service.ports import StoredEvent
 
@@ -28,6 +30,23 @@ def sse_frame(event: StoredEvent) -> bytes:
 
 def jsonl_line(event: StoredEvent) -> bytes:
     return event.data + b"\n"
+
+
+def pack(frames: list[bytes], cap: int = MAX_WRITE) -> Iterator[bytes]:
+    """Join whole frames into writes of at most `cap` bytes; cut only a frame over `cap`."""
+    batch: list[bytes] = []
+    size = 0
+    for f in frames:
+        if batch and size + len(f) > cap:
+            yield b"".join(batch)
+            batch, size = [], 0
+        if len(f) > cap:
+            yield from (f[start : start + cap] for start in range(0, len(f), cap))
+            continue
+        batch.append(f)
+        size += len(f)
+    if batch:
+        yield b"".join(batch)
 
 
 async def _pump(source: AsyncIterator[StoredEvent], queue: asyncio.Queue[object]) -> None:
@@ -76,9 +95,8 @@ async def frames(
                 item = queue.get_nowait()
             if ended and done is not None:
                 chunk.append(done)
-            data = b"".join(chunk)
-            for start in range(0, len(data), MAX_WRITE):
-                yield data[start : start + MAX_WRITE]
+            for write in pack(chunk):
+                yield write
     finally:
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -1,5 +1,5 @@
-"""`verify`'s checks of one stream against DESIGN.md's invariants, fed row by row in position
-order so that a stream of any length is checked in constant memory.
+"""`verify`'s checks of one stream against the log's invariants (docs/invariants.md), fed
+row by row in position order so that a stream of any length is checked in constant memory.
 
 What is checked: positions dense from 0; every row decodes and its `type` column names its
 event; the first event is `response.created` with the request; exactly one terminal event and

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.cli.admin import parse_duration, parse_time, response_id
+from adapters.cli.params import parse_duration, parse_time, response_id
 from domain.errors import InvalidRequest
 
 

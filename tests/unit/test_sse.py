@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from adapters.http.sse import DONE, KEEPALIVE, MAX_WRITE, frames, jsonl_line, sse_frame
+from adapters.http.sse import DONE, KEEPALIVE, MAX_WRITE, frames, jsonl_line, pack, sse_frame
 from service.ports import StoredEvent
 
 
@@ -77,3 +77,28 @@ async def test_writes_are_capped_so_a_client_that_stops_reading_holds_little() -
     assert max(len(c) for c in chunks) <= MAX_WRITE
     assert len(chunks) >= 300 * 1000 // MAX_WRITE + 5
     assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE
+
+
+async def test_a_frame_that_fits_in_one_write_goes_out_in_one_write() -> None:
+    """Frames of 1 KB, far more than one write holds: every write is whole frames."""
+    events = [event(i, pad=1000) for i in range(300)]
+    chunks = await collect(frames(source(events), keepalive_s=None, done=None))
+    assert len(chunks) > 1
+    for chunk in chunks:
+        assert len(chunk) <= MAX_WRITE
+        assert chunk.startswith(b"event: ") and chunk.endswith(b"\n\n")
+        assert chunk.count(b"event: ") == chunk.count(b"\n\n")
+    assert b"".join(chunks) == b"".join(sse_frame(e) for e in events)
+
+
+def test_pack_cuts_only_a_frame_larger_than_a_write() -> None:
+    small, big = b"a" * 6, b"b" * 25
+    assert list(pack([small, small, big, small], cap=10)) == [
+        small,
+        small,
+        b"b" * 10,
+        b"b" * 10,
+        b"b" * 5,
+        small,
+    ]
+    assert list(pack([b"xy", b"z", b"w"], cap=3)) == [b"xyz", b"w"]

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from adapters.cli.access import access_settings, is_loopback
+from adapters.cli.access_flags import access_settings, is_loopback
 from domain.errors import ResplogError
 from tests.e2e.conftest import RESPLOG, Server
 from tests.e2e.security.conftest import http, log_state, sdk

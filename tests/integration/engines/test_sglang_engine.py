@@ -1,4 +1,4 @@
-"""SglangEngine against the fake sglang: every fact of shared/SGLANG.md the adapter meets."""
+"""SglangEngine against the fake sglang: each protocol fact of docs/engines.md it relies on."""
 
 from __future__ import annotations
 

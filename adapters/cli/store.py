@@ -1,0 +1,54 @@
+"""Opening the store for an admin command, and folding one response's log from it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from adapters.store import SqlEventStore, open_store
+from adapters.store.scan import LogScan
+from adapters.store.urls import async_url
+from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
+from service.audit.records import ResponseRecord
+from service.audit.timeline import Replay
+
+T = TypeVar("T")
+
+
+def run(work: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(work)
+
+
+@asynccontextmanager
+async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventStore]:
+    """The store at `url`, checked to be migrated; a SQLite file must already exist (a
+    reading command must not create an empty database where a path was mistyped)."""
+    _refuse_missing_file(url)
+    store = await open_store(url, listen=listen)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def _refuse_missing_file(url: str) -> None:
+    parsed = async_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
+        raise ResplogError(f"no SQLite database at {parsed.database!r}")
+
+
+async def replay(scan: LogScan, rid: str) -> tuple[ResponseRecord | None, Replay]:
+    """The row and the fold of one response's log; a damaged log is one line naming it."""
+    record = await scan.record(rid)
+    folded = Replay()
+    try:
+        async for stored in scan.events(rid):
+            folded.feed(stored)
+    except (InvalidTransition, CorruptEvent) as exc:
+        raise ResplogError(f"{exc} (the log is damaged: see resplog verify {rid})") from None
+    if record is None and folded.events == 0:
+        raise NotFound(f"no response {rid} in this database")
+    return record, folded
