@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from domain.errors import DomainError
+from domain.reasons import FailReason
 from domain.response import ResponseState, fail
 from service.periodic import Periodic
 from service.ports import Claim
@@ -82,7 +83,7 @@ async def _unstartable(svc: Services, state: ResponseState, exc: DomainError) ->
         state,
         code="previous_response_not_found",
         message=f"The conversation could not be loaded: {exc}",
-        reason="prompt_unavailable",
+        reason=FailReason.PROMPT_UNAVAILABLE,
         detail=repr(exc),
     )
     try:

@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql
 
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t
+from domain.reasons import CancelReason
 from service.ports import CancelBell, Claim, Renewal
 
 _UNFINISHED = ("queued", "in_progress")
@@ -32,11 +33,9 @@ _CHUNK = 500  # ids per IN (...) list on SQLite, far below its bound-parameter l
 c = t.c
 
 
-def _reason(row: Any) -> str | None:
-    """Why a flagged response must stop (None if it was not flagged)."""
-    if row.cancel_requested_at is None:
-        return None
-    return "deleted" if row.deleted_at is not None else "cancelled_by_user"
+def _reason(row: Any) -> CancelReason | None:
+    """Why a flagged response must stop, as the flag says (None if it was not flagged)."""
+    return None if row.cancel_reason is None else CancelReason(row.cancel_reason)
 
 
 class SqlLeases:
@@ -92,12 +91,12 @@ class SqlLeases:
                     sa.update(t)
                     .where(target)
                     .values(lease_expires_at=now + self.ttl)
-                    .returning(c.id, c.cancel_requested_at, c.deleted_at)
+                    .returning(c.id, c.cancel_reason)
                 )
                 held.update({row.id: row for row in await conn.execute(stmt)})
                 skipped = [i for i in chunk if i not in held]
                 if skipped:  # locked just now: still ours if the row says so
-                    query = sa.select(c.id, c.cancel_requested_at, c.deleted_at).where(
+                    query = sa.select(c.id, c.cancel_reason).where(
                         self._among(skipped), c.lease_owner == self.owner
                     )
                     held.update({row.id: row for row in await conn.execute(query)})
@@ -136,7 +135,7 @@ class SqlLeases:
             sa.update(t)
             .where(where)
             .values(lease_owner=self.owner, lease_expires_at=now + self.ttl)
-            .returning(c.id, c.cancel_requested_at, c.deleted_at)
+            .returning(c.id, c.cancel_reason)
         )
         async with self._store._begin_write() as conn:
             rows = (await conn.execute(stmt)).all()

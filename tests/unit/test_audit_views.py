@@ -152,7 +152,7 @@ def test_an_export_reads_back_into_the_same_rows() -> None:
     imported = list(archive.read(export_lines(a, b)))  # type: ignore[arg-type]
     assert [i.record for i in imported] == [record(rid, evs, deleted_at=5.0) for rid, evs in (a, b)]
     assert [i.events for i in imported] == [stored(*a), stored(*b)]
-    assert flags_of(imported[0].record).deleted_at == 5.0
+    assert flags_of(imported[0].record)["deleted_at"] == 5.0
 
 
 def _error(lines: list[bytes]) -> str:
