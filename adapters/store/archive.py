@@ -12,10 +12,12 @@ from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import values_of
+from adapters.store.transient import guarded
 from domain.errors import Conflict
 from service.audit.archive import Imported
 
 
+@guarded
 async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
     """Insert the streams in one transaction; `Conflict` (and nothing written) if any of
     them exists by now."""

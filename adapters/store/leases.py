@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql
 
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t
+from adapters.store.transient import guarded
 from domain.reasons import CancelReason
 from service.ports import CancelBell, Claim, Renewal
 
@@ -52,6 +53,7 @@ class SqlLeases:
 
     # --- Leases -------------------------------------------------------------------------
 
+    @guarded
     async def claim(self, limit: int) -> list[Claim]:
         if limit <= 0:
             return []
@@ -66,6 +68,7 @@ class SqlLeases:
             pick = pick.with_for_update(skip_locked=True)
         return await self._take(c.id.in_(pick.scalar_subquery()), now)
 
+    @guarded
     async def acquire(self, response_id: str) -> Claim | None:
         now = self._now()
         free = sa.or_(
@@ -74,6 +77,7 @@ class SqlLeases:
         taken = await self._take(sa.and_(c.id == response_id, c.status.in_(_UNFINISHED), free), now)
         return taken[0] if taken else None
 
+    @guarded
     async def renew(self, response_ids: Sequence[str]) -> Renewal:
         ids = list(dict.fromkeys(response_ids))
         held: dict[str, Any] = {}
@@ -103,6 +107,7 @@ class SqlLeases:
         cancel = {i: r for i, row in held.items() if (r := _reason(row)) is not None}
         return Renewal(held=frozenset(held), cancel=cancel)
 
+    @guarded
     async def expired(self, limit: int) -> list[str]:
         now = self._now()
         lapsed = sa.and_(c.lease_owner.is_not(None), c.lease_expires_at < now)

@@ -21,6 +21,7 @@ from adapters.store.listener import CHANNEL, Listener, doorbell_payload
 from adapters.store.rows import StreamBatch, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
+from adapters.store.transient import guarded
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
@@ -139,6 +140,7 @@ class PostgresEventStore(SqlEventStore):
             await self.catchup.start()
             await self.listener.start()
 
+    @guarded
     async def close(self) -> None:
         await self.listener.stop()
         await self.catchup.stop()
@@ -153,6 +155,7 @@ class PostgresEventStore(SqlEventStore):
             result = await conn.exec_driver_sql(_FETCH_MANY, params)
             return [_stored(row) for row in result]
 
+    @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
         return await self._fetch_many(points, limit)
 
@@ -196,6 +199,7 @@ class PostgresEventStore(SqlEventStore):
         columns = zip(*(row for b in batches for row in b.rows), strict=True)
         await conn.exec_driver_sql(_INSERT_UNNEST, (sids, *map(list, columns)))
 
+    @guarded
     async def ring_work(self) -> None:
         """Wake the workers of this and every other process: a response is queued."""
         self.bells.work()

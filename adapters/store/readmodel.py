@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from adapters.store.bells import Bells
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import row_of
+from adapters.store.transient import guarded
 from domain.errors import NotFound
 from domain.reasons import CancelReason
 from service.ports import ResponseRow
@@ -36,12 +37,14 @@ class ReadModel:
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
+    @guarded
     async def get(self, response_id: str) -> ResponseRow | None:
         query = sa.select(t_responses).where(t_responses.c.id == response_id)
         async with self.engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else row_of(row)
 
+    @guarded
     async def mark_deleted(self, response_id: str) -> bool:
         """Hide the response from the API (its log stays); False if absent or already so."""
         stmt = (
@@ -51,6 +54,7 @@ class ReadModel:
         )
         return await self._flag(stmt)
 
+    @guarded
     async def request_cancel(
         self, response_id: str, reason: CancelReason = CancelReason.CANCELLED_BY_USER
     ) -> bool:
@@ -91,6 +95,7 @@ class ReadModel:
             result = await conn.execute(stmt)
         return result.rowcount == 1
 
+    @guarded
     async def list(
         self,
         *,

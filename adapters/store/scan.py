@@ -17,6 +17,7 @@ from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import row_of
+from adapters.store.transient import guarded, guarded_iter
 from service.ports import ResponseRow, StoredEvent
 
 _CHUNK = 500  # ids per IN (...) list
@@ -59,17 +60,20 @@ class LogScan:
         self.rows_page = rows_page
         self.events_page = events_page
 
+    @guarded
     async def record(self, response_id: str) -> ResponseRow | None:
         query = sa.select(t_responses).where(t_responses.c.id == response_id)
         async with self.store.engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else row_of(row)
 
+    @guarded
     async def count(self, selection: Selection) -> int:
         query = sa.select(sa.func.count()).select_from(t_responses).where(*selection.where())
         async with self.store.engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
+    @guarded_iter
     async def records(self, selection: Selection) -> AsyncIterator[list[ResponseRow]]:
         """The selected rows, oldest first, a page at a time."""
         c = t_responses.c
@@ -122,6 +126,7 @@ class LogScan:
             async for item in self._emit([Head(i, None) for i in chunk]):
                 yield item
 
+    @guarded_iter
     async def _orphan_ids(self) -> AsyncIterator[list[str]]:
         e, r = t_events.c, t_responses.c
         after: str | None = None
@@ -143,6 +148,7 @@ class LogScan:
                 return
             after = ids[-1]
 
+    @guarded
     async def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` have a read-model row or any event."""
         found: set[str] = set()
@@ -155,6 +161,7 @@ class LogScan:
                 found.update((await conn.execute(logs.distinct())).scalars())
         return found
 
+    @guarded
     async def _records_by_id(self, ids: Sequence[str]) -> dict[str, ResponseRow]:
         query = sa.select(t_responses).where(t_responses.c.id.in_(ids))
         async with self.store.engine.connect() as conn:
