@@ -206,9 +206,8 @@ class SqlEventStore(ReadModel):
         A stream whose guard misses fails alone (`Conflict`) and the others still commit. A
         constraint violation aborts the whole transaction, so then each stream is retried
         in a savepoint of its own. Transient errors propagate (as `StoreUnavailable`) for the
-        caller to retry; with
-        `recheck` (a retry), a batch that a lost-acknowledgement commit already wrote is
-        recognised by its bytes and counts as committed, not as a conflict.
+        caller to retry; with `recheck` (a retry), a batch that a lost-acknowledgement commit
+        already wrote is recognised by its bytes and counts as committed, not as a conflict.
         """
         if len({b.stream_id for b in batches}) != len(batches):
             raise ValueError("one batch per stream per commit")
