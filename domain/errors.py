@@ -9,12 +9,17 @@
     │   └── CorruptEvent       a stored row cannot be decoded (names stream and position)
     ├── ArchiveError           an export file cannot be imported (names the line)
     ├── EngineError            the generation engine failed (raised by engine adapters)
+    ├── StoreError             the database failed in a way a retry cannot cure (-> HTTP 500)
+    │   ├── StoreUnavailable   the database cannot be reached now: an outage, a lost
+    │   │                      connection, a lock timeout (-> HTTP 503 with Retry-After)
+    │   └── NotMigrated        the database is not at the head revision of the migrations
     └── AccessError            the caller may not make this request (now)
         ├── Unauthenticated    no API key, or one that is unknown or revoked (-> HTTP 401)
         └── RateLimited        a per-key rate or stream limit is reached (-> HTTP 429)
 
 HTTP status and exit codes are assigned in exactly one place each
-(`adapters/http/errors.py`, `adapters/cli/`).
+(`adapters/http/errors.py`, `adapters/cli/`). The store adapters raise only this tree: no
+driver's exception (SQLAlchemy, asyncpg, sqlite3, OSError) leaves them as it is.
 """
 
 from __future__ import annotations
@@ -71,6 +76,21 @@ class EngineError(ResplogError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class StoreError(ResplogError):
+    """The database refused or failed an operation, and retrying it will not help (a
+    missing table, a broken constraint, a permission). The driver's error is its cause."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached right now (a lost connection, a server restarting, an
+    exhausted pool, a lock wait that timed out); retrying shortly may well succeed."""
+
+
+class NotMigrated(StoreError):
+    """The database is not at the head revision of the migrations; the message names the
+    command that fixes it."""
 
 
 class AccessError(ResplogError):

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from domain.generation import Prompt
+from domain.reasons import CancelReason
 from domain.state import ResponseState
 from service.periodic import Periodic
 from service.ports import Claim, Leases
@@ -23,7 +24,6 @@ from service.runner import Generation, Runner
 
 log = logging.getLogger("resplog.leases")
 
-LEASE_LOST = "lease_lost"
 _EARLY_TTL = 60.0  # seconds a cancel for a not-yet-launched claim is remembered
 
 
@@ -50,7 +50,7 @@ class LeaseKeeper:
         self._clock = clock
         self._background: set[str] = set()
         # Cancels whose doorbell came before the claimed response was launched here.
-        self._early: dict[str, tuple[str, float]] = {}
+        self._early: dict[str, tuple[CancelReason, float]] = {}
         self._closed = False
         self._renewal = Periodic("lease renewal", self.renew_once, lambda: self.renew_every)
         self.on_free: Callable[[], None] = _nothing  # a background slot came free
@@ -89,7 +89,7 @@ class LeaseKeeper:
 
     # --- cancellations ------------------------------------------------------------------
 
-    def on_cancel(self, requests: list[tuple[str, str]] | None) -> None:
+    def on_cancel(self, requests: list[tuple[str, CancelReason]] | None) -> None:
         """The cancel doorbell: stop these generations (None: check every lease now)."""
         if requests is None:
             self._renewal.kick()
@@ -115,7 +115,7 @@ class LeaseKeeper:
         renewal = await self._leases.renew(ids)
         for rid in ids:
             if rid not in renewal.held:
-                if self._runner.request_cancel(rid, LEASE_LOST) is not None:
+                if self._runner.request_cancel(rid, CancelReason.LEASE_LOST) is not None:
                     log.warning("lost the lease on %s; stopping its generation", rid)
             elif rid in renewal.cancel:
                 self._runner.request_cancel(rid, renewal.cancel[rid])

@@ -13,6 +13,8 @@ import msgspec
 
 from domain.events import TERMINAL_TAGS, AnyEvent, decode
 from domain.generation import AnyDelta, Prompt
+from domain.objects import TERMINAL_STATUSES
+from domain.reasons import CancelReason
 
 
 class StoredEvent(msgspec.Struct, frozen=True):
@@ -35,10 +37,14 @@ class StoredEvent(msgspec.Struct, frozen=True):
 
 
 class ResponseRow(msgspec.Struct, frozen=True, kw_only=True):
-    """The read-model row of one response, written in the same transaction as its events.
+    """One row of the `responses` read model, every column; written in the same transaction
+    as its events. The store's table (`adapters/store/tables.py`) has exactly these columns.
 
     `snapshot` is the response object as of `snapshot_version` (the last lifecycle event);
     once the response is terminal it is the final object and equals the fold of the log.
+    The columns from `updated_at` on, but for the versions and snapshot, are what no event
+    records: when it was last written, the cancel flag (the time of the first request and
+    its reason), the delete flag, and the lease.
     """
 
     id: str
@@ -53,8 +59,23 @@ class ResponseRow(msgspec.Struct, frozen=True, kw_only=True):
     version: int
     snapshot_version: int
     snapshot: bytes
-    cancel_requested: bool = False
-    deleted: bool = False
+    cancel_requested_at: float | None = None
+    cancel_reason: CancelReason | None = None  # set with `cancel_requested_at`
+    deleted_at: float | None = None
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at is not None
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
 
 
 class EventStore(Protocol):
@@ -102,9 +123,12 @@ class ResponseIndex(Protocol):
         """Hide the response from the API (its log stays, for audit)."""
         ...
 
-    async def request_cancel(self, response_id: str, reason: str = "cancelled_by_user") -> bool:
-        """Flag the response for cancellation and ring the cancel doorbell of the process
-        that holds its lease (which stops it with `reason`)."""
+    async def request_cancel(
+        self, response_id: str, reason: CancelReason = CancelReason.CANCELLED_BY_USER
+    ) -> bool:
+        """Flag the response for cancellation with `reason` (the first request's reason is
+        kept) and ring the cancel doorbell of the process that holds its lease, which stops
+        it with the reason; a lost doorbell is made up for by its next renewal pass."""
         ...
 
 
@@ -113,7 +137,7 @@ class Claim(msgspec.Struct, frozen=True):
     cancellation was requested before the claim: end it instead of generating."""
 
     response_id: str
-    cancel: str | None = None
+    cancel: CancelReason | None = None
 
 
 class Renewal(msgspec.Struct, frozen=True):
@@ -121,7 +145,7 @@ class Renewal(msgspec.Struct, frozen=True):
     responses someone asked to cancel (id -> reason)."""
 
     held: frozenset[str]
-    cancel: dict[str, str]
+    cancel: dict[str, CancelReason]
 
 
 class Leases(Protocol):
@@ -150,7 +174,7 @@ class Leases(Protocol):
 
 
 # (response id, reason) pairs, or None for "re-check everything you hold".
-CancelBell = Callable[[list[tuple[str, str]] | None], None]
+CancelBell = Callable[[list[tuple[str, CancelReason]] | None], None]
 
 
 class Doorbells(Protocol):

@@ -32,6 +32,7 @@ from domain.objects import (
     InputReasoning,
     ResponseObject,
 )
+from domain.reasons import CancelReason
 from domain.state import ResponseState
 from service.leases import LeaseKeeper
 from service.ports import (
@@ -279,11 +280,11 @@ async def cancel_response(svc: Services, response_id: str, owner: str) -> Respon
             code="invalid_request",
         )
     if row.status in UNFINISHED:
-        await stop_response(svc, row, "cancelled_by_user")
+        await stop_response(svc, row, CancelReason.CANCELLED_BY_USER)
     return await retrieve(svc, response_id, owner)
 
 
-async def stop_response(svc: Services, row: ResponseRow, reason: str) -> None:
+async def stop_response(svc: Services, row: ResponseRow, reason: CancelReason) -> None:
     """Stop a running response wherever it runs, and wait (a while) until its log ends.
 
     Here: cancel its task. Nowhere (still queued, or its process is gone): take its lease
@@ -303,7 +304,7 @@ async def stop_response(svc: Services, row: ResponseRow, reason: str) -> None:
     await _wait_for_end(svc, row.id, row.version)
 
 
-async def _end_here(svc: Services, response_id: str, reason: str) -> None:
+async def _end_here(svc: Services, response_id: str, reason: CancelReason) -> None:
     state = await load_state(svc, response_id)
     if state.terminal:
         return
@@ -339,7 +340,7 @@ async def delete_response(svc: Services, response_id: str, owner: str) -> Delete
     """Hide a response from the API; a running one is cancelled first. The log stays."""
     row = await _row(svc, response_id, owner)
     if row.status in UNFINISHED:
-        await stop_response(svc, row, "deleted")
+        await stop_response(svc, row, CancelReason.DELETED)
     await svc.index.mark_deleted(response_id)
     return Deleted(id=response_id)
 

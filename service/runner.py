@@ -21,12 +21,11 @@ from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
 from domain.generation import AnyDelta, Finished, Prompt, coalesce
+from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
 from service.ports import Demand, Engine, EventWriter
 
 log = logging.getLogger("resplog.runner")
-
-SHUTDOWN = "server_shutdown"
 
 
 class Generation:
@@ -34,7 +33,7 @@ class Generation:
 
     def __init__(self, response_id: str) -> None:
         self.response_id = response_id
-        self.cancel_reason: str | None = None
+        self.cancel_reason: CancelReason | None = None
         self.task: asyncio.Task[ResponseState] | None = None
 
     async def wait(self) -> ResponseState:
@@ -128,7 +127,7 @@ class Runner:
         """The responses this process is generating now (the leases it must renew)."""
         return list(self._running)
 
-    def request_cancel(self, response_id: str, reason: str) -> Generation | None:
+    def request_cancel(self, response_id: str, reason: CancelReason) -> Generation | None:
         """Ask a running generation to stop; it appends the cancellation itself."""
         gen = self._running.get(response_id)
         if gen is not None and gen.task is not None and not gen.task.done():
@@ -171,7 +170,9 @@ class Runner:
             return await self._generate(rid, holder, prompt)
         except asyncio.CancelledError:
             reason = gen.cancel_reason
-            end = await self._end(rid, holder[0], reason or SHUTDOWN, cancelled=reason is not None)
+            end = await self._end(
+                rid, holder[0], reason or FailReason.SERVER_SHUTDOWN, cancelled=reason is not None
+            )
             if reason is None:
                 raise
             return end
@@ -183,7 +184,7 @@ class Runner:
             return holder[0]
         except Exception as exc:
             log.exception("generation %s crashed", rid)
-            return await self._end(rid, holder[0], "internal_error", detail=repr(exc))
+            return await self._end(rid, holder[0], FailReason.INTERNAL_ERROR, detail=repr(exc))
 
     async def _generate(
         self, rid: str, holder: list[ResponseState], prompt: Prompt
@@ -259,8 +260,8 @@ class Runner:
 def _client_message(reason: str) -> str:
     """What the client is told; the engine's own message (its URL, upstream details) stays
     in the log and in the failed event's hidden `detail`."""
-    if reason == SHUTDOWN:
+    if reason == FailReason.SERVER_SHUTDOWN:
         return "The server shut down before the response finished."
-    if reason == "internal_error":
+    if reason == FailReason.INTERNAL_ERROR:
         return "The server had an internal error while generating the response."
     return f"The generation engine failed ({reason})."

@@ -16,12 +16,12 @@ import random
 
 from domain.commands import cancel, fail
 from domain.errors import DomainError
+from domain.reasons import FailReason
 from service.periodic import Periodic
 from service.responses import Services, load_state
 
 log = logging.getLogger("resplog.sweeper")
 
-WORKER_LOST = "worker_lost"
 LOST_MESSAGE = "The process generating this response stopped before it finished."
 
 
@@ -70,7 +70,7 @@ class Sweeper:
                 state,
                 code="server_error",
                 message=LOST_MESSAGE,
-                reason=WORKER_LOST,
+                reason=FailReason.WORKER_LOST,
                 detail="its lease expired: the process that held it stopped renewing it",
             )
         try:
@@ -78,5 +78,7 @@ class Sweeper:
         except DomainError as exc:
             log.warning("could not end %s (%s)", rid, exc)
             return False
-        log.warning("ended %s: its process is gone (%s)", rid, claim.cancel or WORKER_LOST)
+        log.warning(
+            "ended %s: its process is gone (%s)", rid, claim.cancel or FailReason.WORKER_LOST
+        )
         return True

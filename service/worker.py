@@ -12,6 +12,7 @@ import logging
 
 from domain.commands import fail
 from domain.errors import DomainError
+from domain.reasons import FailReason
 from domain.state import ResponseState
 from service.periodic import Periodic
 from service.ports import Claim
@@ -83,7 +84,7 @@ async def _unstartable(svc: Services, state: ResponseState, exc: DomainError) ->
         state,
         code="previous_response_not_found",
         message=f"The conversation could not be loaded: {exc}",
-        reason="prompt_unavailable",
+        reason=FailReason.PROMPT_UNAVAILABLE,
         detail=repr(exc),
     )
     try:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from sqlalchemy.exc import SQLAlchemyError
 
 from domain.errors import ResplogError
 from service.settings import DEFAULT_DATABASE_URL
@@ -40,18 +39,19 @@ class Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except ResplogError as exc:
+        except ResplogError as exc:  # the store's errors too: they say "cannot use the database"
+            log.debug("failed", exc_info=exc)
             _fail(str(exc))
-        except (OSError, SQLAlchemyError) as exc:
-            log.debug("database error", exc_info=exc)
-            _fail(f"cannot use the database: {_one_line(exc)}")
+        except OSError as exc:  # a file of the command's own (the store translates its own)
+            log.debug("file error", exc_info=exc)
+            _fail(_one_line(exc))
         except Exception as exc:  # one line for operators; the trace with --log-level debug
             log.debug("unexpected error", exc_info=exc)
             _fail(f"unexpected {type(exc).__name__}: {_one_line(exc)}")
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
 

@@ -15,7 +15,6 @@ from adapters.cli.store import opened, replay, run
 from adapters.store.scan import LogScan
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line
-from service.audit.records import ResponseRecord
 from service.audit.timeline import Replay, clip, durations, iso
 from service.ports import ResponseRow
 
@@ -152,7 +151,7 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} s"
 
 
-def _show_text(record: ResponseRecord | None, folded: Replay) -> None:
+def _show_text(record: ResponseRow | None, folded: Replay) -> None:
     r = folded.response
     m = folded.moments
     d = durations(m)
@@ -189,7 +188,11 @@ def _show_text(record: ResponseRecord | None, folded: Replay) -> None:
         )
     if record is not None:
         rows += [
-            ("cancel requested", iso(record.cancel_requested_at)),
+            (
+                "cancel requested",
+                iso(record.cancel_requested_at)
+                + (f" ({record.cancel_reason})" if record.cancel_reason else ""),
+            ),
             ("deleted", iso(record.deleted_at)),
             (
                 "lease",
@@ -214,7 +217,7 @@ def show(database_url: str, rid: str, as_json: bool) -> None:
     """One response from its log: the projected object, lifecycle times, durations, usage."""
     response_id(rid)
 
-    async def work() -> tuple[ResponseRecord | None, Replay]:
+    async def work() -> tuple[ResponseRow | None, Replay]:
         async with opened(database_url) as store:
             return await replay(LogScan(store), rid)
 
@@ -238,6 +241,7 @@ def show(database_url: str, rid: str, as_json: bool) -> None:
                 "version": record.version,
                 "updated_at": record.updated_at,
                 "cancel_requested_at": record.cancel_requested_at,
+                "cancel_reason": record.cancel_reason,
                 "deleted_at": record.deleted_at,
                 "lease_owner": record.lease_owner,
                 "lease_expires_at": record.lease_expires_at,

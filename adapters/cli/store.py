@@ -12,8 +12,8 @@ from adapters.store import SqlEventStore, open_store
 from adapters.store.scan import LogScan
 from adapters.store.urls import async_url
 from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
-from service.audit.records import ResponseRecord
 from service.audit.timeline import Replay
+from service.ports import ResponseRow
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ def _refuse_missing_file(url: str) -> None:
         raise ResplogError(f"no SQLite database at {parsed.database!r}")
 
 
-async def replay(scan: LogScan, rid: str) -> tuple[ResponseRecord | None, Replay]:
+async def replay(scan: LogScan, rid: str) -> tuple[ResponseRow | None, Replay]:
     """The row and the fold of one response's log; a damaged log is one line naming it."""
     record = await scan.record(rid)
     folded = Replay()

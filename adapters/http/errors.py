@@ -2,8 +2,9 @@
 
 No internal detail (trace, SQL, path) reaches a client; a server error is logged with the
 request id that its body and `x-request-id` header carry. A database that cannot be reached
-(a lost connection, a server restarting, an exhausted pool) is 503 `service_unavailable`
-with `Retry-After`, never a 500.
+(the store's `StoreUnavailable`: a lost connection, a server restarting, an exhausted pool)
+is 503 `service_unavailable` with `Retry-After`, never a 500. Only the project's error tree
+(`domain/errors.py`) is known here, never a database driver's.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import re
 from typing import Any
 
 import msgspec
-import sqlalchemy.exc as sa_exc
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from adapters.store.transient import Unreachable, is_transient
 from domain.errors import (
     Conflict,
     CorruptEvent,
@@ -28,22 +27,12 @@ from domain.errors import (
     InvalidTransition,
     NotFound,
     RateLimited,
+    StoreUnavailable,
     Unauthenticated,
 )
 from service.wire import ErrorBody, ErrorDetail
 
 log = logging.getLogger("resplog.http")
-
-
-class Unavailable(Exception):
-    """The database (or another dependency) cannot be reached right now."""
-
-
-def _unavailable(exc: Exception) -> bool:
-    """A connection-level database error: retrying shortly may well succeed."""
-    if isinstance(exc, Unavailable | Unreachable):
-        return True
-    return isinstance(exc, sa_exc.DBAPIError | sa_exc.TimeoutError | OSError) and is_transient(exc)
 
 
 def error_response(
@@ -93,10 +82,8 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
             return error_response(
                 409, "The response was changed concurrently; retry.", code="conflict"
             )
-        case _ if _unavailable(exc):
-            log.warning(
-                "request %s: database unavailable (%s)", request_id(request), type(exc).__name__
-            )
+        case StoreUnavailable():
+            log.warning("request %s: database unavailable (%s)", request_id(request), exc)
             return error_response(
                 503,
                 "The service is temporarily unavailable; retry shortly.",

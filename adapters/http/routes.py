@@ -18,6 +18,7 @@ from adapters.http.sse import frames, jsonl_line, sse_frame
 from domain.errors import InvalidRequest
 from domain.fold import project
 from domain.objects import ResponseObject
+from domain.reasons import CancelReason
 from service import responses as uc
 from service.access import Access
 from service.quotas import Slot
@@ -119,7 +120,7 @@ async def create_response(
 
         def closed(finished: bool) -> None:
             if not finished and not req.background:
-                svc.runner.request_cancel(rid, "client_disconnected")
+                svc.runner.request_cancel(rid, CancelReason.CLIENT_DISCONNECTED)
 
         tail = svc.store.subscribe(rid, -1)
         body = frames(tail, keepalive_s=settings.keepalive_s, on_close=closed)

@@ -3,11 +3,11 @@ keys table."""
 
 from adapters.store.factory import make_store, open_store
 from adapters.store.keys import SqlApiKeyStore
-from adapters.store.migrate import NotMigrated
 from adapters.store.readmodel import ResponsePage
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
+from domain.errors import NotMigrated, StoreError, StoreUnavailable
 
 __all__ = [
     "GroupCommitWriter",
@@ -15,7 +15,9 @@ __all__ = [
     "ResponsePage",
     "SqlApiKeyStore",
     "SqlEventStore",
+    "StoreError",
     "StoreSettings",
+    "StoreUnavailable",
     "make_store",
     "open_store",
 ]

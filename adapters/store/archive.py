@@ -5,23 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
+from adapters.store.tables import values_of
+from adapters.store.transient import guarded
 from domain.errors import Conflict
 from service.audit.archive import Imported
 
 
+@guarded
 async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
     """Insert the streams in one transaction; `Conflict` (and nothing written) if any of
     them exists by now."""
-    rows = [msgspec.structs.asdict(s.record) for s in streams]
-    for row in rows:
-        row["snapshot"] = row["snapshot"].decode()
+    rows = [values_of(s.record) for s in streams]
     events = [
         {
             "stream_id": e.stream_id,

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from domain.reasons import CancelReason
+
 log = logging.getLogger(__name__)
 
 WORK_CHANNEL = "resplog_work"
 CANCEL_CHANNEL = "resplog_cancel"
 
 # (response id, reason) pairs to cancel, or None: "re-check every stream you hold".
-CancelFn = Callable[[list[tuple[str, str]] | None], None]
+CancelFn = Callable[[list[tuple[str, CancelReason]] | None], None]
 WorkFn = Callable[[], None]
 
 
@@ -26,21 +28,24 @@ def _nothing() -> None:
     pass
 
 
-def _ignore(_ids: list[tuple[str, str]] | None) -> None:
+def _ignore(_ids: list[tuple[str, CancelReason]] | None) -> None:
     pass
 
 
-def cancel_payload(owner: str, reason: str, response_id: str) -> str:
-    return f"{owner}|{reason}|{response_id}"
+def cancel_payload(owner: str, reason: CancelReason, response_id: str) -> str:
+    return f"{owner}|{reason.value}|{response_id}"
 
 
-def parse_cancel(payload: str) -> tuple[str, str, str] | None:
+def parse_cancel(payload: str) -> tuple[str, CancelReason, str] | None:
     """(lease owner, reason, response id), or None for a payload that is not one."""
     owner, sep, rest = payload.rpartition("|")
     owner, sep2, reason = owner.rpartition("|")
-    if not sep or not sep2 or not owner or not rest:
+    if not sep or not sep2 or not owner or not rest or reason not in _REASONS:
         return None
-    return owner, reason, rest
+    return owner, CancelReason(reason), rest
+
+
+_REASONS = frozenset(r.value for r in CancelReason)
 
 
 class Bells:
@@ -57,7 +62,7 @@ class Bells:
     def work(self) -> None:
         self._work()
 
-    def cancel(self, ids: list[tuple[str, str]] | None) -> None:
+    def cancel(self, ids: list[tuple[str, CancelReason]] | None) -> None:
         self._cancel(ids)
 
     def on_work_payload(self, payload: str | None, origin: str) -> None:

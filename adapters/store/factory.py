@@ -8,6 +8,7 @@ from adapters.store.postgres import PostgresEventStore
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
 from adapters.store.sqlite import SqliteEventStore
+from adapters.store.transient import boundary
 from adapters.store.urls import async_url, is_postgres
 from adapters.store.writer import GroupCommitWriter
 from service.ports import EventStore, EventWriter, ResponseIndex
@@ -17,9 +18,10 @@ def make_store(url: str, **settings: Any) -> SqlEventStore:
     """The store for `url`, not yet connected (no migration check, no listener)."""
     parsed = async_url(url)
     config = StoreSettings(**settings)
-    if is_postgres(parsed):
-        return PostgresEventStore(parsed, config)
-    return SqliteEventStore(parsed, config)
+    with boundary():  # e.g. a SQLite directory that cannot be created
+        if is_postgres(parsed):
+            return PostgresEventStore(parsed, config)
+        return SqliteEventStore(parsed, config)
 
 
 async def open_store(url: str, **settings: Any) -> SqlEventStore:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
+from adapters.store.transient import guarded, guarded_iter
 from domain.objects import TERMINAL_STATUSES
 
 
@@ -51,6 +52,7 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     why: str
 
 
+@guarded_iter
 async def candidates(store: SqlEventStore, rule: Rule, page: int) -> AsyncIterator[list[Candidate]]:
     """What `rule` selects, oldest first, a page at a time (nothing is deleted)."""
     c = t_responses.c
@@ -83,6 +85,7 @@ async def candidates(store: SqlEventStore, rule: Rule, page: int) -> AsyncIterat
         key = (found[-1].created_at, found[-1].id)
 
 
+@guarded
 async def collect(store: SqlEventStore, rule: Rule, ids: Sequence[str]) -> tuple[int, int]:
     """Delete these responses (those the rule still selects): rows and events, in one
     transaction. Returns (responses, events) deleted."""

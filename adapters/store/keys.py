@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+import sqlalchemy.exc as sa_exc
 
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import api_keys as t_keys
+from adapters.store.transient import guarded
+from domain.errors import Conflict
 from service.ports import ApiKey, ApiKeyStore
 
 _COLUMNS = (
@@ -39,22 +42,31 @@ class SqlApiKeyStore:
     def __init__(self, store: SqlEventStore) -> None:
         self._store = store
 
+    @guarded
     async def add(self, key: ApiKey, key_hash: str) -> None:
+        """`Conflict` if a key with this id or secret exists already."""
         values = {**{c.name: getattr(key, c.name) for c in _COLUMNS}, "key_hash": key_hash}
-        async with self._store.begin_write() as conn:
-            await conn.execute(sa.insert(t_keys).values(**values))
+        try:
+            async with self._store.begin_write() as conn:
+                await conn.execute(sa.insert(t_keys).values(**values))
+        except sa_exc.IntegrityError:
+            raise Conflict(f"an API key with id {key.id} or this secret exists") from None
 
+    @guarded
     async def find(self, key_hash: str) -> ApiKey | None:
         return await self._one(t_keys.c.key_hash == key_hash)
 
+    @guarded
     async def get(self, key_id: str) -> ApiKey | None:
         return await self._one(t_keys.c.id == key_id)
 
+    @guarded
     async def all(self) -> list[ApiKey]:
         query = sa.select(*_COLUMNS).order_by(t_keys.c.created_at, t_keys.c.id)
         async with self._store.engine.connect() as conn:
             return [_key(row) for row in await conn.execute(query)]
 
+    @guarded
     async def revoke(self, key_id: str, at: float) -> bool:
         stmt = (
             sa.update(t_keys)

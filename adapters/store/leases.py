@@ -25,6 +25,8 @@ from sqlalchemy.dialects import postgresql
 
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t
+from adapters.store.transient import guarded
+from domain.reasons import CancelReason
 from service.ports import CancelBell, Claim, Renewal
 
 _UNFINISHED = ("queued", "in_progress")
@@ -32,11 +34,9 @@ _CHUNK = 500  # ids per IN (...) list on SQLite, far below its bound-parameter l
 c = t.c
 
 
-def _reason(row: Any) -> str | None:
-    """Why a flagged response must stop (None if it was not flagged)."""
-    if row.cancel_requested_at is None:
-        return None
-    return "deleted" if row.deleted_at is not None else "cancelled_by_user"
+def _reason(row: Any) -> CancelReason | None:
+    """Why a flagged response must stop, as the flag says (None if it was not flagged)."""
+    return None if row.cancel_reason is None else CancelReason(row.cancel_reason)
 
 
 class SqlLeases:
@@ -53,6 +53,7 @@ class SqlLeases:
 
     # --- Leases -------------------------------------------------------------------------
 
+    @guarded
     async def claim(self, limit: int) -> list[Claim]:
         if limit <= 0:
             return []
@@ -67,6 +68,7 @@ class SqlLeases:
             pick = pick.with_for_update(skip_locked=True)
         return await self._take(c.id.in_(pick.scalar_subquery()), now)
 
+    @guarded
     async def acquire(self, response_id: str) -> Claim | None:
         now = self._now()
         free = sa.or_(
@@ -75,6 +77,7 @@ class SqlLeases:
         taken = await self._take(sa.and_(c.id == response_id, c.status.in_(_UNFINISHED), free), now)
         return taken[0] if taken else None
 
+    @guarded
     async def renew(self, response_ids: Sequence[str]) -> Renewal:
         ids = list(dict.fromkeys(response_ids))
         held: dict[str, Any] = {}
@@ -92,18 +95,19 @@ class SqlLeases:
                     sa.update(t)
                     .where(target)
                     .values(lease_expires_at=now + self.ttl)
-                    .returning(c.id, c.cancel_requested_at, c.deleted_at)
+                    .returning(c.id, c.cancel_reason)
                 )
                 held.update({row.id: row for row in await conn.execute(stmt)})
                 skipped = [i for i in chunk if i not in held]
                 if skipped:  # locked just now: still ours if the row says so
-                    query = sa.select(c.id, c.cancel_requested_at, c.deleted_at).where(
+                    query = sa.select(c.id, c.cancel_reason).where(
                         self._among(skipped), c.lease_owner == self.owner
                     )
                     held.update({row.id: row for row in await conn.execute(query)})
         cancel = {i: r for i, row in held.items() if (r := _reason(row)) is not None}
         return Renewal(held=frozenset(held), cancel=cancel)
 
+    @guarded
     async def expired(self, limit: int) -> list[str]:
         now = self._now()
         lapsed = sa.and_(c.lease_owner.is_not(None), c.lease_expires_at < now)
@@ -136,7 +140,7 @@ class SqlLeases:
             sa.update(t)
             .where(where)
             .values(lease_owner=self.owner, lease_expires_at=now + self.ttl)
-            .returning(c.id, c.cancel_requested_at, c.deleted_at)
+            .returning(c.id, c.cancel_reason)
         )
         async with self._store._begin_write() as conn:
             rows = (await conn.execute(stmt)).all()

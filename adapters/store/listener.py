@@ -101,8 +101,10 @@ class Listener:
                 await self._listen_once()
                 log.warning("doorbell connection closed; reconnecting")
                 backoff = 0.05
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("doorbell connection lost (%s); reconnecting in %.2fs", exc, backoff)
+            except Exception:  # never let the listener die (nor `stop` raise it): tails poll
+                log.exception("doorbell connection failed; reconnecting in %.2fs", backoff)
             self.connected.clear()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff)

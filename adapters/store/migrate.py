@@ -20,17 +20,15 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 import migrations
+from adapters.store.transient import guarded
 from adapters.store.urls import async_url, ensure_sqlite_directory
-from domain.errors import ResplogError
+from domain.errors import NotMigrated as NotMigrated  # where the composition roots look
 
 
-class NotMigrated(ResplogError):
-    """The database is not at the head revision of the migrations."""
-
-    def __init__(self, url: URL) -> None:
-        shown = url.render_as_string(hide_password=True)
-        super().__init__(f'database is not migrated: run "resplog migrate --database-url {shown}"')
-        self.url = url
+def not_migrated(url: URL) -> NotMigrated:
+    """The error for a database at `url` that is not at the head revision."""
+    shown = url.render_as_string(hide_password=True)
+    return NotMigrated(f'database is not migrated: run "resplog migrate --database-url {shown}"')
 
 
 def script_location() -> Path:
@@ -62,6 +60,7 @@ def _on_connection(action: Callable[[Config], None]) -> Callable[[Connection], N
     return run
 
 
+@guarded
 async def _run(url: str | URL, work: Callable[[Connection], object]) -> object:
     parsed = async_url(url)
     ensure_sqlite_directory(parsed)

@@ -7,7 +7,6 @@ import builtins
 import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 import msgspec
 import sqlalchemy as sa
@@ -15,7 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.store.bells import Bells
 from adapters.store.tables import responses as t_responses
+from adapters.store.tables import row_of
+from adapters.store.transient import guarded
 from domain.errors import NotFound
+from domain.reasons import CancelReason
 from service.ports import ResponseRow
 
 
@@ -24,26 +26,6 @@ class ResponsePage(msgspec.Struct, frozen=True, kw_only=True):
 
     rows: list[ResponseRow]
     has_more: bool
-
-
-def _row(r: Any) -> ResponseRow:
-    m = r._mapping
-    return ResponseRow(
-        id=m["id"],
-        owner=m["owner"],
-        status=m["status"],
-        model=m["model"],
-        background=bool(m["background"]),
-        store=bool(m["store"]),
-        previous_response_id=m["previous_response_id"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        version=m["version"],
-        snapshot_version=m["snapshot_version"],
-        snapshot=m["snapshot"].encode(),
-        cancel_requested=m["cancel_requested_at"] is not None,
-        deleted=m["deleted_at"] is not None,
-    )
 
 
 class ReadModel:
@@ -55,12 +37,14 @@ class ReadModel:
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
+    @guarded
     async def get(self, response_id: str) -> ResponseRow | None:
         query = sa.select(t_responses).where(t_responses.c.id == response_id)
         async with self.engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else _row(row)
+        return None if row is None else row_of(row)
 
+    @guarded
     async def mark_deleted(self, response_id: str) -> bool:
         """Hide the response from the API (its log stays); False if absent or already so."""
         stmt = (
@@ -70,25 +54,37 @@ class ReadModel:
         )
         return await self._flag(stmt)
 
-    async def request_cancel(self, response_id: str, reason: str = "cancelled_by_user") -> bool:
-        """Flag the response for cancellation (the first request's time is kept) and ring
-        the cancel doorbell of the process that holds its lease; False if there is no such
-        (undeleted) response."""
+    @guarded
+    async def request_cancel(
+        self, response_id: str, reason: CancelReason = CancelReason.CANCELLED_BY_USER
+    ) -> bool:
+        """Flag the response for cancellation with `reason` and ring the cancel doorbell of
+        the process that holds its lease; False if there is no such (undeleted) response.
+
+        The first request's time and reason are kept, as the runner keeps the first reason
+        it is given: a doorbell and a later renewal pass then agree on why it stopped.
+        """
+        reason = CancelReason(reason)  # a plain string is checked here, not stored as is
         c = t_responses.c
+        first = c.cancel_requested_at.is_(None)
         stmt = (
             sa.update(t_responses)
             .where(c.id == response_id, c.deleted_at.is_(None))
-            .values(cancel_requested_at=sa.func.coalesce(c.cancel_requested_at, time.time()))
-            .returning(c.lease_owner)
+            .values(
+                cancel_requested_at=sa.case((first, time.time()), else_=c.cancel_requested_at),
+                cancel_reason=sa.case((first, reason.value), else_=c.cancel_reason),
+            )
+            .returning(c.lease_owner, c.cancel_reason)
         )
         async with self._begin_write() as conn:
             row = (await conn.execute(stmt)).first()
             if row is not None and row.lease_owner is not None:
-                await self._ring_cancel(conn, row.lease_owner, reason, response_id)
+                flagged = CancelReason(row.cancel_reason)
+                await self._ring_cancel(conn, row.lease_owner, flagged, response_id)
         return row is not None
 
     async def _ring_cancel(
-        self, conn: AsyncConnection, owner: str, reason: str, response_id: str
+        self, conn: AsyncConnection, owner: str, reason: CancelReason, response_id: str
     ) -> None:
         """Tell the lease owner (the embedded store: only this process can be it)."""
         if owner == self.bells.owner:
@@ -99,6 +95,7 @@ class ReadModel:
             result = await conn.execute(stmt)
         return result.rowcount == 1
 
+    @guarded
     async def list(
         self,
         *,
@@ -139,7 +136,7 @@ class ReadModel:
             if after is not None:
                 conds.append(await self._older_than(conn, after))
             rows = (await conn.execute(query.where(*conds))).all()
-        page = [_row(r) for r in rows[:limit]]
+        page = [row_of(r) for r in rows[:limit]]
         return ResponsePage(rows=page, has_more=len(rows) > limit)
 
     async def _older_than(self, conn: AsyncConnection, after: str) -> sa.ColumnElement[bool]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from adapters.store.tables import values_of
 from domain.events import (
     LIFECYCLE_TAGS,
     LIFECYCLE_TYPES,
@@ -21,25 +22,13 @@ from domain.events import (
     encode_json,
 )
 from domain.objects import ResponseObject
-from service.ports import StoredEvent
+from service.ports import ResponseRow, StoredEvent
 
 # The events that carry the whole response object; the last one in a batch is the snapshot.
 _LIFECYCLE = LIFECYCLE_TYPES
 
 # (position, type, data, facts, recorded_at): one event row, in the table's column order.
 Row = tuple[int, str, str, str | None, float]
-
-
-class NewRow(msgspec.Struct, frozen=True, kw_only=True):
-    """The read-model columns fixed at creation (from `response.created` and its facts)."""
-
-    id: str
-    owner: str
-    model: str
-    background: bool
-    store: bool
-    previous_response_id: str | None
-    created_at: float
 
 
 class Lifecycle(msgspec.Struct, frozen=True):
@@ -58,7 +47,7 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
     expected_version: int
     rows: list[Row]
     events: list[StoredEvent]
-    created: NewRow | None
+    created: ResponseRow | None
     lifecycle: Lifecycle | None
 
     @property
@@ -73,7 +62,7 @@ class StreamBatch(msgspec.Struct, frozen=True, kw_only=True):
     expected_version: int
     rows: list[Row]
     events: list[StoredEvent]
-    created: NewRow | None
+    created: ResponseRow | None
     lifecycle: Lifecycle | None
 
     @property
@@ -85,7 +74,9 @@ def _snapshot(response: ResponseObject) -> str:
     return encode_json(response).decode()
 
 
-def _new_row(stream_id: str, event: AnyEvent) -> NewRow:
+def _new_row(stream_id: str, event: AnyEvent, recorded_at: float) -> ResponseRow:
+    """The row as `response.created` makes it; `row_insert` brings its status, snapshot and
+    version up to the end of the batch that creates it."""
     if not isinstance(event, ResponseCreated):
         raise ValueError(f"{stream_id}: a stream must start with response.created")
     if event.facts is None:
@@ -93,14 +84,19 @@ def _new_row(stream_id: str, event: AnyEvent) -> NewRow:
     if event.response.id != stream_id:
         raise ValueError(f"{stream_id}: response.created is for {event.response.id}")
     r = event.response
-    return NewRow(
+    return ResponseRow(
         id=stream_id,
         owner=event.facts.owner,
+        status=r.status,
         model=r.model,
         background=r.background,
         store=r.store,
         previous_response_id=r.previous_response_id,
         created_at=float(r.created_at),
+        updated_at=recorded_at,
+        version=0,
+        snapshot_version=0,
+        snapshot=encode_json(r),
     )
 
 
@@ -121,7 +117,7 @@ def encode_append(
     rows: list[Row] = []
     stored: list[StoredEvent] = []
     lifecycle: Lifecycle | None = None
-    created: NewRow | None = None
+    created: ResponseRow | None = None
     for offset, event in enumerate(events):
         position = expected_version + 1 + offset
         if event.sequence_number != position:
@@ -136,7 +132,7 @@ def encode_append(
         if enc.type in LIFECYCLE_TAGS and isinstance(event, _LIFECYCLE):
             lifecycle = Lifecycle(position, event.response.status, _snapshot(event.response))
         if position == 0:
-            created = _new_row(stream_id, event)
+            created = _new_row(stream_id, event, now)
     return Append(
         stream_id=stream_id,
         expected_version=expected_version,
@@ -166,8 +162,10 @@ def merge(appends: Sequence[Append]) -> StreamBatch:
     )
 
 
-# Column orders of `row_insert` and `row_change`; the dialects' statements follow them.
-ROW_INSERT_COLUMNS = (
+# The columns a stream's creation sets, in the order of `row_insert`'s values (the dialects'
+# INSERT statements list them so); the others start NULL (no cancel, no delete) or are the
+# lease, which the dialect sets itself.
+INSERT_COLUMNS = (
     "id",
     "owner",
     "status",
@@ -184,24 +182,19 @@ ROW_INSERT_COLUMNS = (
 
 
 def row_insert(batch: StreamBatch, now: float) -> tuple[object, ...]:
-    """The new read-model row of a stream created by `batch` (in ROW_INSERT_COLUMNS order)."""
+    """The new read-model row of a stream created by `batch` (in INSERT_COLUMNS order)."""
     new, life = batch.created, batch.lifecycle
     if new is None or life is None:
         raise ValueError(f"{batch.stream_id}: a new stream must start with response.created")
-    return (
-        new.id,
-        new.owner,
-        life.status,
-        new.model,
-        new.background,
-        new.store,
-        new.previous_response_id,
-        new.created_at,
-        now,
-        batch.last,
-        life.position,
-        life.snapshot,
+    values = values_of(new)
+    values.update(
+        status=life.status,
+        updated_at=now,
+        version=batch.last,
+        snapshot_version=life.position,
+        snapshot=life.snapshot,
     )
+    return tuple(values[name] for name in INSERT_COLUMNS)
 
 
 def row_change(batch: StreamBatch, now: float) -> tuple[object, ...]:

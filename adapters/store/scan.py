@@ -9,7 +9,6 @@ read by a global sequence: docs/storage.md explains why such a feed skips rows.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import msgspec
 import sqlalchemy as sa
@@ -17,8 +16,9 @@ import sqlalchemy as sa
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
-from service.audit.records import ResponseRecord
-from service.ports import StoredEvent
+from adapters.store.tables import row_of
+from adapters.store.transient import guarded, guarded_iter
+from service.ports import ResponseRow, StoredEvent
 
 _CHUNK = 500  # ids per IN (...) list
 
@@ -49,29 +49,7 @@ class Head(msgspec.Struct, frozen=True):
     """A stream begins: its id and read-model row (None: events with no row)."""
 
     stream_id: str
-    record: ResponseRecord | None
-
-
-def record_of(row: Any) -> ResponseRecord:
-    m = row._mapping
-    return ResponseRecord(
-        id=m["id"],
-        owner=m["owner"],
-        status=m["status"],
-        model=m["model"],
-        background=bool(m["background"]),
-        store=bool(m["store"]),
-        previous_response_id=m["previous_response_id"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        version=m["version"],
-        snapshot_version=m["snapshot_version"],
-        snapshot=m["snapshot"].encode(),
-        cancel_requested_at=m["cancel_requested_at"],
-        deleted_at=m["deleted_at"],
-        lease_owner=m["lease_owner"],
-        lease_expires_at=m["lease_expires_at"],
-    )
+    record: ResponseRow | None
 
 
 class LogScan:
@@ -82,18 +60,21 @@ class LogScan:
         self.rows_page = rows_page
         self.events_page = events_page
 
-    async def record(self, response_id: str) -> ResponseRecord | None:
+    @guarded
+    async def record(self, response_id: str) -> ResponseRow | None:
         query = sa.select(t_responses).where(t_responses.c.id == response_id)
         async with self.store.engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else record_of(row)
+        return None if row is None else row_of(row)
 
+    @guarded
     async def count(self, selection: Selection) -> int:
         query = sa.select(sa.func.count()).select_from(t_responses).where(*selection.where())
         async with self.store.engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
-    async def records(self, selection: Selection) -> AsyncIterator[list[ResponseRecord]]:
+    @guarded_iter
+    async def records(self, selection: Selection) -> AsyncIterator[list[ResponseRow]]:
         """The selected rows, oldest first, a page at a time."""
         c = t_responses.c
         key: tuple[float, str] | None = None
@@ -108,7 +89,7 @@ class LogScan:
                 .limit(self.rows_page)
             )
             async with self.store.engine.connect() as conn:
-                page = [record_of(r) for r in await conn.execute(query)]
+                page = [row_of(r) for r in await conn.execute(query)]
             if page:
                 yield page
             if len(page) < self.rows_page:
@@ -145,6 +126,7 @@ class LogScan:
             async for item in self._emit([Head(i, None) for i in chunk]):
                 yield item
 
+    @guarded_iter
     async def _orphan_ids(self) -> AsyncIterator[list[str]]:
         e, r = t_events.c, t_responses.c
         after: str | None = None
@@ -166,6 +148,7 @@ class LogScan:
                 return
             after = ids[-1]
 
+    @guarded
     async def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` have a read-model row or any event."""
         found: set[str] = set()
@@ -178,10 +161,11 @@ class LogScan:
                 found.update((await conn.execute(logs.distinct())).scalars())
         return found
 
-    async def _records_by_id(self, ids: Sequence[str]) -> dict[str, ResponseRecord]:
+    @guarded
+    async def _records_by_id(self, ids: Sequence[str]) -> dict[str, ResponseRow]:
         query = sa.select(t_responses).where(t_responses.c.id.in_(ids))
         async with self.store.engine.connect() as conn:
-            return {rec.id: rec for rec in map(record_of, await conn.execute(query))}
+            return {rec.id: rec for rec in map(row_of, await conn.execute(query))}
 
     async def _emit(self, heads: Sequence[Head]) -> AsyncIterator[Head | StoredEvent]:
         """The first page of every stream in one read (one query on PostgreSQL), then each

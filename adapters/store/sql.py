@@ -27,8 +27,8 @@ from adapters.store.settings import StoreSettings
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tail import follow
-from adapters.store.transient import is_transient
-from domain.errors import Conflict
+from adapters.store.transient import guarded, is_transient, store_error
+from domain.errors import Conflict, StoreUnavailable
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES
 from service.ports import StoredEvent
@@ -85,6 +85,7 @@ class SqlEventStore(ReadModel):
     async def start(self) -> None:
         """Start background helpers (the PostgreSQL listener); `open_store` calls it."""
 
+    @guarded
     async def close(self) -> None:
         await self.engine.dispose()
 
@@ -98,13 +99,15 @@ class SqlEventStore(ReadModel):
             return False
         return True
 
+    @guarded
     async def check_migrated(self) -> None:
         """Raise `NotMigrated` (naming the command that fixes it) unless at the head revision."""
         async with self.engine.connect() as conn:
             at_head = await conn.run_sync(migrate.connection_is_head)
         if not at_head:
-            raise migrate.NotMigrated(self.url)
+            raise migrate.not_migrated(self.url)
 
+    @guarded
     async def ring_work(self) -> None:
         """Wake the workers that can hear it: a response is queued (here, this process's;
         PostgreSQL also rings every other process)."""
@@ -112,6 +115,7 @@ class SqlEventStore(ReadModel):
 
     # --- the log --------------------------------------------------------------------------
 
+    @guarded
     async def read(
         self, stream_id: str, after: int = -1, limit: int | None = None
     ) -> list[StoredEvent]:
@@ -127,6 +131,7 @@ class SqlEventStore(ReadModel):
             result = await conn.execute(query)
             return [_stored(stream_id, row) for row in result]
 
+    @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
         """For each (stream, after): up to `limit` of its events with position > after. Each
         stream's events are in order; streams are not (PostgreSQL does it in one query)."""
@@ -135,6 +140,7 @@ class SqlEventStore(ReadModel):
             found += await self.read(stream_id, after, limit)
         return found
 
+    @guarded
     async def read_events(self, stream_id: str, after: int = -1) -> list[AnyEvent]:
         """The stream decoded into typed events; a corrupt row raises `CorruptEvent` naming
         its stream and position (it is never skipped)."""
@@ -160,13 +166,12 @@ class SqlEventStore(ReadModel):
         while True:
             try:
                 return await self.read(stream_id, after, limit)
-            except (sa_exc.DBAPIError, OSError) as exc:
-                if not is_transient(exc):
-                    raise
+            except StoreUnavailable as exc:
                 log.warning("tail of %s: read failed (%s); retrying", stream_id, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.settings.poll_interval)
 
+    @guarded
     async def _ended(self, stream_id: str, last: int) -> bool:
         query = sa.select(t_responses.c.status, t_responses.c.version).where(
             t_responses.c.id == stream_id
@@ -177,6 +182,7 @@ class SqlEventStore(ReadModel):
 
     # --- appends --------------------------------------------------------------------------
 
+    @guarded
     async def append(
         self,
         stream_id: str,
@@ -193,14 +199,15 @@ class SqlEventStore(ReadModel):
         if stream_id in failed:
             raise failed[stream_id]
 
+    @guarded
     async def commit(self, batches: Sequence[StreamBatch], *, recheck: bool = False) -> Failures:
         """Commit the batches (one per stream) in one transaction; returns those that failed.
 
         A stream whose guard misses fails alone (`Conflict`) and the others still commit. A
         constraint violation aborts the whole transaction, so then each stream is retried
-        in a savepoint of its own. Transient errors propagate for the caller to retry; with
-        `recheck` (a retry), a batch that a lost-acknowledgement commit already wrote is
-        recognised by its bytes and counts as committed, not as a conflict.
+        in a savepoint of its own. Transient errors propagate (as `StoreUnavailable`) for the
+        caller to retry; with `recheck` (a retry), a batch that a lost-acknowledgement commit
+        already wrote is recognised by its bytes and counts as committed, not as a conflict.
         """
         if len({b.stream_id for b in batches}) != len(batches):
             raise ValueError("one batch per stream per commit")
@@ -308,4 +315,4 @@ def _wrap(batch: StreamBatch, exc: sa_exc.DBAPIError) -> BaseException:
         conflict = _conflict(batch)
         conflict.__cause__ = exc
         return conflict
-    return exc
+    return store_error(exc)

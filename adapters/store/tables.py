@@ -1,13 +1,19 @@
 """The tables of the store, as SQLAlchemy Core: the event log, the response read model and
-the API keys.
+the API keys; and the one mapping between a `responses` row and the port's `ResponseRow`.
 
 They are identical on PostgreSQL and SQLite and are created only by the Alembic migrations
 (`migrations/versions/`); this module describes them for the queries and must match them.
+Adding a column to `responses` is this table, the field of `ResponseRow`, and a migration.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
+
+from domain.reasons import CancelReason
+from service.ports import ResponseRow
 
 metadata = sa.MetaData()
 
@@ -47,6 +53,9 @@ responses = sa.Table(
     sa.Column("snapshot_version", sa.Integer, nullable=False),
     sa.Column("snapshot", sa.Text, nullable=False),
     sa.Column("cancel_requested_at", sa.Double, nullable=True),
+    # Why the cancel was asked for (a `CancelReason`), set with `cancel_requested_at`: the
+    # lease owner that finds the flag by polling (its doorbell lost) ends it with this.
+    sa.Column("cancel_reason", sa.Text, nullable=True),
     sa.Column("deleted_at", sa.Double, nullable=True),
     sa.Column("lease_owner", sa.Text, nullable=True),
     sa.Column("lease_expires_at", sa.Double, nullable=True),
@@ -56,6 +65,27 @@ responses = sa.Table(
     sa.Index("ix_responses_previous", "previous_response_id"),
     postgresql_with={"fillfactor": 80},
 )
+
+
+def row_of(row: sa.Row[Any]) -> ResponseRow:
+    """The `ResponseRow` of a selected `responses` row (all of its columns)."""
+    m = row._mapping
+    values = {name: m[name] for name in ResponseRow.__struct_fields__}
+    values["background"] = bool(values["background"])  # SQLite may hand back 0/1
+    values["store"] = bool(values["store"])
+    values["snapshot"] = values["snapshot"].encode()
+    reason = values["cancel_reason"]
+    values["cancel_reason"] = None if reason is None else CancelReason(reason)
+    return ResponseRow(**values)
+
+
+def values_of(row: ResponseRow) -> dict[str, Any]:
+    """The column values of `row`, as the table stores them (the inverse of `row_of`)."""
+    values = {name: getattr(row, name) for name in ResponseRow.__struct_fields__}
+    values["snapshot"] = row.snapshot.decode()
+    values["cancel_reason"] = None if row.cancel_reason is None else row.cancel_reason.value
+    return values
+
 
 # API keys: only a SHA-256 of each secret (service/keys.py says why that is enough), unique so
 # that a lookup by hash is one index probe. `prefix` is the secret's first characters, shown

@@ -1,10 +1,37 @@
-"""Which database errors are worth retrying: a lost connection, a lock or deadlock timeout,
-a serialization failure. A constraint violation never is (it means a conflict). Also the
-error for "the database cannot be reached right now" that the HTTP layer turns into 503."""
+"""The store's error boundary: which database errors are worth retrying (a lost connection,
+a lock or deadlock timeout, a serialization failure; never a constraint violation), and
+the translation of every driver error into the project's own (`StoreUnavailable` for those,
+`StoreError` for the rest) at the store's public methods.
+
+Nothing above the store sees SQLAlchemy, asyncpg, sqlite3 or the sockets' OSError: the
+HTTP layer answers 503 to `StoreUnavailable`, the CLI prints any `StoreError` in one line.
+"""
 
 from __future__ import annotations
 
+import functools
+import sqlite3
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+import asyncpg
 import sqlalchemy.exc as sa_exc
+
+from domain.errors import StoreError, StoreUnavailable
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+# What the drivers and the network raise. (asyncio's TimeoutError is an OSError.)
+RAW: tuple[type[BaseException], ...] = (
+    sa_exc.SQLAlchemyError,
+    OSError,
+    sqlite3.Error,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
 
 # SQLite has no SQLSTATE: these of its messages mean "busy or unavailable", not "wrong".
 _SQLITE_TRANSIENT = ("locked", "busy", "disk i/o error", "unable to open database file")
@@ -14,12 +41,9 @@ _TRANSIENT_CLASSES = ("08", "53", "57")  # connection exception, resources, oper
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
 
 
-class Unreachable(ConnectionError):
-    """The database cannot be reached right now (the writer is riding out an outage)."""
-
-
-def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
-    for candidate in (exc.orig, getattr(exc.orig, "__cause__", None)):
+def _sqlstate(exc: BaseException) -> str | None:
+    orig = getattr(exc, "orig", None)
+    for candidate in (exc, orig, getattr(orig, "__cause__", None)):
         code = getattr(candidate, "sqlstate", None)
         if isinstance(code, str):
             return code
@@ -28,17 +52,81 @@ def _sqlstate(exc: sa_exc.DBAPIError) -> str | None:
 
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the same transaction may succeed."""
-    if isinstance(exc, sa_exc.IntegrityError):
+    if isinstance(exc, StoreError):
+        return isinstance(exc, StoreUnavailable)
+    if isinstance(exc, sa_exc.IntegrityError | sqlite3.IntegrityError):
         return False
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    code = _sqlstate(exc)
+    if code is not None:
+        return code in _TRANSIENT_CODES or code.startswith(_TRANSIENT_CLASSES)
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    if isinstance(orig, sqlite3.Error):
+        # "database is locked" is worth a retry; "no such table" never is.
+        return any(word in str(orig).lower() for word in _SQLITE_TRANSIENT)
     if isinstance(exc, sa_exc.DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        code = _sqlstate(exc)
-        if code is not None:
-            return code in _TRANSIENT_CODES or code.startswith(_TRANSIENT_CLASSES)
-        if type(exc.orig).__module__.startswith("sqlite3"):
-            # "database is locked" is worth a retry; "no such table" never is.
-            return any(word in str(exc.orig).lower() for word in _SQLITE_TRANSIENT)
         # A dropped asyncpg connection lands here.
         return isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
-    return isinstance(exc, OSError | TimeoutError | sa_exc.TimeoutError)
+    return isinstance(exc, OSError | sa_exc.TimeoutError | asyncpg.InterfaceError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def store_error(exc: BaseException) -> BaseException:
+    """The project's error for a driver's `exc` (its cause); anything else unchanged."""
+    if not isinstance(exc, RAW):
+        return exc
+    error: StoreError
+    if is_transient(exc):
+        error = StoreUnavailable(f"cannot use the database now (retry shortly): {_one_line(exc)}")
+    else:
+        error = StoreError(f"cannot use the database: {_one_line(exc)}")
+    error.__cause__ = exc
+    return error
+
+
+@contextmanager
+def boundary() -> Iterator[None]:
+    """Translate what escapes the block (for the few synchronous entry points)."""
+    try:
+        yield
+    except RAW as exc:
+        raise store_error(exc) from exc
+
+
+def guarded(method: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A public coroutine of the store: driver errors leave it translated."""
+
+    @functools.wraps(method)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except RAW as exc:
+            raise store_error(exc) from exc
+
+    return run
+
+
+def guarded_iter(
+    method: Callable[P, AsyncIterator[T]],
+) -> Callable[P, AsyncGenerator[T, None]]:
+    """The same for a public async generator (closing it closes the one it wraps)."""
+
+    @functools.wraps(method)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> AsyncGenerator[T, None]:
+        inner = method(*args, **kwargs)
+        try:
+            async for item in inner:
+                yield item
+        except RAW as exc:
+            raise store_error(exc) from exc
+        finally:
+            aclose: Callable[[], Awaitable[Any]] | None = getattr(inner, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return run

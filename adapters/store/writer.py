@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from adapters.store.rows import Append, StreamBatch, encode_append, merge
 from adapters.store.sql import Failures, SqlEventStore
-from adapters.store.transient import Unreachable, is_transient
-from domain.errors import Conflict
+from adapters.store.transient import is_transient, store_error
+from domain.errors import Conflict, StoreError, StoreUnavailable
 from domain.events import AnyEvent
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class _Stream:
 def _again(exc: BaseException) -> BaseException:
     """A fresh exception for each waiter (one instance raised in many tasks would share and
     grow one traceback)."""
-    if isinstance(exc, Conflict):
-        fresh = Conflict(str(exc))
+    if isinstance(exc, Conflict | StoreError):
+        fresh = type(exc)(str(exc))
         fresh.__cause__ = exc.__cause__
         return fresh
     return exc
@@ -162,7 +162,7 @@ class GroupCommitWriter:
         if not events:
             return
         if self._outage and expected_version == -1:
-            raise Unreachable("the database cannot be reached; retry shortly")
+            raise StoreUnavailable("the database cannot be reached; retry shortly")
         # Queue before the first await: a caller cancelled anywhere inside this call still
         # has its events queued, so its idea of the stream's version stays true.
         append = encode_append(stream_id, expected_version, events)
@@ -253,7 +253,7 @@ class GroupCommitWriter:
             failures = await self._commit(batches)
         except Exception as exc:  # never let the flusher die: fail this flush's appends
             log.exception("flush failed")
-            failures = {b.stream_id: exc for b in batches}
+            failures = {b.stream_id: store_error(exc) for b in batches}
         self.flushes += 1
         self.flush_seconds += time.perf_counter() - began
         self._settle(taken, failures)

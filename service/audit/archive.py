@@ -9,10 +9,10 @@
 
 `data` and `facts` are the stored text as JSON strings, so they come back exactly as they
 were whatever reads the file in between; `recorded_at` is a JSON number that round-trips. A
-response line carries only what no event records (`updated_at`, the cancel and delete flags,
-the lease): the rest of the row is rebuilt from the events by the same fold `verify` uses,
-so an imported row equals the fold by construction, and a file whose log does not verify is
-refused.
+response line carries only what no event records (`updated_at`, the cancel flag and its
+reason, the delete flag, the lease): the rest of the row is rebuilt from the events by the
+same fold `verify` uses, so an imported row equals the fold by construction, and a file
+whose log does not verify is refused.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from typing import Any
 import msgspec
 
 from domain.errors import ArchiveError
-from service.audit.records import Flags, ResponseRecord, flags_of, rebuild
+from domain.reasons import CancelReason
+from service.audit.records import FLAGS, flags_of
 from service.audit.verify import StreamCheck
-from service.ports import StoredEvent
+from service.ports import ResponseRow, StoredEvent
 
 FORMAT = 1
 HEADER_KIND = "resplog.export"
@@ -38,10 +39,13 @@ class Header(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag=HE
 
 
 class ResponseLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="response"):
+    """The columns of the row that no event records (`records.FLAGS`, every one of them)."""
+
     id: str
     events: int
     updated_at: float
     cancel_requested_at: float | None = None
+    cancel_reason: CancelReason | None = None  # absent from files of before it existed
     deleted_at: float | None = None
     lease_owner: str | None = None
     lease_expires_at: float | None = None
@@ -79,9 +83,8 @@ def end(responses: int, events: int) -> bytes:
     return _line(End(responses=responses, events=events))
 
 
-def response_line(record: ResponseRecord, events: int) -> bytes:
-    flags = flags_of(record)
-    return _line(ResponseLine(id=record.id, events=events, **msgspec.structs.asdict(flags)))
+def response_line(record: ResponseRow, events: int) -> bytes:
+    return _line(ResponseLine(id=record.id, events=events, **flags_of(record)))
 
 
 def event_line(stored: StoredEvent) -> bytes:
@@ -103,7 +106,7 @@ def event_line(stored: StoredEvent) -> bytes:
 class Imported(msgspec.Struct, frozen=True, kw_only=True):
     """One response of a file, checked: its rebuilt row and its events, ready to insert."""
 
-    record: ResponseRecord
+    record: ResponseRow
     events: list[StoredEvent]
     line: int  # where its response line is, for messages
 
@@ -148,13 +151,10 @@ class _Pending:
         findings = check.finish()
         if findings:
             raise _fail(self.number, f"{line.id} does not verify: {findings[0].line()}")
-        derived = check.derived()
-        if not check.terminal or derived is None:
+        rebuilt = check.derived(**{name: getattr(line, name) for name in FLAGS})
+        if not check.terminal or rebuilt is None:
             raise _fail(self.number, f"{line.id} has not ended; only ended responses are imported")
-        flags = Flags(**{f: getattr(line, f) for f in Flags.__struct_fields__})
-        return Imported(
-            record=rebuild(line.id, derived, flags), events=self.events, line=self.number
-        )
+        return Imported(record=rebuilt, events=self.events, line=self.number)
 
 
 def read(lines: Iterable[bytes]) -> Iterator[Imported]:

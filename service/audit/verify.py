@@ -12,7 +12,7 @@ warning, not a violation.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -21,13 +21,14 @@ from domain.events import (
     LIFECYCLE_TYPES,
     AnyEvent,
     ResponseCreated,
+    encode_json,
     tag_of,
 )
 from domain.fold import evolve
 from domain.objects import TERMINAL_STATUSES, ResponseObject
 from domain.state import ResponseState
-from service.audit.records import COMPARED, Derived, ResponseRecord
-from service.ports import StoredEvent
+from service.audit.records import COMPARED, flags_of
+from service.ports import ResponseRow, StoredEvent
 
 Severity = Literal["violation", "warning"]
 _snapshot = msgspec.json.Decoder(ResponseObject)
@@ -50,7 +51,7 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
 class StreamCheck:
     """Checks one stream: `feed` its rows in position order, then `finish`."""
 
-    def __init__(self, stream_id: str, record: ResponseRecord | None, *, row_expected: bool = True):
+    def __init__(self, stream_id: str, record: ResponseRow | None, *, row_expected: bool = True):
         self.stream_id = stream_id
         self.record = record
         self.row_expected = row_expected
@@ -151,14 +152,17 @@ class StreamCheck:
 
     # --- the read model -------------------------------------------------------------------
 
-    def derived(self) -> Derived | None:
-        """The row the fold so far implies; None while the fold is broken or empty."""
+    def derived(self, **flags: Any) -> ResponseRow | None:
+        """The row the fold so far implies, with `flags` for the columns that no event
+        records (`records.FLAGS`, `updated_at` at least); None while the fold is broken or
+        empty. The snapshot is encoded as the store encodes it (`adapters/store/rows.py`)."""
         if self.broken or self.created is None or self.snapshot is None:
             return None
         facts, created = self.created.facts, self.created.response
         assert facts is not None
         position, snapshot = self.snapshot
-        return Derived(
+        return ResponseRow(
+            id=self.stream_id,
             owner=facts.owner,
             status=snapshot.status,
             model=created.model,
@@ -168,20 +172,21 @@ class StreamCheck:
             created_at=float(created.created_at),
             version=self.state.version,
             snapshot_version=position,
-            snapshot=snapshot,
+            snapshot=encode_json(snapshot),
+            **flags,
         )
 
-    def _compare(self, record: ResponseRecord) -> None:
+    def _compare(self, record: ResponseRow) -> None:
         self.compared = True
-        want = self.derived()
-        if want is None:
+        want = self.derived(**flags_of(record))
+        if want is None or self.snapshot is None:
             return
         diffs = [
             f"{name} {getattr(record, name)!r} (log: {getattr(want, name)!r})"
             for name in COMPARED
             if getattr(record, name) != getattr(want, name)
         ]
-        diffs += _snapshot_diff(record.snapshot, want.snapshot)
+        diffs += _snapshot_diff(record.snapshot, self.snapshot[1])
         if diffs:
             self._violation(
                 record.version, "read_model", "the row differs from the fold: " + "; ".join(diffs)
@@ -200,7 +205,7 @@ class StreamCheck:
         rec = self.record
         return rec is not None and not rec.terminal and self.last > rec.version
 
-    def recheck(self, fresh: ResponseRecord | None) -> None:
+    def recheck(self, fresh: ResponseRow | None) -> None:
         if fresh is not None and fresh.version < self.last:
             self._violation(
                 None,

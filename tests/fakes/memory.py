@@ -24,6 +24,7 @@ from domain.events import (
     ResponseCreated,
     encode,
 )
+from domain.reasons import CancelReason
 from service.ports import CancelBell, Claim, Renewal, ResponseRow, StoredEvent
 from tests.fakes.keys import MemoryKeyStore
 
@@ -129,14 +130,21 @@ class MemoryStore:
         row = self.rows.get(response_id)
         if row is None:
             return False
-        self.rows[response_id] = msgspec.structs.replace(row, deleted=True)
+        self.rows[response_id] = msgspec.structs.replace(row, deleted_at=time.time())
         return True
 
-    async def request_cancel(self, response_id: str, reason: str = "cancelled_by_user") -> bool:
+    async def request_cancel(
+        self, response_id: str, reason: CancelReason = CancelReason.CANCELLED_BY_USER
+    ) -> bool:
         row = self.rows.get(response_id)
         if row is None:
             return False
-        self.rows[response_id] = msgspec.structs.replace(row, cancel_requested=True)
+        if row.cancel_reason is None:
+            row = msgspec.structs.replace(
+                row, cancel_requested_at=time.time(), cancel_reason=reason
+            )
+            self.rows[response_id] = row
+        reason = row.cancel_reason or reason
         lease = self.leases.get(response_id)
         bell = self.cancel_bells.get(lease[0]) if lease else None
         if bell is not None:
@@ -167,9 +175,7 @@ class MemoryLeases:
 
     def _take(self, rid: str) -> Claim:
         self.store.leases[rid] = (self.owner, self.clock() + self.ttl)
-        row = self.store.rows[rid]
-        reason = "deleted" if row.deleted else "cancelled_by_user"
-        return Claim(rid, reason if row.cancel_requested else None)
+        return Claim(rid, self.store.rows[rid].cancel_reason)
 
     async def claim(self, limit: int) -> list[Claim]:
         now = self.clock()
@@ -195,11 +201,7 @@ class MemoryLeases:
         held = [r for r in response_ids if self.store.leases.get(r, ("",))[0] == self.owner]
         for rid in held:
             self.store.leases[rid] = (self.owner, self.clock() + self.ttl)
-        cancel = {
-            rid: "deleted" if self.store.rows[rid].deleted else "cancelled_by_user"
-            for rid in held
-            if self.store.rows[rid].cancel_requested
-        }
+        cancel = {rid: reason for rid in held if (reason := self.store.rows[rid].cancel_reason)}
         return Renewal(held=frozenset(held), cancel=cancel)
 
     async def expired(self, limit: int) -> list[str]:

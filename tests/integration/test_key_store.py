@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-import sqlalchemy.exc as sa_exc
 
 from adapters.store import SqlApiKeyStore, SqlEventStore
 from adapters.store.tables import api_keys
+from domain.errors import Conflict
 from service import keys as uc
 from service.ports import ApiKey
 
@@ -42,6 +42,6 @@ async def test_two_keys_cannot_share_a_hash(store: SqlEventStore) -> None:
     one = ApiKey(id="key_dup_a", owner="a", prefix="rsk-x", name=None, created_at=1.0)
     two = ApiKey(id="key_dup_b", owner="b", prefix="rsk-y", name=None, created_at=1.0)
     await keys.add(one, "f" * 64)
-    with pytest.raises(sa_exc.IntegrityError):
+    with pytest.raises(Conflict):
         await keys.add(two, "f" * 64)
     assert await keys.find("f" * 64) == one

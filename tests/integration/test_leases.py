@@ -12,15 +12,21 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from adapters.engines.scripted import ScriptedEngine
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import upgrade
 from adapters.store.tables import responses as t_responses
 from domain.builder import emit
 from domain.errors import Conflict
+from domain.events import ResponseCancelled
 from domain.fold import replay
 from domain.generation import TextDelta
+from domain.reasons import CancelReason
 from domain.state import ResponseState
+from service.leases import LeaseKeeper
+from service.responses import build_prompt
+from service.runner import Runner
 from tests.integration import streams
 from tests.integration.test_store_contract import write
 
@@ -176,7 +182,7 @@ async def test_a_claim_reports_a_cancel_requested_before_it(proc: Opener) -> Non
     rid = await queued(creator)
     await creator.request_cancel(rid)
     claims = await SqlLeases(await proc("worker")).claim(1)
-    assert [(c.response_id, c.cancel) for c in claims] == [(rid, "cancelled_by_user")]
+    assert [(c.response_id, c.cancel) for c in claims] == [(rid, CancelReason.CANCELLED_BY_USER)]
 
 
 async def test_acquire_refuses_a_live_lease_and_takes_an_expired_or_own_one(
@@ -249,9 +255,9 @@ async def test_a_cancel_request_rings_only_the_lease_owner(proc: Opener) -> None
     rang.clear()  # (a reconnect rings with None)
     heard["proc-a"].clear()
     if a.dialect == "postgresql":  # another process asks; the owner hears it via NOTIFY
-        assert await b.request_cancel(rid, "deleted")
+        assert await b.request_cancel(rid, CancelReason.DELETED)
     else:  # the embedded store: only the process that asked can hear it
-        assert await a.request_cancel(rid, "deleted")
+        assert await a.request_cancel(rid, CancelReason.DELETED)
     async with asyncio.timeout(10):
         await rang.wait()
     assert heard["proc-a"] == [(rid, "deleted")]
@@ -327,3 +333,48 @@ async def test_a_flush_of_many_fenced_streams_is_still_one_statement_per_kind(
             )
     assert writer.flushes == 1
     assert writes(sent) == ["UPDATE", "INSERT"]
+
+
+async def test_a_delete_whose_doorbell_is_lost_is_found_by_the_owners_renewal(
+    proc: Opener,
+) -> None:
+    """Another process deletes a response this one generates, and its cancel doorbell never
+    arrives (no listener here; SQLite has none across processes): the next renewal pass
+    reads the flag and its reason from the row, and the log records `deleted`, not the
+    `cancelled_by_user` that the flag alone used to be taken for."""
+    owner = await proc("proc-a", listen=False)
+    other = await proc("proc-b")
+    state = await open_stream(owner)
+    assert state.response is not None and state.facts is not None
+    rid = state.response.id
+    async with GroupCommitWriter(owner) as writer:
+        runner = Runner(writer, ScriptedEngine(delay_s=0.01, tokens=10_000))
+        keeper = LeaseKeeper(SqlLeases(owner), runner, slots=1, renew_every=3600)
+        gen = runner.launch(state, build_prompt(state.response, state.facts.input, []))
+        assert await other.request_cancel(rid, CancelReason.DELETED)
+        await asyncio.sleep(0.05)
+        assert not gen.task.done()  # type: ignore[union-attr]  (nobody told it yet)
+        await keeper.renew_once()
+        async with asyncio.timeout(10):
+            await gen.wait()
+    last = (await owner.read_events(rid))[-1]
+    assert isinstance(last, ResponseCancelled) and last.facts is not None
+    assert last.facts.reason == CancelReason.DELETED
+    row = await other.get(rid)
+    assert row is not None and row.cancel_reason == CancelReason.DELETED
+
+
+async def test_the_first_cancel_reason_is_kept(proc: Opener) -> None:
+    """As the runner keeps the first reason it is given: a doorbell and a later renewal
+    pass agree on why a response stopped."""
+    a = await proc("proc-a")
+    rid = (await open_stream(a)).response.id  # type: ignore[union-attr]
+    assert await a.request_cancel(rid, CancelReason.CANCELLED_BY_USER)
+    first = await a.get(rid)
+    assert await a.request_cancel(rid, CancelReason.DELETED)
+    again = await a.get(rid)
+    assert first is not None and again is not None
+    assert again.cancel_reason == CancelReason.CANCELLED_BY_USER
+    assert again.cancel_requested_at == first.cancel_requested_at
+    renewal = await SqlLeases(a).renew([rid])
+    assert renewal.cancel == {rid: CancelReason.CANCELLED_BY_USER}

@@ -91,7 +91,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0002 (head)" in out.stdout
+    assert "0003 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
@@ -126,3 +126,58 @@ async def test_the_migrated_schema_is_what_tables_py_describes(empty_url: str) -
             assert await conn.run_sync(differences) == []
     finally:
         await engine.dispose()
+
+
+async def _sql(url: str, sql: str) -> list[tuple[object, ...]]:
+    engine = create_async_engine(async_url(url))
+    try:
+        async with engine.begin() as conn:
+            result = await conn.execute(sa.text(sql))
+            return [tuple(r) for r in result] if result.returns_rows else []
+    finally:
+        await engine.dispose()
+
+
+async def _schema(url: str) -> tuple[set[str], set[str]]:
+    """The columns and the index names of `responses`."""
+
+    def inspect(c: sa.Connection) -> tuple[set[str], set[str]]:
+        found = sa.inspect(c)
+        columns = {col["name"] for col in found.get_columns("responses")}
+        return columns, {str(ix["name"]) for ix in found.get_indexes("responses")}
+
+    engine = create_async_engine(async_url(url))
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(inspect)
+    finally:
+        await engine.dispose()
+
+
+async def test_0003_stores_the_cancel_reason_and_fills_it_for_flagged_rows(empty_url: str) -> None:
+    """Rows flagged before 0003 get the reason the flag was read as then; a downgrade drops
+    the column and keeps the rows (and their indexes), an upgrade brings it back."""
+    await upgrade_async(empty_url, "0002")
+    insert = (
+        "INSERT INTO responses (id, owner, status, model, background, store, created_at, "
+        "updated_at, version, snapshot_version, snapshot, cancel_requested_at, deleted_at) "
+        "VALUES ('{id}', 'o', 'in_progress', 'm', {true}, {true}, 1.0, 1.0, 1, 1, '{{}}', "
+        "{cancel}, {deleted})"
+    )
+    true = "true" if empty_url.startswith("postgres") else "1"
+    flagged = (("r_plain", "NULL", "NULL"), ("r_cancel", "2.0", "NULL"), ("r_del", "2.0", "3.0"))
+    for rid, cancel, deleted in flagged:
+        await _sql(empty_url, insert.format(id=rid, true=true, cancel=cancel, deleted=deleted))
+    columns, indexes = await _schema(empty_url)
+    await upgrade_async(empty_url, "0003")
+    assert await _sql(empty_url, "SELECT id, cancel_reason FROM responses ORDER BY id") == [
+        ("r_cancel", "cancelled_by_user"),
+        ("r_del", "deleted"),
+        ("r_plain", None),
+    ]
+    assert await _schema(empty_url) == (columns | {"cancel_reason"}, indexes)
+    await downgrade_async(empty_url, "0002")
+    assert await _schema(empty_url) == (columns, indexes)
+    assert len(await _sql(empty_url, "SELECT id FROM responses")) == 3
+    await upgrade_async(empty_url)
+    assert await current_is_head_async(empty_url) is True

@@ -10,9 +10,8 @@ import pytest
 import sqlalchemy.exc as sa_exc
 
 from adapters.store import GroupCommitWriter, SqlEventStore, open_store
-from adapters.store.transient import Unreachable
 from domain.builder import emit
-from domain.errors import Conflict
+from domain.errors import Conflict, StoreUnavailable
 from domain.events import encode
 from domain.fold import replay
 from domain.generation import TextDelta
@@ -279,8 +278,9 @@ async def test_an_error_that_outlasts_the_retries_fails_the_waiters(
     monkeypatch.setattr(store, "commit", down)
     appends = streams.script(deltas=1)
     async with GroupCommitWriter(store, retry_for=0.1) as writer:
-        with pytest.raises(sa_exc.OperationalError):
+        with pytest.raises(StoreUnavailable) as info:
             await writer.append(rid_of(appends), -1, appends[0][1])
+    assert isinstance(info.value.__cause__, sa_exc.OperationalError)  # the driver's, kept
 
 
 async def test_close_commits_what_is_queued_and_refuses_more(store: SqlEventStore) -> None:
@@ -346,7 +346,7 @@ async def test_two_writers_racing_on_one_stream_commit_exactly_one_append(
 async def test_a_new_stream_is_refused_at_once_while_a_flush_rides_out_an_outage(
     store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Streams already queued keep retrying; a creation gets `Unreachable` (HTTP 503) at
+    """Streams already queued keep retrying; a creation gets `StoreUnavailable` (HTTP 503) at
     once instead of waiting out the retries, and is accepted again after the outage."""
     real = store.commit
     outage = asyncio.Event()
@@ -363,7 +363,7 @@ async def test_a_new_stream_is_refused_at_once_while_a_flush_rides_out_an_outage
         pending = asyncio.create_task(queue_all(writer, queued, durable=True))
         while not writer.outage:  # noqa: ASYNC110  (the flusher's first failure)
             await asyncio.sleep(0.01)
-        with pytest.raises(Unreachable):
+        with pytest.raises(StoreUnavailable):
             await writer.append(rid_of(later), -1, later[0][1])
         outage.clear()
         await pending

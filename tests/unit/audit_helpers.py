@@ -5,8 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from domain.events import LIFECYCLE_TYPES, AnyEvent, ResponseCreated, encode, encode_json
-from service.audit.records import ResponseRecord
-from service.ports import StoredEvent
+from service.ports import ResponseRow, StoredEvent
 from tests.integration import streams
 
 replace = msgspec.structs.replace
@@ -23,14 +22,14 @@ def stored(rid: str, events: list[AnyEvent], start: float = 1_000.0) -> list[Sto
     return rows
 
 
-def record(rid: str, events: list[AnyEvent], **changes: object) -> ResponseRecord:
+def record(rid: str, events: list[AnyEvent], **changes: object) -> ResponseRow:
     """The row the store writes for these events (written out here, not by the code under
     test), with `changes`."""
     created = events[0]
     assert isinstance(created, ResponseCreated) and created.facts is not None
     last = [e for e in events if isinstance(e, LIFECYCLE_TYPES)][-1]
     r = created.response
-    row = ResponseRecord(
+    row = ResponseRow(
         id=rid,
         owner=created.facts.owner,
         status=last.response.status,

@@ -6,14 +6,13 @@ import msgspec
 import pytest
 
 from domain.events import ResponseCompleted, ResponseQueued, encode
-from service.audit.records import ResponseRecord
 from service.audit.verify import Finding, StreamCheck
-from service.ports import StoredEvent
+from service.ports import ResponseRow, StoredEvent
 from tests.integration import streams
 from tests.unit.audit_helpers import log, record, replace, stored
 
 
-def check(rid: str, rows: list[StoredEvent], row: ResponseRecord | None) -> list[Finding]:
+def check(rid: str, rows: list[StoredEvent], row: ResponseRow | None) -> list[Finding]:
     c = StreamCheck(rid, row)
     for r in rows:
         c.feed(r)

@@ -20,6 +20,7 @@ from domain.objects import (
     ResponseObject,
     Usage,
 )
+from domain.reasons import CancelReason
 from service.audit import archive
 from service.audit.conversation import conversation, to_markdown, to_text, turn_view
 from service.audit.records import flags_of
@@ -133,12 +134,16 @@ def test_a_conversation_whose_earlier_turns_are_gone_says_so() -> None:
 # --- the export file ---------------------------------------------------------------------
 
 
+# Every column that no event records, set (a cancelled-then-deleted response).
+FLAGGED = {"deleted_at": 5.0, "cancel_requested_at": 4.0, "cancel_reason": CancelReason.DELETED}
+
+
 def export_lines(*logs: tuple[str, list[object]], end: bool = True) -> list[bytes]:
     lines = [archive.header(1.0, {})]
     events = 0
     for rid, evs in logs:
         rows = stored(rid, evs)  # type: ignore[arg-type]
-        lines.append(archive.response_line(record(rid, evs, deleted_at=5.0), len(rows)))  # type: ignore[arg-type]
+        lines.append(archive.response_line(record(rid, evs, **FLAGGED), len(rows)))  # type: ignore[arg-type]
         lines += [archive.event_line(r) for r in rows]
         events += len(rows)
     if end:
@@ -150,9 +155,9 @@ def test_an_export_reads_back_into_the_same_rows() -> None:
     """Event rows byte for byte; the read-model row rebuilt equal, flags included."""
     a, b = log(deltas=2), log(deltas=1, end="failed", background=True)
     imported = list(archive.read(export_lines(a, b)))  # type: ignore[arg-type]
-    assert [i.record for i in imported] == [record(rid, evs, deleted_at=5.0) for rid, evs in (a, b)]
+    assert [i.record for i in imported] == [record(rid, evs, **FLAGGED) for rid, evs in (a, b)]
     assert [i.events for i in imported] == [stored(*a), stored(*b)]
-    assert flags_of(imported[0].record).deleted_at == 5.0
+    assert flags_of(imported[0].record) == {**flags_of(imported[0].record), **FLAGGED}
 
 
 def _error(lines: list[bytes]) -> str:

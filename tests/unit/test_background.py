@@ -12,10 +12,11 @@ import pytest
 
 from adapters.engines.scripted import ScriptedEngine
 from domain.events import ResponseCancelled, ResponseFailed
+from domain.reasons import CancelReason, FailReason
 from service import responses as uc
 from service.background import Background
 from service.ports import Claim
-from service.sweeper import WORKER_LOST, Sweeper
+from service.sweeper import Sweeper
 from service.worker import Worker
 from tests.fakes.memory import MemoryLeases, MemoryStore
 from tests.integration import streams
@@ -118,7 +119,8 @@ async def test_a_renewal_pass_delivers_a_cancel_whose_doorbell_was_lost() -> Non
     svc, store = make_services(slow())
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     rid = started.response.id
-    store.rows[rid] = msgspec.structs.replace(store.rows[rid], cancel_requested=True)
+    flagged = {"cancel_requested_at": 1.0, "cancel_reason": CancelReason.CANCELLED_BY_USER}
+    store.rows[rid] = msgspec.structs.replace(store.rows[rid], **flagged)  # no doorbell
     await svc.keeper.renew_once()
     assert started.generation is not None
     assert uc.project(await started.generation.wait()).status == "cancelled"
@@ -194,7 +196,7 @@ async def test_the_sweeper_ends_a_response_whose_owner_is_gone_as_worker_lost() 
     alive, _ = make_services(store=store, owner="proc-b")
     sweeper = Sweeper(alive, every=1.0)
     assert await sweeper.sweep_once() == 1
-    assert end_reason(store, rid) == ("response.failed", WORKER_LOST)
+    assert end_reason(store, rid) == ("response.failed", FailReason.WORKER_LOST)
     assert store.rows[rid].status == "failed"
     assert rid not in store.leases
     assert await sweeper.sweep_once() == 0

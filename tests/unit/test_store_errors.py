@@ -1,0 +1,88 @@
+"""The store's error boundary: every driver error leaves the store as the project's own,
+`StoreUnavailable` when a retry may cure it, `StoreError` otherwise, the driver's as cause."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+import sqlalchemy.exc as sa_exc
+
+from adapters.store.transient import guarded, guarded_iter, store_error
+from domain.errors import Conflict, StoreError, StoreUnavailable
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        sa_exc.OperationalError("SELECT 1", {}, ConnectionRefusedError("refused")),
+        sa_exc.InterfaceError("SELECT 1", {}, ConnectionResetError("reset")),
+        sa_exc.TimeoutError("QueuePool limit reached"),
+        sa_exc.DBAPIError("SELECT 1", {}, _PgError("40P01")),  # deadlock
+        sa_exc.OperationalError("BEGIN", {}, sqlite3.OperationalError("database is locked")),
+        ConnectionRefusedError("connect call failed"),
+        TimeoutError(),
+    ],
+)
+def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
+    error = store_error(raw)
+    assert isinstance(error, StoreUnavailable)
+    assert error.__cause__ is raw
+    assert str(error).startswith("cannot use the database")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        sa_exc.IntegrityError("INSERT", {}, ValueError("duplicate key")),
+        sa_exc.OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x")),
+        sa_exc.ProgrammingError("SELECT", {}, _PgError("42P01")),  # undefined table
+        sqlite3.DatabaseError("file is not a database"),
+    ],
+)
+def test_what_it_cannot_is_a_store_error(raw: Exception) -> None:
+    error = store_error(raw)
+    assert type(error) is StoreError
+    assert error.__cause__ is raw
+
+
+def test_other_errors_pass_unchanged() -> None:
+    conflict = Conflict("lost the race")
+    assert store_error(conflict) is conflict
+    bug = ValueError("a bug")
+    assert store_error(bug) is bug
+
+
+async def test_guarded_methods_and_generators_translate() -> None:
+    @guarded
+    async def read() -> None:
+        raise sa_exc.OperationalError("SELECT 1", {}, ConnectionResetError("reset"))
+
+    with pytest.raises(StoreUnavailable):
+        await read()
+
+    closed: list[bool] = []
+
+    @guarded_iter
+    async def rows():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+            raise sqlite3.DatabaseError("file is not a database")
+        finally:
+            closed.append(True)
+
+    got: list[int] = []
+
+    async def drain() -> None:
+        async for row in rows():
+            got.append(row)
+
+    with pytest.raises(StoreError):
+        await drain()
+    assert got == [1] and closed == [True]
