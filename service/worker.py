@@ -12,9 +12,11 @@ import logging
 
 from domain.errors import DomainError
 from domain.response import ResponseState, fail
+from service.bundle import Bundle
 from service.periodic import Periodic
 from service.ports import Claim
-from service.responses import Services, build_prompt, load_history, load_state
+from service.reads import load_state
+from service.responses import build_prompt, load_history
 
 log = logging.getLogger("resplog.worker")
 
@@ -22,7 +24,7 @@ log = logging.getLogger("resplog.worker")
 class Worker:
     """Claims and launches queued background responses for this process."""
 
-    def __init__(self, svc: Services, *, poll_s: float = 1.0) -> None:
+    def __init__(self, svc: Bundle, *, poll_s: float = 1.0) -> None:
         self._svc = svc
         self.poll_s = poll_s
         self._loop = Periodic("claiming queued work", self.claim_once, lambda: self.poll_s)
@@ -75,7 +77,7 @@ class Worker:
         svc.keeper.launch(claim, state, prompt)
 
 
-async def _unstartable(svc: Services, state: ResponseState, exc: DomainError) -> None:
+async def _unstartable(svc: Bundle, state: ResponseState, exc: DomainError) -> None:
     """Its conversation cannot be rebuilt any more (an earlier turn was deleted): end it."""
     assert state.response is not None
     d = fail(
