@@ -101,7 +101,7 @@ class _Live:
         self.access = Access(settings.access, process.bundle.keys)
 
     def bundle(self) -> Bundle:
-        if self.process is None:  # a request before start-up finished, or after shut-down
+        if self.process is None:  # a request before the lifespan started the process
             raise errors.Unavailable()
         return self.process.bundle
 
