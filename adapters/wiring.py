@@ -1,12 +1,16 @@
-"""Builds concrete adapters from settings: the store backend and the engine, and the
-services and background machinery of a process over them."""
+"""The composition of a process: the database (store, writer, keys, leases) and the engine
+that settings name, the bundle of ports over them, and `running_process`, which owns a
+running process's parts from start-up to an orderly stop."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 import socket
-from typing import Protocol
+from collections.abc import AsyncIterator
+from typing import Any
 
 from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
@@ -16,9 +20,9 @@ from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest
 from service.background import Background
+from service.bundle import Bundle
 from service.leases import LeaseKeeper
-from service.ports import Doorbells, Engine, EventStore, EventWriter, Leases, ResponseIndex
-from service.responses import Services
+from service.ports import Engine
 from service.runner import Runner
 from service.settings import Settings
 
@@ -29,21 +33,19 @@ def process_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-class SqlBackend:
-    """The SQL store (PostgreSQL or SQLite) with its group-commit writer and leases."""
+class SqlDatabase:
+    """The SQL store (PostgreSQL or SQLite) with its group-commit writer, API keys and
+    leases: the adapters behind the bundle's database ports."""
 
     def __init__(self, store: SqlEventStore, writer: GroupCommitWriter) -> None:
-        self.store = self.index = store
+        self.store = store
         self.writer = writer
         self.keys = SqlApiKeyStore(store)
-        self.leases = self.bells = SqlLeases(store)
+        self.leases = SqlLeases(store)
 
-    async def start(self) -> None:
-        await self.writer.start()
-
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         try:
-            await self.writer.close()
+            await self.writer.close()  # commits what it still holds
         finally:
             await self.store.close()
 
@@ -57,53 +59,94 @@ class SqlBackend:
         return None
 
 
-async def open_backend(settings: Settings) -> SqlBackend:
-    store = await open_store(
-        settings.database_url, lease_owner=process_identity(), lease_ttl=settings.lease_ttl_s
+async def open_database(
+    settings: Settings, *, identity: str | None = None, **store: Any
+) -> SqlDatabase:
+    """The database `settings` names, refused unless migrated (`NotMigrated` names the fix),
+    with its writer started. `identity` names this process on its leases (default: a fresh
+    one); `store` are further `StoreSettings` (tests poll faster, for one)."""
+    sql = await open_store(
+        settings.database_url,
+        lease_owner=identity or process_identity(),
+        lease_ttl=settings.lease_ttl_s,
+        **store,
     )
-    writer = GroupCommitWriter(store, flush_interval=settings.flush_interval_ms / 1000)
-    return SqlBackend(store, writer)
+    writer = GroupCommitWriter(sql, flush_interval=settings.flush_interval_ms / 1000)
+    await writer.start()
+    return SqlDatabase(sql, writer)
 
 
-class BackendParts(Protocol):
-    """What the services of a process are built over (a `SqlBackend`, or a test's fake)."""
-
-    @property
-    def store(self) -> EventStore: ...
-
-    @property
-    def writer(self) -> EventWriter: ...
-
-    @property
-    def index(self) -> ResponseIndex: ...
-
-    @property
-    def leases(self) -> Leases: ...
-
-    @property
-    def bells(self) -> Doorbells: ...
-
-
-def build_services(
-    settings: Settings, backend: BackendParts, engine: Engine
-) -> tuple[Services, Background]:
-    """The use-cases' services of one process, and its background machinery (not started)."""
-    runner = Runner(backend.writer, engine)
+def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundle:
+    """The bundle of one process over its database and engine (nothing is started)."""
+    runner = Runner(database.writer, engine)
     keeper = LeaseKeeper(
-        backend.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3
+        database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3
     )
-    svc = Services(
-        store=backend.store,
-        writer=backend.writer,
-        index=backend.index,
+    return Bundle(
+        database=database,
+        store=database.store,
+        writer=database.writer,
+        index=database.store,
+        leases=database.leases,
+        bells=database.leases,
+        keys=database.keys,
         engine=engine,
         runner=runner,
-        leases=backend.leases,
-        bells=backend.bells,
         keeper=keeper,
         cancel_wait_s=settings.cancel_wait_s,
     )
-    return svc, Background(svc, lease_ttl=settings.lease_ttl_s, claim_poll_s=settings.claim_poll_s)
+
+
+@contextlib.asynccontextmanager
+async def open_bundle(
+    settings: Settings, *, database: SqlDatabase | None = None, engine: Engine | None = None
+) -> AsyncIterator[Bundle]:
+    """A bundle over the database and engine that `settings` name (or those given, which it
+    then owns). On exit, generations still running are ended, then the engine and the
+    database are closed, the database last: the runner's final events go through it."""
+    async with contextlib.AsyncExitStack() as stack:
+        db = database or await open_database(settings)
+        stack.push_async_callback(db.aclose)
+        eng = engine or await build_engine(settings)
+        stack.push_async_callback(eng.aclose)
+        bundle = assemble(settings, db, eng)
+        stack.push_async_callback(bundle.runner.shutdown, 0.0)
+        yield bundle
+
+
+class Process:
+    """A running process: its bundle, and how to begin its orderly stop."""
+
+    def __init__(self, bundle: Bundle, background: Background, grace_s: float) -> None:
+        self.bundle = bundle
+        self._background = background
+        self._grace_s = grace_s
+        self._loop = asyncio.get_running_loop()
+
+    def begin_shutdown(self) -> None:
+        """Stop claiming work and give running generations the grace period, now. Safe
+        from a signal handler (it only schedules the drain on the process's loop)."""
+        self._loop.call_soon_threadsafe(self._background.begin_drain, self._grace_s)
+
+
+@contextlib.asynccontextmanager
+async def running_process(
+    settings: Settings, *, database: SqlDatabase | None = None, engine: Engine | None = None
+) -> AsyncIterator[Process]:
+    """Everything a `serve` or `worker` process runs: the database (refused unless
+    migrated) and the engine (refused unless it answers), checked and opened once, in that
+    order; the runner, the lease keeper, the claim loop and the sweeper, started. On exit:
+    drain (stop claiming, `shutdown_grace_s` for running generations, the rest `failed`),
+    then close the engine and the database."""
+    async with open_bundle(settings, database=database, engine=engine) as bundle:
+        background = Background(
+            bundle, lease_ttl=settings.lease_ttl_s, claim_poll_s=settings.claim_poll_s
+        )
+        await background.start()
+        try:
+            yield Process(bundle, background, settings.shutdown_grace_s)
+        finally:
+            await background.drain(settings.shutdown_grace_s)
 
 
 async def build_engine(settings: Settings) -> Engine:
@@ -136,17 +179,3 @@ async def build_engine(settings: Settings) -> Engine:
         await engine.aclose()
         raise
     return engine
-
-
-async def ensure_migrated(url: str) -> None:
-    """Refuse to serve a database that is not at head (the error names the fix)."""
-    store = await open_store(url, listen=False)
-    await store.close()
-
-
-async def check_engine(settings: Settings) -> None:
-    """Refuse to serve when the configured engine cannot be reached at start-up."""
-    engine = await build_engine(settings)
-    close = getattr(engine, "aclose", None)
-    if close is not None:
-        await close()

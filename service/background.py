@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from service.responses import Services
+from service.bundle import Bundle
 from service.sweeper import Sweeper
 from service.worker import Worker
 
@@ -22,7 +22,7 @@ log = logging.getLogger("resplog.background")
 class Background:
     """The background machinery of one process."""
 
-    def __init__(self, svc: Services, *, lease_ttl: float, claim_poll_s: float = 1.0) -> None:
+    def __init__(self, svc: Bundle, *, lease_ttl: float, claim_poll_s: float = 1.0) -> None:
         self.svc = svc
         self.worker = Worker(svc, poll_s=claim_poll_s)
         self.sweeper = Sweeper(svc, every=lease_ttl / 2)

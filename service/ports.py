@@ -220,6 +220,10 @@ class Engine(Protocol):
         """Whether the engine answers."""
         ...
 
+    async def aclose(self) -> None:
+        """Release the engine's connections (the process closes it once, at exit)."""
+        ...
+
 
 class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
     """One API key as stored: never the secret itself, only its hash (kept by the store)."""
@@ -250,3 +254,14 @@ class ApiKeyStore(Protocol):
     async def revoke(self, key_id: str, at: float) -> bool:
         """Mark the key revoked; False if there is no such key or it already was."""
         ...
+
+
+class Database(Protocol):
+    """The database as a whole (the store and its writer): whether it can serve, and
+    closing it, which commits what the writer still holds first."""
+
+    async def ready(self) -> str | None:
+        """None when reachable and migrated, else why not (one line)."""
+        ...
+
+    async def aclose(self) -> None: ...

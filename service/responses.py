@@ -1,28 +1,21 @@
-"""The Responses use-cases: create, retrieve, cancel, delete, input items, conversation.
-
-Each one loads from the log or the read model, decides with the aggregate, appends, and
-hands generation to the runner (a background response: to this process's runner if it has
-a free slot and wins the lease, else to the queue that every process's workers claim from).
-Visibility is one rule, applied in `_visible`: a response is seen only by its owner, and
-not after it was deleted or if it was never stored.
+"""Creating a response: the request recorded as the stream's first events, the
+conversation it continues rebuilt from the log, and generation handed to the runner (a
+background response: to this process's runner if it has a free slot and wins the lease,
+else to the queue that every process's workers claim from); then, by mode, the new
+response's object, its final object, or its events as they are logged.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import time
 import uuid
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import AsyncIterator
 
 import msgspec
 
-from domain.commands import cancel, create
-from domain.errors import Conflict, InvalidRequest, InvalidTransition, NotFound
-from domain.events import RequestFacts, ResponseCreated
-from domain.fold import project, replay
+from domain.commands import create
+from domain.errors import InvalidRequest, NotFound
+from domain.events import RequestFacts
+from domain.fold import project
 from domain.generation import Prompt, Turn
 from domain.objects import (
     FunctionCallOutput,
@@ -34,40 +27,15 @@ from domain.objects import (
 )
 from domain.reasons import CancelReason
 from domain.state import ResponseState
-from service.leases import LeaseKeeper
+from service.bundle import Bundle
 from service.ports import (
-    Doorbells,
-    Engine,
-    EventStore,
-    EventWriter,
-    Leases,
-    ResponseIndex,
-    ResponseRow,
+    StoredEvent,
 )
-from service.runner import Generation, Runner
+from service.reads import close_tail, request_of, snapshot, visible_row
+from service.runner import Generation
 from service.wire import CreateRequest
 
-log = logging.getLogger("resplog.responses")
-_snapshot = msgspec.json.Decoder(ResponseObject)
 MAX_CHAIN = 1000
-UNFINISHED = ("queued", "in_progress")
-
-
-class Services(msgspec.Struct, kw_only=True):
-    """What the use-cases need, built by a composition root."""
-
-    store: EventStore
-    writer: EventWriter
-    index: ResponseIndex
-    engine: Engine
-    runner: Runner
-    leases: Leases
-    bells: Doorbells
-    keeper: LeaseKeeper
-    # How long a cancel (or delete) of a response running in another process waits for
-    # that process to record the cancellation before answering with what is there.
-    cancel_wait_s: float = 10.0
-    clock: Callable[[], float] = time.time
 
 
 def new_response_id() -> str:
@@ -86,7 +54,7 @@ class Started(msgspec.Struct, frozen=True):
         return project(self.state)
 
 
-async def create_response(svc: Services, req: CreateRequest, owner: str) -> Started:
+async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Started:
     """Record the request as the stream's first events, then start generating."""
     if not svc.engine.serves(req.model):
         raise InvalidRequest(
@@ -113,7 +81,7 @@ async def create_response(svc: Services, req: CreateRequest, owner: str) -> Star
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
 
 
-async def _run_here(svc: Services, state: ResponseState, prompt: Prompt) -> Generation | None:
+async def _run_here(svc: Bundle, state: ResponseState, prompt: Prompt) -> Generation | None:
     """Run a new background response in this process if it has a free slot (and wins the
     lease: a polling worker elsewhere may be first); otherwise it waits in the queue and
     the workers of every process are rung."""
@@ -122,6 +90,40 @@ async def _run_here(svc: Services, state: ResponseState, prompt: Prompt) -> Gene
         return None if claim is None else svc.keeper.launch(claim, state, prompt)
     await svc.bells.ring_work()
     return None
+
+
+async def create_and_wait(svc: Bundle, req: CreateRequest, owner: str) -> ResponseObject:
+    """Create a plain response and wait for its end: the final object."""
+    started = await create_response(svc, req, owner)
+    assert started.generation is not None  # a plain response runs where it was created
+    return project(await started.generation.wait())
+
+
+async def create_and_stream(
+    svc: Bundle, req: CreateRequest, owner: str
+) -> AsyncIterator[StoredEvent]:
+    """Create a response and tail its log from the first event.
+
+    A client that stops reading before the end stops a plain response's generation (it
+    ends `cancelled`, reason `client_disconnected`): nobody could ever read it otherwise.
+    A background response keeps running; its client may resume with `starting_after`.
+    """
+    started = await create_response(svc, req, owner)
+    assert started.state.response is not None
+    return _tail_new(svc, started.state.response.id, background=req.background)
+
+
+async def _tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncIterator[StoredEvent]:
+    tail = svc.store.subscribe(rid, -1)
+    finished = False
+    try:
+        async for event in tail:
+            finished = event.terminal
+            yield event
+    finally:
+        await close_tail(tail)
+        if not finished and not background:
+            svc.runner.request_cancel(rid, CancelReason.CLIENT_DISCONNECTED)
 
 
 def _initial(rid: str, req: CreateRequest, now: int) -> ResponseObject:
@@ -190,17 +192,7 @@ def build_prompt(response: ResponseObject, items: list[InputItem], history: list
     )
 
 
-def _visible(row: ResponseRow | None, owner: str) -> ResponseRow:
-    if row is None or row.deleted or not row.store or row.owner != owner:
-        raise NotFound("No response found with that id.")
-    return row
-
-
-async def _row(svc: Services, response_id: str, owner: str) -> ResponseRow:
-    return _visible(await svc.index.get(response_id), owner)
-
-
-async def load_history(svc: Services, previous_id: str | None, owner: str) -> list[Turn]:
+async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list[Turn]:
     """The conversation that `previous_id` ends, oldest turn first, from the log alone."""
     turns: list[Turn] = []
     while previous_id is not None:
@@ -211,7 +203,7 @@ async def load_history(svc: Services, previous_id: str | None, owner: str) -> li
                 code="invalid_value",
             )
         try:
-            row = await _row(svc, previous_id, owner)
+            row = await visible_row(svc, previous_id, owner)
         except NotFound:
             raise NotFound(f"Previous response with id '{previous_id}' not found.") from None
         if row.status in ("queued", "in_progress"):
@@ -220,8 +212,8 @@ async def load_history(svc: Services, previous_id: str | None, owner: str) -> li
                 param="previous_response_id",
                 code="previous_response_not_finished",
             )
-        created = await _created(svc, previous_id)
-        final = _snapshot.decode(row.snapshot)
+        created = await request_of(svc, previous_id)
+        final = snapshot(row)
         assert created.facts is not None
         turns.append(
             Turn(
@@ -234,158 +226,3 @@ async def load_history(svc: Services, previous_id: str | None, owner: str) -> li
         previous_id = final.previous_response_id
     turns.reverse()
     return turns
-
-
-async def _created(svc: Services, response_id: str) -> ResponseCreated:
-    first = await svc.store.read(response_id, after=-1, limit=1)
-    event = first[0].event() if first else None
-    if not isinstance(event, ResponseCreated) or event.facts is None:
-        raise InvalidTransition(f"stream {response_id} does not start with its request")
-    return event
-
-
-async def retrieve(svc: Services, response_id: str, owner: str) -> ResponseObject:
-    """The projection: the cached final object, or the fold of a running response's log."""
-    row = await _row(svc, response_id, owner)
-    if row.status in ("queued", "in_progress"):
-        return project(await load_state(svc, response_id))
-    return _snapshot.decode(row.snapshot)
-
-
-async def retrieve_raw(svc: Services, response_id: str, owner: str) -> bytes:
-    """Like `retrieve`, as JSON bytes; a finished response is served from its row as is."""
-    row = await _row(svc, response_id, owner)
-    if row.status in ("queued", "in_progress"):
-        return msgspec.json.encode(project(await load_state(svc, response_id)))
-    return row.snapshot
-
-
-async def load_state(svc: Services, response_id: str) -> ResponseState:
-    return replay(e.event() for e in await svc.store.read(response_id))
-
-
-async def check_readable(svc: Services, response_id: str, owner: str) -> ResponseRow:
-    """For stream and event reads: the response exists and the caller may see it."""
-    return await _row(svc, response_id, owner)
-
-
-async def cancel_response(svc: Services, response_id: str, owner: str) -> ResponseObject:
-    """Cancel a background response; idempotent once it has ended (returns the final
-    object)."""
-    row = await _row(svc, response_id, owner)
-    if not row.background:
-        raise InvalidRequest(
-            "Only responses created with background=true can be cancelled.",
-            param="response_id",
-            code="invalid_request",
-        )
-    if row.status in UNFINISHED:
-        await stop_response(svc, row, CancelReason.CANCELLED_BY_USER)
-    return await retrieve(svc, response_id, owner)
-
-
-async def stop_response(svc: Services, row: ResponseRow, reason: CancelReason) -> None:
-    """Stop a running response wherever it runs, and wait (a while) until its log ends.
-
-    Here: cancel its task. Nowhere (still queued, or its process is gone): take its lease
-    and append the cancellation. In another process: flag its row and ring that process's
-    cancel doorbell; it stops the engine and appends the cancellation itself, so the stream
-    keeps one writer.
-    """
-    gen = svc.runner.request_cancel(row.id, reason)
-    if gen is not None:
-        await gen.wait()
-        return
-    claim = await svc.leases.acquire(row.id)
-    if claim is not None:
-        await _end_here(svc, row.id, reason)
-        return
-    await svc.index.request_cancel(row.id, reason)
-    await _wait_for_end(svc, row.id, row.version)
-
-
-async def _end_here(svc: Services, response_id: str, reason: CancelReason) -> None:
-    state = await load_state(svc, response_id)
-    if state.terminal:
-        return
-    try:
-        await svc.writer.append(response_id, state.version, cancel(state, reason=reason).events)
-    except Conflict:  # it moved meanwhile (its worker started after all): it ends itself
-        log.info("cancel of %s raced its worker; waiting for it instead", response_id)
-        await svc.index.request_cancel(response_id, reason)
-        await _wait_for_end(svc, response_id, state.version)
-
-
-async def _wait_for_end(svc: Services, response_id: str, after: int) -> None:
-    tail = svc.store.subscribe(response_id, after)
-    try:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(svc.cancel_wait_s):
-                async for event in tail:
-                    if event.terminal:
-                        return
-    finally:
-        aclose = getattr(tail, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-class Deleted(msgspec.Struct, frozen=True):
-    id: str
-    object: Literal["response"] = "response"
-    deleted: bool = True
-
-
-async def delete_response(svc: Services, response_id: str, owner: str) -> Deleted:
-    """Hide a response from the API; a running one is cancelled first. The log stays."""
-    row = await _row(svc, response_id, owner)
-    if row.status in UNFINISHED:
-        await stop_response(svc, row, CancelReason.DELETED)
-    await svc.index.mark_deleted(response_id)
-    return Deleted(id=response_id)
-
-
-class ItemPage(msgspec.Struct, frozen=True):
-    data: list[InputItem]
-    first_id: str | None
-    last_id: str | None
-    has_more: bool
-    object: Literal["list"] = "list"
-
-
-async def list_input_items(
-    svc: Services,
-    response_id: str,
-    owner: str,
-    *,
-    after: str | None,
-    limit: int,
-    order: Literal["asc", "desc"],
-) -> ItemPage:
-    """OpenAI's cursor list of the items the request sent (its own input, not the chain)."""
-    if not 1 <= limit <= 100:
-        raise InvalidRequest(
-            "Invalid 'limit': must be between 1 and 100.", param="limit", code="invalid_value"
-        )
-    await _row(svc, response_id, owner)
-    created = await _created(svc, response_id)
-    assert created.facts is not None
-    items = list(created.facts.input)
-    if order == "desc":
-        items.reverse()
-    if after is not None:
-        ids = [i.id for i in items]
-        if after not in ids:
-            raise InvalidRequest(
-                f"Invalid 'after': no input item '{after}' in this response.",
-                param="after",
-                code="invalid_value",
-            )
-        items = items[ids.index(after) + 1 :]
-    page = items[:limit]
-    return ItemPage(
-        data=page,
-        first_id=page[0].id if page else None,
-        last_id=page[-1].id if page else None,
-        has_more=len(items) > limit,
-    )

@@ -17,8 +17,9 @@ import random
 from domain.commands import cancel, fail
 from domain.errors import DomainError
 from domain.reasons import FailReason
+from service.bundle import Bundle
 from service.periodic import Periodic
-from service.responses import Services, load_state
+from service.reads import load_state
 
 log = logging.getLogger("resplog.sweeper")
 
@@ -28,7 +29,7 @@ LOST_MESSAGE = "The process generating this response stopped before it finished.
 class Sweeper:
     """Finds expired leases and ends their responses; runs every `every` seconds."""
 
-    def __init__(self, svc: Services, *, every: float, batch: int = 100) -> None:
+    def __init__(self, svc: Bundle, *, every: float, batch: int = 100) -> None:
         self._svc = svc
         self.every = every
         self.batch = batch

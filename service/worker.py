@@ -14,9 +14,11 @@ from domain.commands import fail
 from domain.errors import DomainError
 from domain.reasons import FailReason
 from domain.state import ResponseState
+from service.bundle import Bundle
 from service.periodic import Periodic
 from service.ports import Claim
-from service.responses import Services, build_prompt, load_history, load_state
+from service.reads import load_state
+from service.responses import build_prompt, load_history
 
 log = logging.getLogger("resplog.worker")
 
@@ -24,7 +26,7 @@ log = logging.getLogger("resplog.worker")
 class Worker:
     """Claims and launches queued background responses for this process."""
 
-    def __init__(self, svc: Services, *, poll_s: float = 1.0) -> None:
+    def __init__(self, svc: Bundle, *, poll_s: float = 1.0) -> None:
         self._svc = svc
         self.poll_s = poll_s
         self._loop = Periodic("claiming queued work", self.claim_once, lambda: self.poll_s)
@@ -77,7 +79,7 @@ class Worker:
         svc.keeper.launch(claim, state, prompt)
 
 
-async def _unstartable(svc: Services, state: ResponseState, exc: DomainError) -> None:
+async def _unstartable(svc: Bundle, state: ResponseState, exc: DomainError) -> None:
     """Its conversation cannot be rebuilt any more (an earlier turn was deleted): end it."""
     assert state.response is not None
     d = fail(

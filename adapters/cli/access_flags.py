@@ -4,7 +4,6 @@ needs a loopback bind."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -15,6 +14,7 @@ import msgspec
 from adapters.cli.common import log
 from domain.errors import ResplogError
 from service.access import AccessPolicy
+from service.ports import ApiKeyStore
 from service.wire import Limits
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -147,7 +147,7 @@ def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def announce(policy: AccessPolicy, database_url: str) -> None:
+async def announce(policy: AccessPolicy, keys: ApiKeyStore) -> None:
     """Say at start-up how requests are admitted (a warning when nobody is checked)."""
     if policy.auth == "none":
         log.warning(
@@ -155,17 +155,7 @@ def announce(policy: AccessPolicy, database_url: str) -> None:
             "(allowed on a loopback bind only)"
         )
         return
-    live = asyncio.run(_live_keys(database_url))
+    live = sum(1 for key in await keys.all() if key.revoked_at is None)
     log.info("auth: keys (%d live API keys)", live)
     if live == 0:
         log.warning("auth: no live API key exists; create one: resplog keys create --owner NAME")
-
-
-async def _live_keys(database_url: str) -> int:
-    from adapters.store import SqlApiKeyStore, open_store
-
-    store = await open_store(database_url, listen=False)
-    try:
-        return sum(1 for key in await SqlApiKeyStore(store).all() if key.revoked_at is None)
-    finally:
-        await store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -12,6 +13,7 @@ import click
 from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
+from service.settings import Settings
 
 
 @main.command()
@@ -39,47 +41,74 @@ def migrate(database_url: str) -> None:
 @access_options
 def serve(database_url: str, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
-    import uvicorn
-
-    from adapters.http.app import begin_shutdown, create_app
-    from adapters.http.backpressure import send_deadline
-    from adapters.wiring import check_engine, ensure_migrated
-
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
-    asyncio.run(ensure_migrated(database_url))
-    asyncio.run(check_engine(settings))
-    if settings.engine == "scripted":
-        log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
-    if settings.workers == 0 and database_url.startswith("sqlite"):
-        log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
-    announce(settings.access, database_url)
-    app = create_app(settings)
-    config = uvicorn.Config(
-        send_deadline(app, settings.send_timeout_s),
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
-    )
-    log.info(
-        "resplog listening on http://%s:%d (database %s)",
-        settings.host,
-        settings.port,
-        redact(database_url),
-    )
-    _server(config, on_exit=lambda: begin_shutdown(app)).run()
+    signals: list[int] = []
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_serve(settings, signals))
+    # Stopped by a signal: now that the process drained and closed, let it take its
+    # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
+    for sig in reversed(signals):
+        signal.raise_signal(sig)
 
 
-def _server(config: Any, on_exit: Callable[[], None]) -> Any:
-    """uvicorn's server, also telling the app at the first SIGTERM/SIGINT: uvicorn itself
-    stops the app only after its connections closed, and those wait for the generations."""
+async def _serve(settings: Settings, signals: list[int]) -> None:
+    """Open the process (refused, in one line, if the database is not migrated or the
+    engine does not answer), then listen; once the server stopped, drain and close."""
+    import uvicorn
+
+    from adapters.http.app import announce_ready, create_app
+    from adapters.http.backpressure import send_deadline
+    from adapters.wiring import running_process
+
+    async with running_process(settings) as process:
+        if settings.engine == "scripted":
+            log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
+        if settings.workers == 0 and settings.database_url.startswith("sqlite"):
+            log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
+        await announce(settings.access, process.bundle.keys)
+        app = create_app(settings, process=process)
+        config = uvicorn.Config(
+            send_deadline(app, settings.send_timeout_s),
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+        )
+        announce_ready(settings, process)
+        log.info(
+            "resplog listening on http://%s:%d (database %s)",
+            settings.host,
+            settings.port,
+            redact(settings.database_url),
+        )
+        await _server(config, signals, on_exit=process.begin_shutdown).serve()
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed, as uvicorn itself would run."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def _server(config: Any, signals: list[int], on_exit: Callable[[], None]) -> Any:
+    """uvicorn's server, also telling the process at the first SIGTERM/SIGINT: uvicorn
+    itself stops the app only after its connections closed, and those wait for the
+    generations. The signals it got are kept in `signals` rather than raised again when it
+    stops (as uvicorn does), which would end the process before it drained."""
     import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            super().handle_exit(sig, frame)
+            signals.append(sig)
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            else:
+                self.should_exit = True
             on_exit()
 
     return Server(config)

@@ -188,6 +188,9 @@ class ScriptedEngine:
         self.started: list[str] = []
         self.aborted: list[str] = []
 
+    async def aclose(self) -> None:
+        """Nothing to release: the script holds no connection."""
+
     def models(self) -> list[str]:
         return [self.model]
 

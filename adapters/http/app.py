@@ -1,58 +1,33 @@
-"""The app factory (a composition root): builds the store, engine and runner, and the
-litestar app over them; its lifespan owns their start and orderly stop."""
+"""The app factory (a composition root): the litestar app over a running process's
+bundle, which it injects into the routes; the process is the caller's (`serve` opens it
+before it listens) or, by default, the app lifespan's own."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 from litestar import Litestar, Request, Response, get
-from litestar.datastructures import State
+from litestar.di import Provide
 from litestar.enums import ScopeType
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.http import auth, errors, routes
+from adapters.wiring import Process, running_process
+from domain.errors import StoreUnavailable
+from service import status
 from service.access import Access
-from service.ports import (
-    ApiKeyStore,
-    Doorbells,
-    Engine,
-    EventStore,
-    EventWriter,
-    Leases,
-    ResponseIndex,
-)
-from service.responses import Services
+from service.bundle import Bundle
 from service.settings import Settings
 from service.wire import CreateResponseBody
 
 log = logging.getLogger("resplog")
 VERSION = "0.1.0"
-
-
-class Backend(Protocol):
-    """A store with its writer: what the app needs from the database side."""
-
-    store: EventStore
-    writer: EventWriter
-    index: ResponseIndex
-    keys: ApiKeyStore
-    leases: Leases
-    bells: Doorbells
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def ready(self) -> str | None:
-        """None when reachable and migrated, else why not."""
-        ...
 
 
 def request_ids(app: ASGIApp) -> ASGIApp:
@@ -78,22 +53,13 @@ def request_ids(app: ASGIApp) -> ASGIApp:
 
 
 @get("/ready", summary="Readiness: database reachable and migrated, engine answering")
-async def ready(state: State) -> Response[routes.Health]:
-    backend: Backend = state.backend
-    svc: Services = state.services
-    db = await backend.ready()
-    engine_ok = await svc.engine.ready()
-    ok = db is None and engine_ok
-    body = routes.Health(
-        status="ready" if ok else "unavailable",
-        database=db or "ok",
-        engine="ok" if engine_ok else "not answering",
-    )
-    return Response(body, status_code=200 if ok else 503)
+async def ready(bundle: Bundle) -> Response[status.Health]:
+    health = await status.readiness(bundle)
+    return Response(health, status_code=200 if health.status == "ready" else 503)
 
 
 @get("/openapi.json", include_in_schema=False)
-async def openapi_json(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def openapi_json(request: Request[Any, Any, Any], settings: Settings) -> Response[bytes]:
     """Litestar's schema, with the create body (decoded by hand, strictly) filled in."""
     doc = request.app.openapi_schema.to_schema()
     (_, components) = msgspec.json.schema_components(
@@ -110,7 +76,7 @@ async def openapi_json(request: Request[Any, Any, Any]) -> Response[bytes]:
     op["responses"]["200"]["content"]["text/event-stream"] = {
         "schema": {"type": "string", "description": "SSE when stream=true"}
     }
-    if request.app.state.settings.access.auth == "keys":
+    if settings.access.auth == "keys":
         _require_bearer(doc)
     return Response(msgspec.json.encode(doc), media_type="application/json")
 
@@ -123,52 +89,44 @@ def _require_bearer(doc: dict[str, Any]) -> None:
                 op["security"] = [{"bearer": []}]
 
 
-def begin_shutdown(app: Litestar) -> None:
-    """Start the graceful shutdown of a running app's generations now (from a signal
-    handler): stop claiming work, give running generations the grace period. The server
-    meanwhile waits for its open connections, which these generations are feeding."""
-    begin = getattr(app.state, "begin_shutdown", None)
-    if begin is not None:
-        begin()
+class _Live:
+    """What the app serves over, once its process runs: the bundle, and the admission of
+    requests (its rate and stream counters live as long as the process)."""
+
+    def __init__(self) -> None:
+        self.process: Process | None = None
+        self.access: Access | None = None
+
+    def start(self, settings: Settings, process: Process) -> None:
+        self.process = process
+        self.access = Access(settings.access, process.bundle.keys)
+
+    def bundle(self) -> Bundle:
+        if self.process is None:  # a request before the lifespan started the process
+            raise StoreUnavailable("the server is still starting")
+        return self.process.bundle
+
+    def admission(self) -> Access:
+        if self.access is None:
+            raise StoreUnavailable("the server is still starting")
+        return self.access
 
 
-def create_app(
-    settings: Settings, *, backend: Backend | None = None, engine: Engine | None = None
-) -> Litestar:
-    """The resplog app. `backend`/`engine` default to what `settings` names."""
+def create_app(settings: Settings, *, process: Process | None = None) -> Litestar:
+    """The resplog app over `process` (the caller keeps it running), or else over one that
+    the app lifespan opens from `settings` and drains and closes at shut-down."""
+    live = _Live()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        from adapters.wiring import build_engine, build_services, open_backend
-
-        be = backend or await open_backend(settings)
-        await be.start()
-        eng = engine or await build_engine(settings)
-        svc, background = build_services(settings, be, eng)
-        app.state.backend = be
-        app.state.settings = settings
-        app.state.access = Access(settings.access, be.keys)
-        app.state.services = svc
-        app.state.background = background
-        loop = asyncio.get_running_loop()
-        app.state.begin_shutdown = lambda: loop.call_soon_threadsafe(
-            background.begin_drain, settings.shutdown_grace_s
-        )
-        await background.start()
-        log.info(
-            "resplog ready: engine=%s models=%s background slots=%d",
-            eng.name,
-            eng.models(),
-            settings.workers,
-        )
-        try:
+        if process is not None:
+            live.start(settings, process)
             yield
-        finally:
-            await background.drain(settings.shutdown_grace_s)
-            close = getattr(eng, "aclose", None)
-            if close is not None:
-                await close()
-            await be.close()
+            return
+        async with running_process(settings) as own:
+            live.start(settings, own)
+            announce_ready(settings, own)
+            yield
 
     return Litestar(
         route_handlers=[
@@ -183,11 +141,26 @@ def create_app(
             ready,
             openapi_json,
         ],
+        dependencies={
+            "bundle": Provide(live.bundle, sync_to_thread=False),
+            "access": Provide(live.admission, sync_to_thread=False),
+            "settings": Provide(lambda: settings, sync_to_thread=False),
+        },
         lifespan=[lifespan],
-        guards=[auth.admit],
+        guards=[auth.admission(live.admission)],
         exception_handlers={Exception: errors.handle},
         middleware=[request_ids],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(title="resplog", version=VERSION, path="/schema"),
         logging_config=None,
+    )
+
+
+def announce_ready(settings: Settings, process: Process) -> None:
+    engine = process.bundle.engine
+    log.info(
+        "resplog ready: engine=%s models=%s background slots=%d",
+        engine.name,
+        engine.models(),
+        settings.workers,
     )

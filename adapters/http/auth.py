@@ -5,10 +5,12 @@ the OpenAPI schema stay open.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Guard
 
 from domain.errors import Unauthenticated
 from service.access import Access, Principal
@@ -30,13 +32,17 @@ def bearer(header: str | None) -> str | None:
     return token.strip() or None
 
 
-async def admit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """A litestar guard on every route: admit `/v1` requests (401 or 429 otherwise)."""
-    if not protected(connection.scope["path"]):
-        return
-    access: Access = connection.app.state.access
-    principal = await access.admit(bearer(connection.headers.get("authorization")))
-    connection.scope.setdefault("state", {})[_PRINCIPAL] = principal
+def admission(access: Callable[[], Access]) -> Guard:
+    """A litestar guard on every route: admit `/v1` requests (401 or 429 otherwise) through
+    the running process's `Access`."""
+
+    async def admit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        if not protected(connection.scope["path"]):
+            return
+        principal = await access().admit(bearer(connection.headers.get("authorization")))
+        connection.scope.setdefault("state", {})[_PRINCIPAL] = principal
+
+    return admit
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:

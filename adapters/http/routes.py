@@ -1,4 +1,5 @@
-"""The HTTP endpoints: thin translations between litestar and the use-cases."""
+"""The HTTP endpoints: each decodes a request, calls one use-case with the bundle that
+the app injects, and encodes its answer."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, delete, get, post
-from litestar.datastructures import State
 from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
@@ -16,11 +16,11 @@ from litestar.response import Stream
 from adapters.http.auth import principal_of
 from adapters.http.sse import frames, jsonl_line, sse_frame
 from domain.errors import InvalidRequest
-from domain.fold import project
 from domain.objects import ResponseObject
-from domain.reasons import CancelReason
-from service import responses as uc
+from service import reads, responses, status, stopping
 from service.access import Access
+from service.bundle import Bundle
+from service.ports import StoredEvent
 from service.quotas import Slot
 from service.settings import Settings
 from service.wire import RESPONSE_ID, ErrorBody, check_response_id, parse_create_body
@@ -38,26 +38,13 @@ MAX_POSITION = 2**31 - 1  # the log's position column is a 32-bit integer
 RespId = Annotated[str, Parameter(description="A response id, `resp_…`", pattern=RESPONSE_ID)]
 
 
-def _svc(state: State) -> uc.Services:
-    svc = state.services
-    assert isinstance(svc, uc.Services)
-    return svc
-
-
-def _settings(state: State) -> Settings:
-    settings = state.settings
-    assert isinstance(settings, Settings)
-    return settings
-
-
 def owner_of(request: Request[Any, Any, Any]) -> str:
     """The tenant a request acts for: the owner of its API key (`anonymous` without auth)."""
     return principal_of(request).owner
 
 
-def _open_stream(request: Request[Any, Any, Any], state: State) -> Slot:
+def _open_stream(request: Request[Any, Any, Any], access: Access) -> Slot:
     """One of the key's concurrent-stream slots, held until the stream's body ends."""
-    access: Access = state.access
     return access.open_stream(principal_of(request))
 
 
@@ -97,6 +84,10 @@ async def _holding(body: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[byte
         slot.release()
 
 
+def _sse(events: AsyncIterator[StoredEvent], slot: Slot, settings: Settings) -> Stream:
+    return _stream(frames(events, keepalive_s=settings.keepalive_s), slot)
+
+
 @post(
     "/v1/responses",
     status_code=200,
@@ -104,54 +95,42 @@ async def _holding(body: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[byte
     summary="Create a response (plain, stream, background, background+stream)",
 )
 async def create_response(
-    request: Request[Any, Any, Any], state: State
+    request: Request[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
 ) -> Response[ResponseObject]:
-    svc, settings = _svc(state), _settings(state)
     req = parse_create_body(await request.body(), settings.limits)
     owner = owner_of(request)
-    slot = _open_stream(request, state) if req.stream else Slot(None)
-    try:
-        started = await uc.create_response(svc, req, owner)
-    except BaseException:
-        slot.release()
-        raise
     if req.stream:
-        rid = started.state.response.id if started.state.response else ""
-
-        def closed(finished: bool) -> None:
-            if not finished and not req.background:
-                svc.runner.request_cancel(rid, CancelReason.CLIENT_DISCONNECTED)
-
-        tail = svc.store.subscribe(rid, -1)
-        body = frames(tail, keepalive_s=settings.keepalive_s, on_close=closed)
-        return _stream(body, slot)  # type: ignore[return-value]
+        slot = _open_stream(request, access)  # before anything is written: a 429 writes none
+        try:
+            events = await responses.create_and_stream(bundle, req, owner)
+        except BaseException:
+            slot.release()
+            raise
+        return _sse(events, slot, settings)  # type: ignore[return-value]
     if req.background:
-        return _json(started.response)
-    assert started.generation is not None  # a plain response runs where it was created
-    final = await started.generation.wait()
-    return _json(project(final))
+        return _json((await responses.create_response(bundle, req, owner)).response)
+    return _json(await responses.create_and_wait(bundle, req, owner))
 
 
 @get("/v1/responses/{response_id:str}", responses=_ERRORS, summary="Retrieve a response")
 async def retrieve_response(
     request: Request[Any, Any, Any],
-    state: State,
+    bundle: Bundle,
+    settings: Settings,
+    access: Access,
     response_id: RespId,
     stream: bool = False,
     starting_after: int | None = None,
     include: list[str] | None = None,
     include_obfuscation: bool | None = None,
 ) -> Response[ResponseObject]:
-    svc = _svc(state)
     check_response_id(response_id)
     owner = owner_of(request)
     if not stream:
-        return _json(await uc.retrieve_raw(svc, response_id, owner))
+        return _json(await reads.retrieve_raw(bundle, response_id, owner))
     after = _after(starting_after)
-    await uc.check_readable(svc, response_id, owner)
-    slot = _open_stream(request, state)
-    tail = svc.store.subscribe(response_id, after)
-    return _stream(frames(tail, keepalive_s=_settings(state).keepalive_s), slot)  # type: ignore[return-value]
+    events = await reads.read_events(bundle, response_id, owner, after=after)
+    return _sse(events, _open_stream(request, access), settings)  # type: ignore[return-value]
 
 
 @get(
@@ -163,28 +142,23 @@ async def retrieve_response(
 )
 async def response_events(
     request: Request[Any, Any, Any],
-    state: State,
+    bundle: Bundle,
+    settings: Settings,
+    access: Access,
     response_id: RespId,
     starting_after: int | None = None,
     format: Literal["sse", "jsonl"] | None = None,
     follow: bool = True,
 ) -> Stream:
-    svc = _svc(state)
     check_response_id(response_id)
     after = _after(starting_after)
-    await uc.check_readable(svc, response_id, owner_of(request))
+    owner = owner_of(request)
+    events = await reads.read_events(bundle, response_id, owner, after=after, follow=follow)
     jsonl = format == "jsonl" or (format is None and JSONL in request.headers.get("accept", ""))
-    slot = _open_stream(request, state)
-    tail = svc.store.subscribe(response_id, after) if follow else _stored(svc, response_id, after)
-    keepalive = _settings(state).keepalive_s
+    slot = _open_stream(request, access)
     if jsonl:
-        return _stream(frames(tail, keepalive_s=None, frame=jsonl_line, done=None), slot, JSONL)
-    return _stream(frames(tail, keepalive_s=keepalive, frame=sse_frame), slot)
-
-
-async def _stored(svc: uc.Services, response_id: str, after: int) -> Any:
-    for event in await svc.store.read(response_id, after):
-        yield event
+        return _stream(frames(events, keepalive_s=None, frame=jsonl_line, done=None), slot, JSONL)
+    return _stream(frames(events, keepalive_s=settings.keepalive_s, frame=sse_frame), slot)
 
 
 @post(
@@ -194,10 +168,10 @@ async def _stored(svc: uc.Services, response_id: str, after: int) -> Any:
     summary="Cancel a background response (idempotent)",
 )
 async def cancel_response(
-    request: Request[Any, Any, Any], state: State, response_id: RespId
+    request: Request[Any, Any, Any], bundle: Bundle, response_id: RespId
 ) -> Response[ResponseObject]:
     check_response_id(response_id)
-    return _json(await uc.cancel_response(_svc(state), response_id, owner_of(request)))
+    return _json(await stopping.cancel_response(bundle, response_id, owner_of(request)))
 
 
 @delete(
@@ -207,10 +181,10 @@ async def cancel_response(
     summary="Delete a response (hidden from the API; its log is kept for audit)",
 )
 async def delete_response(
-    request: Request[Any, Any, Any], state: State, response_id: RespId
-) -> uc.Deleted:
+    request: Request[Any, Any, Any], bundle: Bundle, response_id: RespId
+) -> stopping.Deleted:
     check_response_id(response_id)
-    return await uc.delete_response(_svc(state), response_id, owner_of(request))
+    return await stopping.delete_response(bundle, response_id, owner_of(request))
 
 
 @get(
@@ -220,43 +194,24 @@ async def delete_response(
 )
 async def input_items(
     request: Request[Any, Any, Any],
-    state: State,
+    bundle: Bundle,
     response_id: RespId,
     after: str | None = None,
     limit: int = 20,
     order: Literal["asc", "desc"] = "desc",
     include: list[str] | None = None,
-) -> uc.ItemPage:
+) -> reads.ItemPage:
     check_response_id(response_id)
-    return await uc.list_input_items(
-        _svc(state), response_id, owner_of(request), after=after, limit=limit, order=order
+    return await reads.list_input_items(
+        bundle, response_id, owner_of(request), after=after, limit=limit, order=order
     )
 
 
-class Model(msgspec.Struct, frozen=True):
-    id: str
-    owned_by: str
-    object: Literal["model"] = "model"
-    created: int = 0
-
-
-class ModelList(msgspec.Struct, frozen=True):
-    data: list[Model]
-    object: Literal["list"] = "list"
-
-
 @get("/v1/models", summary="Models the engine serves")
-async def list_models(state: State) -> ModelList:
-    engine = _svc(state).engine
-    return ModelList(data=[Model(id=m, owned_by=f"resplog-{engine.name}") for m in engine.models()])
-
-
-class Health(msgspec.Struct, frozen=True):
-    status: str
-    database: str | None = None
-    engine: str | None = None
+async def list_models(bundle: Bundle) -> status.ModelList:
+    return status.list_models(bundle)
 
 
 @get("/health", summary="Liveness", include_in_schema=True)
-async def health() -> Health:
-    return Health(status="ok")
+async def health() -> status.Health:
+    return status.Health(status="ok")

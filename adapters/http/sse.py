@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 
 from service.ports import StoredEvent
 
@@ -101,9 +101,8 @@ async def frames(
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pump
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
+        if isinstance(source, AsyncGenerator):  # a tail: drop its subscription now
             with contextlib.suppress(Exception):
-                await aclose()
+                await source.aclose()
         if on_close is not None:
             on_close(finished)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.store import SqlApiKeyStore
 from domain.errors import RateLimited, Unauthenticated
 from service import keys
 from service.access import ANONYMOUS_PRINCIPAL, Access, AccessPolicy, KeyCache, Principal
+from service.ports import ApiKey
 from service.quotas import RateLimiter, StreamSlots, TokenBucket
-from tests.fakes.keys import MemoryKeyStore
 
 
 class Clock:
@@ -19,11 +20,30 @@ class Clock:
         return self.now
 
 
-async def keyed(**policy: object) -> tuple[Access, MemoryKeyStore, str, Clock]:
-    store, clock = MemoryKeyStore(), Clock()
-    new = await keys.create_key(store, "alice", None, now=1.0)
+class Counting:
+    """The real key store, counting lookups (to see the cache spare them)."""
+
+    def __init__(self, store: SqlApiKeyStore) -> None:
+        self.store = store
+        self.finds = 0
+
+    async def find(self, key_hash: str) -> ApiKey | None:
+        self.finds += 1
+        return await self.store.find(key_hash)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+
+async def keyed(key_store: SqlApiKeyStore, **policy: object) -> tuple[Access, Counting, str, Clock]:
+    store, clock = Counting(key_store), Clock()
+    new = await keys.create_key(key_store, "alice", None, now=1.0)
     access = Access(AccessPolicy(auth="keys", **policy), store, clock)  # type: ignore[arg-type]
     return access, store, new.secret, clock
+
+
+async def key_id(store: Counting) -> str:
+    return (await store.store.all())[0].id
 
 
 async def test_without_auth_everyone_is_the_anonymous_owner() -> None:
@@ -32,19 +52,23 @@ async def test_without_auth_everyone_is_the_anonymous_owner() -> None:
     assert await access.admit("rsk-anything") == ANONYMOUS_PRINCIPAL
 
 
-async def test_a_key_admits_its_owner_and_a_missing_or_wrong_key_is_refused() -> None:
-    access, store, secret, _ = await keyed()
+async def test_a_key_admits_its_owner_and_a_missing_or_wrong_key_is_refused(
+    key_store: SqlApiKeyStore,
+) -> None:
+    access, store, secret, _ = await keyed(key_store)
     principal = await access.admit(secret)
-    assert principal == Principal(key_id=next(iter(store.keys)), owner="alice")
+    assert principal == Principal(key_id=await key_id(store), owner="alice")
     for bad in (None, "", "rsk-wrong", secret[:-1]):
         with pytest.raises(Unauthenticated):
             await access.admit(bad)
 
 
-async def test_a_revoked_key_is_refused_once_its_cache_entry_expires() -> None:
-    access, store, secret, clock = await keyed(key_cache_s=10.0)
+async def test_a_revoked_key_is_refused_once_its_cache_entry_expires(
+    key_store: SqlApiKeyStore,
+) -> None:
+    access, store, secret, clock = await keyed(key_store, key_cache_s=10.0)
     await access.admit(secret)
-    await keys.revoke_key(store, next(iter(store.keys)), now=2.0)
+    await keys.revoke_key(store, await key_id(store), now=2.0)
     clock.now += 9.9
     assert (await access.admit(secret)).owner == "alice"  # still within the documented bound
     clock.now += 0.2
@@ -52,16 +76,18 @@ async def test_a_revoked_key_is_refused_once_its_cache_entry_expires() -> None:
         await access.admit(secret)
 
 
-async def test_with_no_cache_a_revocation_applies_to_the_next_request() -> None:
-    access, store, secret, _ = await keyed(key_cache_s=0.0)
+async def test_with_no_cache_a_revocation_applies_to_the_next_request(
+    key_store: SqlApiKeyStore,
+) -> None:
+    access, store, secret, _ = await keyed(key_store, key_cache_s=0.0)
     await access.admit(secret)
-    await keys.revoke_key(store, next(iter(store.keys)), now=2.0)
+    await keys.revoke_key(store, await key_id(store), now=2.0)
     with pytest.raises(Unauthenticated):
         await access.admit(secret)
 
 
-async def test_lookups_are_cached_good_and_bad() -> None:
-    access, store, secret, _ = await keyed()
+async def test_lookups_are_cached_good_and_bad(key_store: SqlApiKeyStore) -> None:
+    access, store, secret, _ = await keyed(key_store)
     for _ in range(5):
         await access.admit(secret)
         with pytest.raises(Unauthenticated):
@@ -120,8 +146,8 @@ def test_stream_slots_are_per_key_and_released_once() -> None:
     assert slots.open("a") == 1
 
 
-async def test_admit_charges_the_rate_of_the_principal() -> None:
-    access, _, secret, clock = await keyed(rate_limit=1.0, rate_burst=1)
+async def test_admit_charges_the_rate_of_the_principal(key_store: SqlApiKeyStore) -> None:
+    access, _, secret, clock = await keyed(key_store, rate_limit=1.0, rate_burst=1)
     await access.admit(secret)
     with pytest.raises(RateLimited):
         await access.admit(secret)

@@ -29,7 +29,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"sqlalchemy", "asyncpg", "aiosqlite", "alembic", "migrations", "adapters.store"},
     "adapters/engines": INNER | {"aiohttp", "openai_harmony", "adapters.engines"},
     "adapters/cli": INNER
-    | {"click", "rich", "uvicorn", "adapters.cli", "adapters.store", "adapters.http"}
+    | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
     | {"adapters.wiring"},
     "migrations": frozenset({"sqlalchemy", "alembic", "migrations", "adapters.store.tables"})
     | {"adapters.store.urls"},

@@ -9,18 +9,24 @@ import pytest
 
 from adapters.engines.scripted import ScriptedEngine
 from domain.errors import NotFound
+from service import reads, stopping
 from service import responses as uc
-from tests.unit.test_service import make_services, request
+from service.bundle import Bundle
+from tests.unit.conftest import Processes
+from tests.unit.test_service import request
 
-UseCase = Callable[[uc.Services, str, str], Awaitable[object]]
+UseCase = Callable[[Bundle, str, str], Awaitable[object]]
 
 USE_CASES: dict[str, UseCase] = {
-    "retrieve": uc.retrieve,
-    "retrieve_raw": uc.retrieve_raw,
-    "check_readable": uc.check_readable,
-    "cancel": uc.cancel_response,
-    "delete": uc.delete_response,
-    "input_items": lambda svc, rid, owner: uc.list_input_items(
+    "retrieve": reads.retrieve,
+    "retrieve_raw": reads.retrieve_raw,
+    "read_events": lambda svc, rid, owner: reads.read_events(svc, rid, owner, after=-1),
+    "read_stored_events": lambda svc, rid, owner: reads.read_events(
+        svc, rid, owner, after=-1, follow=False
+    ),
+    "cancel": stopping.cancel_response,
+    "delete": stopping.delete_response,
+    "input_items": lambda svc, rid, owner: reads.list_input_items(
         svc, rid, owner, after=None, limit=20, order="asc"
     ),
     "previous_response_id": lambda svc, rid, owner: uc.create_response(
@@ -32,23 +38,25 @@ USE_CASES: dict[str, UseCase] = {
 @pytest.mark.parametrize("name", list(USE_CASES))
 @pytest.mark.parametrize("running", [False, True])
 async def test_another_owner_is_told_not_found_and_nothing_changes(
-    name: str, running: bool
+    processes: Processes, name: str, running: bool
 ) -> None:
-    svc, store = make_services(ScriptedEngine(delay_s=0.01, tokens=200 if running else 3))
+    svc = await processes.start(ScriptedEngine(delay_s=0.01, tokens=200 if running else 3))
     started = await uc.create_response(svc, request(input="x", background=True), "alice")
     rid = started.response.id
+    assert started.generation is not None
     if not running:
         await started.generation.wait()
     else:
         await asyncio.sleep(0.05)
-    events, rows = len(store.events[rid]), dict(store.rows)
+    before = await svc.index.get(rid)
+    events = len(await svc.store.read(rid))
     with pytest.raises(NotFound):
         await USE_CASES[name](svc, rid, "bob")
-    assert set(store.rows) == set(rows)  # no response created
-    row = store.rows[rid]
-    assert not row.deleted and not row.cancel_requested
+    assert len(processes.statuses()) == 1  # no response created
+    row = await svc.index.get(rid)
+    assert row is not None and not row.deleted and not row.cancel_requested
     if running:
         assert svc.runner.get(rid) is not None  # still generating, not cancelled
     else:
-        assert row == rows[rid] and len(store.events[rid]) == events
+        assert row == before and len(await svc.store.read(rid)) == events
     await svc.runner.shutdown(0)

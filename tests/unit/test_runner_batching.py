@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
-from domain.events import AnyEvent, OutputTextDelta
+from domain.events import OutputTextDelta
 from domain.fold import replay
 from domain.generation import AnyDelta, EndItem, Finished, Prompt, TextDelta, TokenUsage
+from service.bundle import Bundle
 from service.ports import Demand
-from tests.fakes.memory import MemoryStore
-from tests.unit.test_service import make_services, run_to_end, text_of
+from tests.unit.conftest import Processes
+from tests.unit.test_service import run_to_end, text_of
 
 TOKENS = [f" t{i}" for i in range(120)]
-
-
-class SlowStore(MemoryStore):
-    """Commits take `latency` seconds, like a database round trip."""
-
-    def __init__(self, latency: float) -> None:
-        super().__init__()
-        self.latency = latency
-
-    async def append(
-        self,
-        stream_id: str,
-        expected_version: int,
-        events: Sequence[AnyEvent],
-        *,
-        durable: bool = True,
-    ) -> None:
-        await asyncio.sleep(self.latency)
-        await super().append(stream_id, expected_version, events, durable=durable)
 
 
 class Wire:
@@ -53,6 +35,9 @@ class Wire:
 
     async def ready(self) -> bool:
         return True
+
+    async def aclose(self) -> None:
+        pass
 
     async def generate(
         self, prompt: Prompt, *, demand: Demand | None = None
@@ -87,28 +72,28 @@ class Wire:
             producer.cancel()
 
 
-def _delta_events(store: MemoryStore, rid: str) -> int:
-    return sum(isinstance(e.event(), OutputTextDelta) for e in store.events[rid])
+async def _delta_events(svc: Bundle, rid: str) -> int:
+    return sum(isinstance(e.event(), OutputTextDelta) for e in await svc.store.read(rid))
 
 
-async def test_tokens_that_arrive_while_a_batch_commits_become_one_event() -> None:
+async def test_tokens_that_arrive_while_a_batch_commits_become_one_event(
+    processes: Processes,
+) -> None:
     engine = Wire(pace=0.001)
-    svc, _ = make_services(engine)
-    store = SlowStore(latency=0.02)
-    svc.store = svc.writer = svc.index = store
-    svc.runner._writer = store
+    # Commits at most every 20 ms, like a slow database round trip.
+    svc = await processes.start(engine, flush_interval_ms=20)
     final = await run_to_end(svc, input="x")
     assert final.status == "completed"
     assert text_of(final) == "".join(TOKENS)
-    events = _delta_events(store, final.id)
+    events = await _delta_events(svc, final.id)
     assert events < len(TOKENS) / 4  # ~120 ms of tokens over 20 ms commits
     assert engine.reads <= events + 2  # read only when the runner asked for more
-    assert replay(e.event() for e in store.events[final.id]).response == final
+    assert replay(e.event() for e in await svc.store.read(final.id)).response == final
 
 
-async def test_a_runner_that_keeps_up_logs_every_token_as_it_comes() -> None:
+async def test_a_runner_that_keeps_up_logs_every_token_as_it_comes(processes: Processes) -> None:
     engine = Wire(pace=0.002, lockstep=True)
-    svc, store = make_services(engine)
+    svc = await processes.start(engine)
     final = await run_to_end(svc, input="x")
     assert text_of(final) == "".join(TOKENS)
-    assert _delta_events(store, final.id) == len(TOKENS)
+    assert await _delta_events(svc, final.id) == len(TOKENS)

@@ -1,4 +1,4 @@
-"""The Responses use-cases over the in-memory store and the scripted engine."""
+"""The Responses use-cases over the real SQLite store and the scripted engine."""
 
 from __future__ import annotations
 
@@ -12,54 +12,28 @@ from openai.types.responses import Response
 from adapters.engines.scripted import ScriptedEngine
 from domain.errors import EngineError, InvalidRequest, NotFound
 from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
-from domain.fold import replay
+from domain.fold import project, replay
 from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
+from service import reads, stopping
 from service import responses as uc
-from service.leases import LeaseKeeper
+from service.bundle import Bundle
 from service.ports import Demand
-from service.runner import Runner
-from service.wire import Limits, parse_create_body
-from tests.fakes.memory import MemoryLeases, MemoryStore
+from service.wire import CreateRequest, Limits, parse_create_body
+from tests.unit.conftest import Processes
 
 OWNER = "alice"
 
 
-def make_services(
-    engine: object | None = None,
-    *,
-    store: MemoryStore | None = None,
-    owner: str = "proc-a",
-    slots: int = 8,
-) -> tuple[uc.Services, MemoryStore]:
-    """The services of one process (`owner`) over `store` (shared: several processes)."""
-    store = store or MemoryStore()
-    eng = engine or ScriptedEngine()
-    runner = Runner(store, eng)  # type: ignore[arg-type]
-    leases = MemoryLeases(store, owner)
-    keeper = LeaseKeeper(leases, runner, slots=slots, renew_every=5.0)
-    svc = uc.Services(
-        store=store,
-        writer=store,
-        index=store,
-        engine=eng,  # type: ignore[arg-type]
-        runner=runner,
-        leases=leases,
-        bells=leases,
-        keeper=keeper,
-        cancel_wait_s=2.0,
-    )
-    return svc, store
-
-
-def request(**body: object) -> uc.CreateRequest:
+def request(**body: object) -> CreateRequest:
     body.setdefault("model", "scripted")
     return parse_create_body(msgspec.json.encode(body), Limits())
 
 
-async def run_to_end(svc: uc.Services, **body: object) -> ResponseObject:
+async def run_to_end(svc: Bundle, **body: object) -> ResponseObject:
     started = await uc.create_response(svc, request(**body), OWNER)
-    return uc.project(await started.generation.wait())
+    assert started.generation is not None
+    return project(await started.generation.wait())
 
 
 def text_of(response: ResponseObject) -> str:
@@ -72,41 +46,47 @@ def text_of(response: ResponseObject) -> str:
     )
 
 
-async def test_a_plain_response_completes_and_validates_as_an_openai_response() -> None:
-    svc, store = make_services()
+async def test_a_plain_response_completes_and_validates_as_an_openai_response(
+    processes: Processes,
+) -> None:
+    svc = await processes.start()
     final = await run_to_end(svc, input="hello world")
     assert final.status == "completed"
     assert text_of(final) == "You said: hello world"
     Response.model_validate(msgspec.to_builtins(final))
-    row = store.rows[final.id]
+    row = await svc.index.get(final.id)
+    assert row is not None
     assert row.status == "completed" and row.owner == OWNER
     assert msgspec.json.decode(row.snapshot, type=ResponseObject) == final
 
 
-async def test_the_first_event_carries_the_whole_request_and_owner() -> None:
-    svc, store = make_services()
+async def test_the_first_event_carries_the_whole_request_and_owner(processes: Processes) -> None:
+    svc = await processes.start()
     final = await run_to_end(svc, input="hi", instructions="be brief", metadata={"k": "v"})
-    first = store.events[final.id][0].event()
+    log = await svc.store.read(final.id)
+    first = log[0].event()
     assert isinstance(first, ResponseCreated)
     assert first.facts is not None and first.facts.owner == OWNER
     assert first.response.instructions == "be brief" and first.response.metadata == {"k": "v"}
     assert isinstance(first.facts.input[0], InputMessage)
-    assert b"alice" not in store.events[final.id][0].data
+    assert b"alice" not in log[0].data
 
 
-async def test_retrieve_of_a_running_response_folds_its_log() -> None:
-    svc, _ = make_services(ScriptedEngine(delay_s=0.01, tokens=50))
+async def test_retrieve_of_a_running_response_folds_its_log(processes: Processes) -> None:
+    svc = await processes.start(ScriptedEngine(delay_s=0.01, tokens=50))
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     assert started.response.status == "queued"
     await asyncio.sleep(0.1)
-    mid = await uc.retrieve(svc, started.response.id, OWNER)
+    mid = await reads.retrieve(svc, started.response.id, OWNER)
     assert mid.status == "in_progress"
-    final = uc.project(await started.generation.wait())
-    assert (await uc.retrieve(svc, final.id, OWNER)) == final
+    final = project(await started.generation.wait())
+    assert (await reads.retrieve(svc, final.id, OWNER)) == final
     assert len(text_of(final)) > len(text_of(mid))
 
 
-async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order() -> None:
+async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order(
+    processes: Processes,
+) -> None:
     engine = ScriptedEngine()
     seen: list[Prompt] = []
     original = engine.generate
@@ -116,7 +96,7 @@ async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order(
         return original(prompt, demand=demand)
 
     engine.generate = spy  # type: ignore[method-assign]
-    svc, _ = make_services(engine)
+    svc = await processes.start(engine)
     one = await run_to_end(svc, input="first")
     two = await run_to_end(svc, input="second", previous_response_id=one.id)
     await run_to_end(svc, input="third", previous_response_id=two.id)
@@ -132,15 +112,15 @@ def text_of_input(items: list[object]) -> str:
     return "".join(getattr(p, "text", "") for p in msg.content)
 
 
-async def test_previous_response_of_another_owner_is_not_found() -> None:
-    svc, _ = make_services()
+async def test_previous_response_of_another_owner_is_not_found(processes: Processes) -> None:
+    svc = await processes.start()
     one = await run_to_end(svc, input="first")
     with pytest.raises(NotFound):
         await uc.create_response(svc, request(input="x", previous_response_id=one.id), "bob")
 
 
-async def test_a_function_tool_round_trip() -> None:
-    svc, _ = make_services()
+async def test_a_function_tool_round_trip(processes: Processes) -> None:
+    svc = await processes.start()
     tools = [
         {
             "type": "function",
@@ -161,8 +141,8 @@ async def test_a_function_tool_round_trip() -> None:
     assert text_of(answer) == "The function returned: sunny"
 
 
-async def test_max_output_tokens_cuts_the_response_to_incomplete() -> None:
-    svc, _ = make_services(ScriptedEngine(tokens=100))
+async def test_max_output_tokens_cuts_the_response_to_incomplete(processes: Processes) -> None:
+    svc = await processes.start(ScriptedEngine(tokens=100))
     final = await run_to_end(svc, input="x", max_output_tokens=20)
     assert final.status == "incomplete"
     assert final.incomplete_details is not None
@@ -170,64 +150,66 @@ async def test_max_output_tokens_cuts_the_response_to_incomplete() -> None:
     assert final.usage is not None and final.usage.output_tokens == 20
 
 
-async def test_cancel_stops_the_engine_and_ends_the_log_with_the_cancellation() -> None:
+async def test_cancel_stops_the_engine_and_ends_the_log_with_the_cancellation(
+    processes: Processes,
+) -> None:
     engine = ScriptedEngine(delay_s=0.01, tokens=1000)
-    svc, store = make_services(engine)
+    svc = await processes.start(engine)
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     await asyncio.sleep(0.05)
-    final = await uc.cancel_response(svc, started.response.id, OWNER)
+    final = await stopping.cancel_response(svc, started.response.id, OWNER)
     assert final.status == "cancelled"
     assert engine.aborted == [final.id]
-    log = store.events[final.id]
+    log = await svc.store.read(final.id)
     last = log[-1].event()
     assert isinstance(last, ResponseCancelled) and last.facts is not None
     assert last.facts.reason == "cancelled_by_user"
     assert replay(e.event() for e in log).response == final
-    again = await uc.cancel_response(svc, final.id, OWNER)
+    again = await stopping.cancel_response(svc, final.id, OWNER)
     assert again == final
 
 
-async def test_cancel_of_a_plain_response_is_refused() -> None:
-    svc, _ = make_services()
+async def test_cancel_of_a_plain_response_is_refused(processes: Processes) -> None:
+    svc = await processes.start()
     final = await run_to_end(svc, input="x")
     with pytest.raises(InvalidRequest, match="background"):
-        await uc.cancel_response(svc, final.id, OWNER)
+        await stopping.cancel_response(svc, final.id, OWNER)
 
 
-async def test_delete_hides_the_response_but_keeps_its_log() -> None:
-    svc, store = make_services()
+async def test_delete_hides_the_response_but_keeps_its_log(processes: Processes) -> None:
+    svc = await processes.start()
     final = await run_to_end(svc, input="x")
-    deleted = await uc.delete_response(svc, final.id, OWNER)
-    assert deleted == uc.Deleted(id=final.id)
+    deleted = await stopping.delete_response(svc, final.id, OWNER)
+    assert deleted == stopping.Deleted(id=final.id)
     with pytest.raises(NotFound):
-        await uc.retrieve(svc, final.id, OWNER)
+        await reads.retrieve(svc, final.id, OWNER)
     with pytest.raises(NotFound):
-        await uc.delete_response(svc, final.id, OWNER)
-    assert store.events[final.id][-1].terminal
+        await stopping.delete_response(svc, final.id, OWNER)
+    assert (await svc.store.read(final.id))[-1].terminal
 
 
-async def test_store_false_responses_are_not_retrievable() -> None:
-    svc, _ = make_services()
+async def test_store_false_responses_are_not_retrievable(processes: Processes) -> None:
+    svc = await processes.start()
     final = await run_to_end(svc, input="x", store=False)
     assert final.status == "completed"
     with pytest.raises(NotFound):
-        await uc.retrieve(svc, final.id, OWNER)
+        await reads.retrieve(svc, final.id, OWNER)
 
 
-async def test_input_items_pages_in_both_orders() -> None:
-    svc, _ = make_services()
+async def test_input_items_pages_in_both_orders(processes: Processes) -> None:
+    svc = await processes.start()
     items = [{"role": "user", "content": f"m{i}"} for i in range(5)]
     final = await run_to_end(svc, input=items)
-    page = await uc.list_input_items(svc, final.id, OWNER, after=None, limit=2, order="asc")
+    page = await reads.list_input_items(svc, final.id, OWNER, after=None, limit=2, order="asc")
     assert [text_of_input([i]) for i in page.data] == ["m0", "m1"] and page.has_more
-    rest = await uc.list_input_items(
+    rest = await reads.list_input_items(
         svc, final.id, OWNER, after=page.last_id, limit=10, order="asc"
     )
     assert [text_of_input([i]) for i in rest.data] == ["m2", "m3", "m4"] and not rest.has_more
-    desc = await uc.list_input_items(svc, final.id, OWNER, after=None, limit=20, order="desc")
+    desc = await reads.list_input_items(svc, final.id, OWNER, after=None, limit=20, order="desc")
     assert [text_of_input([i]) for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]
     with pytest.raises(InvalidRequest):
-        await uc.list_input_items(svc, final.id, OWNER, after=None, limit=0, order="asc")
+        await reads.list_input_items(svc, final.id, OWNER, after=None, limit=0, order="asc")
 
 
 class FailingEngine:
@@ -244,6 +226,9 @@ class FailingEngine:
 
     async def ready(self) -> bool:
         return True
+
+    async def aclose(self) -> None:
+        pass
 
     async def generate(
         self, prompt: Prompt, *, demand: Demand | None = None
@@ -268,32 +253,32 @@ class FailingEngine:
     ],
 )
 async def test_engine_failures_end_the_response_failed_and_keep_partial_output(
-    error: Exception | None, reason: str
+    processes: Processes, error: Exception | None, reason: str
 ) -> None:
-    svc, store = make_services(FailingEngine(3, error))
+    svc = await processes.start(FailingEngine(3, error))
     final = await run_to_end(svc, input="x")
     assert final.status == "failed" and final.error is not None
     assert final.error.code == "server_error"
     assert "boom" not in final.error.message and "10.0.0.5" not in final.error.message
     assert text_of(final) == "tok tok tok "
-    last = store.events[final.id][-1].event()
+    last = (await svc.store.read(final.id))[-1].event()
     assert isinstance(last, ResponseFailed) and last.facts is not None
     assert last.facts.reason == reason
     if error is not None:  # the whole story stays in the log's hidden facts, for audit
         assert last.facts.detail is not None and str(error) in last.facts.detail
 
 
-async def test_shutdown_ends_running_generations_as_failed() -> None:
-    svc, _ = make_services(ScriptedEngine(delay_s=0.05, tokens=1000))
+async def test_shutdown_ends_running_generations_as_failed(processes: Processes) -> None:
+    svc = await processes.start(ScriptedEngine(delay_s=0.05, tokens=1000))
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     await asyncio.sleep(0.1)
     await svc.runner.shutdown(0)
-    final = await uc.retrieve(svc, started.response.id, OWNER)
+    final = await reads.retrieve(svc, started.response.id, OWNER)
     assert final.status == "failed" and final.error is not None
     assert "shut down" in final.error.message
 
 
-async def test_usage_is_what_the_engine_reported() -> None:
+async def test_usage_is_what_the_engine_reported(processes: Processes) -> None:
     class Counting(FailingEngine):
         async def generate(
             self, prompt: Prompt, *, demand: Demand | None = None
@@ -306,7 +291,7 @@ async def test_usage_is_what_the_engine_reported() -> None:
                 ),
             )
 
-    svc, _ = make_services(Counting(0, None))
+    svc = await processes.start(Counting(0, None))
     final = await run_to_end(svc, input="x")
     assert final.usage is not None
     assert (final.usage.input_tokens, final.usage.input_tokens_details.cached_tokens) == (11, 4)

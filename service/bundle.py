@@ -1,0 +1,42 @@
+"""The one bundle of a process's ports and parts that every use-case takes. Only the
+composition roots build it (`adapters/wiring.py`, over the adapters that settings name)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from service.leases import LeaseKeeper
+from service.ports import (
+    ApiKeyStore,
+    Database,
+    Doorbells,
+    Engine,
+    EventStore,
+    EventWriter,
+    Leases,
+    ResponseIndex,
+)
+from service.runner import Runner
+
+
+class Bundle(msgspec.Struct, frozen=True, kw_only=True):
+    """The ports, plus this process's runner and lease keeper (which hold its running
+    generations and background slots, so there is one of each per process)."""
+
+    database: Database
+    store: EventStore
+    writer: EventWriter
+    index: ResponseIndex
+    leases: Leases
+    bells: Doorbells
+    keys: ApiKeyStore
+    engine: Engine
+    runner: Runner
+    keeper: LeaseKeeper
+    # How long a cancel (or delete) of a response running in another process waits for
+    # that process to record the cancellation before answering with what is there.
+    cancel_wait_s: float = 10.0
+    clock: Callable[[], float] = time.time

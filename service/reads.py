@@ -1,0 +1,136 @@
+"""Reading a response: who may see it, its object, the input items of its request, and its
+events (those stored now, or a live tail). Visibility is one rule, in `visible_row`: a
+response is seen only by its owner, and not after it was deleted or if it was never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Literal
+
+import msgspec
+
+from domain.errors import InvalidRequest, InvalidTransition, NotFound
+from domain.events import ResponseCreated
+from domain.fold import project, replay
+from domain.objects import InputItem, ResponseObject
+from domain.state import ResponseState
+from service.bundle import Bundle
+from service.ports import ResponseRow, StoredEvent
+
+_snapshot = msgspec.json.Decoder(ResponseObject)
+UNFINISHED = ("queued", "in_progress")
+
+
+def _visible(row: ResponseRow | None, owner: str) -> ResponseRow:
+    if row is None or row.deleted or not row.store or row.owner != owner:
+        raise NotFound("No response found with that id.")
+    return row
+
+
+async def visible_row(svc: Bundle, response_id: str, owner: str) -> ResponseRow:
+    """The response's row, if `owner` may see it; NotFound otherwise."""
+    return _visible(await svc.index.get(response_id), owner)
+
+
+def snapshot(row: ResponseRow) -> ResponseObject:
+    """The object as of the row's last lifecycle event (the final one once it ended)."""
+    return _snapshot.decode(row.snapshot)
+
+
+async def request_of(svc: Bundle, response_id: str) -> ResponseCreated:
+    """The stream's first event, which carries the whole request as hidden facts."""
+    first = await svc.store.read(response_id, after=-1, limit=1)
+    event = first[0].event() if first else None
+    if not isinstance(event, ResponseCreated) or event.facts is None:
+        raise InvalidTransition(f"stream {response_id} does not start with its request")
+    return event
+
+
+async def load_state(svc: Bundle, response_id: str) -> ResponseState:
+    return replay(e.event() for e in await svc.store.read(response_id))
+
+
+async def retrieve(svc: Bundle, response_id: str, owner: str) -> ResponseObject:
+    """The projection: the cached final object, or the fold of a running response's log."""
+    row = await visible_row(svc, response_id, owner)
+    if row.status in UNFINISHED:
+        return project(await load_state(svc, response_id))
+    return snapshot(row)
+
+
+async def retrieve_raw(svc: Bundle, response_id: str, owner: str) -> bytes:
+    """Like `retrieve`, as JSON bytes; a finished response is served from its row as is."""
+    row = await visible_row(svc, response_id, owner)
+    if row.status in UNFINISHED:
+        return msgspec.json.encode(project(await load_state(svc, response_id)))
+    return row.snapshot
+
+
+async def read_events(
+    svc: Bundle, response_id: str, owner: str, *, after: int, follow: bool = True
+) -> AsyncIterator[StoredEvent]:
+    """The response's events after position `after`: with `follow`, a live tail that ends
+    after the terminal event (what a stream of it shows); else only those stored now."""
+    await visible_row(svc, response_id, owner)
+    if follow:
+        return svc.store.subscribe(response_id, after)
+    return _stored(svc, response_id, after)
+
+
+async def _stored(svc: Bundle, response_id: str, after: int) -> AsyncIterator[StoredEvent]:
+    for event in await svc.store.read(response_id, after):
+        yield event
+
+
+async def close_tail(tail: AsyncIterator[StoredEvent]) -> None:
+    """End a tail early, so the store drops its subscription now rather than when the
+    tail is collected. (The port types a tail as an iterator; the stores' are generators.)"""
+    if isinstance(tail, AsyncGenerator):
+        await tail.aclose()
+
+
+class ItemPage(msgspec.Struct, frozen=True):
+    data: list[InputItem]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+    object: Literal["list"] = "list"
+
+
+async def list_input_items(
+    svc: Bundle,
+    response_id: str,
+    owner: str,
+    *,
+    after: str | None,
+    limit: int,
+    order: Literal["asc", "desc"],
+) -> ItemPage:
+    """OpenAI's cursor list of the items the request sent (its own input, not the chain)."""
+    if not 1 <= limit <= 100:
+        raise InvalidRequest(
+            "Invalid 'limit': must be between 1 and 100.", param="limit", code="invalid_value"
+        )
+    await visible_row(svc, response_id, owner)
+    created = await request_of(svc, response_id)
+    assert created.facts is not None
+    items = list(created.facts.input)
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [i.id for i in items]
+        if after not in ids:
+            raise InvalidRequest(
+                f"Invalid 'after': no input item '{after}' in this response.",
+                param="after",
+                code="invalid_value",
+            )
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    return ItemPage(
+        data=page,
+        first_id=page[0].id if page else None,
+        last_id=page[-1].id if page else None,
+        has_more=len(items) > limit,
+    )
