@@ -37,7 +37,8 @@ def rejected(body: dict[str, Any] | bytes, limits: Limits | None = None) -> Inva
 def test_a_string_input_becomes_one_user_message() -> None:
     req = parse({"model": "m", "input": "hi"})
     assert req.input == [InputMessage(id="", role="user", content=[InputText(text="hi")])]
-    assert (req.store, req.stream, req.background, req.tool_choice) == (True, False, False, "auto")
+    r = req.response
+    assert (r.store, req.stream, r.background, r.tool_choice) == (True, False, False, "auto")
 
 
 def test_easy_messages_typed_items_and_tool_outputs_are_normalized() -> None:
@@ -859,10 +860,11 @@ def test_accepted_options_are_mapped() -> None:
             "parallel_tool_calls": False,
         }
     )
-    assert req.tool_choice == FunctionToolChoice(name="f")
-    assert req.reasoning.effort == "high" and req.text.format.name == "s"  # type: ignore[union-attr]
+    r = req.response
+    assert r.tool_choice == FunctionToolChoice(name="f")
+    assert r.reasoning.effort == "high" and r.text.format.name == "s"  # type: ignore[union-attr]
     assert req.extra == {"stream_options": {"include_obfuscation": False}}
-    assert (req.prompt_cache_key, req.safety_identifier, req.parallel_tool_calls) == (
+    assert (r.prompt_cache_key, r.safety_identifier, r.parallel_tool_calls) == (
         "k",
         "u1",
         False,
