@@ -1,5 +1,6 @@
 """The OpenAI wire format: the create body's shapes (`request`), its decoding into domain
-objects (`decode`), and the error body every rejection is sent in (`errors`)."""
+objects (`decode`) with msgspec's errors in OpenAI's words (`rejection`), and the error body
+every rejection is sent in (`errors`)."""
 
 from service.wire.decode import (
     MAX_MODEL_CHARS,

@@ -20,7 +20,7 @@ from domain.objects import (
     Refusal,
     SummaryText,
 )
-from service.wire import Limits, parse_create_body
+from service.wire import CreateResponseBody, Limits, parse_create_body
 
 
 def parse(body: dict[str, Any] | bytes, limits: Limits | None = None) -> Any:
@@ -940,4 +940,23 @@ def test_accepted_item_forms_map_to_domain_items() -> None:
         ),
         InputReasoning(id="", encrypted_content="enc"),
         InputMessage(id="", role="assistant", content=[OutputText(text="earlier")]),
+    ]
+
+
+def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> None:
+    """/openapi.json is built from this schema: the tagged unions show up as discriminators."""
+    (_, defs) = msgspec.json.schema_components([CreateResponseBody])
+    items = defs["CreateResponseBody"]["properties"]["input"]["anyOf"][1]["items"]
+    assert sorted(items["discriminator"]["mapping"]) == [
+        "function_call",
+        "function_call_output",
+        "message",
+        "reasoning",
+    ]
+    parts = defs["MessageParam"]["properties"]["content"]["anyOf"][1]["items"]
+    assert sorted(parts["discriminator"]["mapping"]) == [
+        "input_text",
+        "output_text",
+        "refusal",
+        "text",
     ]
