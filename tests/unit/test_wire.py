@@ -960,3 +960,14 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
         "refusal",
         "text",
     ]
+
+
+@pytest.mark.parametrize("kind", [[], {}, ["message"]])
+def test_a_non_string_item_type_is_a_400(kind: Any) -> None:
+    """The hand-written decoder looked such a type up in a dict and answered 500."""
+    err = rejected({"model": "m", "input": [{"type": kind}]})
+    assert (err.param, err.code, err.message) == (
+        "input[0].type",
+        "invalid_value",
+        f"Invalid 'input[0].type': unsupported input item type {kind!r}.",
+    )
