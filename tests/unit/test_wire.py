@@ -971,3 +971,13 @@ def test_a_non_string_item_type_is_a_400(kind: Any) -> None:
         "invalid_value",
         f"Invalid 'input[0].type': unsupported input item type {kind!r}.",
     )
+
+
+@pytest.mark.parametrize(("value", "got"), [("", "str"), (0, "int"), (False, "bool")])
+def test_a_falsy_non_array_reasoning_summary_is_refused(value: Any, got: str) -> None:
+    """The hand-written decoder read these as an empty list; msgspec (like openai-python's
+    `ResponseReasoningItemParam`, where `summary` is an array) refuses them. null still
+    reads as empty."""
+    err = rejected(item(type="reasoning", summary=value) | {"model": "m"})
+    assert err.message == f"Invalid 'input[0]': Expected `array`, got `{got}`"
+    assert parse(item(type="reasoning", summary=None) | {"model": "m"}).input[0].summary == []
