@@ -56,16 +56,17 @@ class Started(msgspec.Struct, frozen=True):
 
 async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Started:
     """Record the request as the stream's first events, then start generating."""
-    if not svc.engine.serves(req.model):
+    model = req.response.model
+    if not svc.engine.serves(model):
         raise InvalidRequest(
-            f"The model '{req.model}' does not exist or is not served here; this server "
+            f"The model '{model}' does not exist or is not served here; this server "
             f"serves: {', '.join(svc.engine.models())}.",
             param="model",
             code="model_not_found",
         )
-    history = await load_history(svc, req.previous_response_id, owner)
+    history = await load_history(svc, req.response.previous_response_id, owner)
     rid = new_response_id()
-    response = _initial(rid, req, int(svc.clock()))
+    response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
         owner=owner,
         input=assign_ids(rid, req.input),
@@ -126,35 +127,6 @@ async def _tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncIterator
             svc.runner.request_cancel(rid, CancelReason.CLIENT_DISCONNECTED)
 
 
-def _initial(rid: str, req: CreateRequest, now: int) -> ResponseObject:
-    return ResponseObject(
-        id=rid,
-        created_at=now,
-        status="queued",
-        background=req.background,
-        instructions=req.instructions,
-        max_output_tokens=req.max_output_tokens,
-        max_tool_calls=req.max_tool_calls,
-        model=req.model,
-        parallel_tool_calls=req.parallel_tool_calls,
-        previous_response_id=req.previous_response_id,
-        prompt_cache_key=req.prompt_cache_key,
-        reasoning=req.reasoning,
-        safety_identifier=req.safety_identifier,
-        service_tier=req.service_tier,
-        store=req.store,
-        temperature=req.temperature,
-        text=req.text,
-        tool_choice=req.tool_choice,
-        tools=req.tools,
-        top_logprobs=req.top_logprobs,
-        top_p=req.top_p,
-        truncation=req.truncation,
-        user=req.user,
-        metadata=req.metadata,
-    )
-
-
 def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
     """Give every input item an id (kept if the client sent one), derived from the
     response id so the same request always yields the same log."""
@@ -174,6 +146,8 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
 
 
 def build_prompt(response: ResponseObject, items: list[InputItem], history: list[Turn]) -> Prompt:
+    """What an engine is asked: the settings the response echoes, the request's input items
+    (from its facts) and the conversation before it. The one place a `Prompt` is made."""
     return Prompt(
         response_id=response.id,
         model=response.model,

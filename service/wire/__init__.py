@@ -1,0 +1,28 @@
+"""The OpenAI wire format: the create body's shapes (`request`), its decoding into domain
+objects (`decode`) with msgspec's errors in OpenAI's words (`rejection`), and the error body
+every rejection is sent in (`errors`)."""
+
+from service.wire.decode import (
+    MAX_MODEL_CHARS,
+    RESPONSE_ID,
+    UNSUPPORTED_FIELDS,
+    CreateRequest,
+    Limits,
+    check_response_id,
+    parse_create_body,
+)
+from service.wire.errors import ErrorBody, ErrorDetail
+from service.wire.request import CreateResponseBody
+
+__all__ = [
+    "MAX_MODEL_CHARS",
+    "RESPONSE_ID",
+    "UNSUPPORTED_FIELDS",
+    "CreateRequest",
+    "CreateResponseBody",
+    "ErrorBody",
+    "ErrorDetail",
+    "Limits",
+    "check_response_id",
+    "parse_create_body",
+]
