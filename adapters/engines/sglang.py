@@ -110,8 +110,8 @@ def _stream_error(what: str, error: Any) -> EngineError:
     return EngineError(f"{what} failed the generation: {message}", code="engine_stream_error")
 
 
-class _Generation:
-    """The state of one streamed generation: ids reconciled, harmony parsed, how it ended."""
+class _SglangStream:
+    """The state of one `/generate` stream: ids reconciled, harmony parsed, how it ended."""
 
     def __init__(self, parser: HarmonyParser, what: str) -> None:
         self.parser = parser
@@ -241,7 +241,7 @@ class SglangEngine:
         except asyncio.CancelledError:
             await self._abort(rid)  # perhaps sent: an unknown rid is answered 200 too
             raise
-        run = _Generation(HarmonyParser(self.renderer.encoding), self._what)
+        run = _SglangStream(HarmonyParser(self.renderer.encoding), self._what)
         try:
             reading = Reading()
             async with contextlib.aclosing(
@@ -284,7 +284,7 @@ class SglangEngine:
             )
         return min(wanted, room)
 
-    def _finished(self, run: _Generation, done: bool) -> Finished:
+    def _finished(self, run: _SglangStream, done: bool) -> Finished:
         if run.finished is None:
             if done:
                 raise protocol_error(self._what, "[DONE] came before any finish_reason")
