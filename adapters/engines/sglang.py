@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from adapters.engines._http import (
-    Demand,
     HttpClient,
     Reading,
     Timeouts,
@@ -220,9 +219,7 @@ class SglangEngine:
 
     # --- generation ----------------------------------------------------------------------
 
-    async def generate(
-        self, prompt: Prompt, *, demand: Demand = None
-    ) -> AsyncGenerator[AnyDelta, None]:
+    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         ids = self.renderer.render(prompt)
         rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*
         body = {
@@ -245,9 +242,7 @@ class SglangEngine:
         try:
             reading = Reading()
             async with contextlib.aclosing(
-                read_deltas(
-                    response.content.readany, self._what, limit, run.on_chunk, reading, demand
-                )
+                read_deltas(response.content.readany, self._what, limit, run.on_chunk, reading)
             ) as deltas:
                 async for delta in deltas:
                     yield delta

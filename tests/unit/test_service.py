@@ -17,7 +17,6 @@ from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseOb
 from domain.response import replay
 from service import responses as uc
 from service.leases import LeaseKeeper
-from service.ports import Demand
 from service.runner import Runner
 from service.wire import Limits, parse_create_body
 from tests.fakes.memory import MemoryLeases, MemoryStore
@@ -111,9 +110,9 @@ async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order(
     seen: list[Prompt] = []
     original = engine.generate
 
-    def spy(prompt: Prompt, *, demand: Demand | None = None) -> AsyncIterator[AnyDelta]:
+    def spy(prompt: Prompt) -> AsyncIterator[AnyDelta]:
         seen.append(prompt)
-        return original(prompt, demand=demand)
+        return original(prompt)
 
     engine.generate = spy  # type: ignore[method-assign]
     svc, _ = make_services(engine)
@@ -245,9 +244,7 @@ class FailingEngine:
     async def ready(self) -> bool:
         return True
 
-    async def generate(
-        self, prompt: Prompt, *, demand: Demand | None = None
-    ) -> AsyncIterator[AnyDelta]:
+    async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
         for _ in range(self.after):
             yield TextDelta(text="tok ")
         if self.error is not None:
@@ -295,9 +292,7 @@ async def test_shutdown_ends_running_generations_as_failed() -> None:
 
 async def test_usage_is_what_the_engine_reported() -> None:
     class Counting(FailingEngine):
-        async def generate(
-            self, prompt: Prompt, *, demand: Demand | None = None
-        ) -> AsyncIterator[AnyDelta]:
+        async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
             yield TextDelta(text="a")
             yield Finished(
                 reason="stop",
