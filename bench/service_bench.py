@@ -10,7 +10,10 @@ ratio of resplog to each direct reader, and time to first token p50/p99 (what re
 adds). Tokens are what sglang reports (completion_tokens), on the resplog side read from
 `usage.output_tokens` of the final event. The resplog server stores every event in
 PostgreSQL (a fresh database) as in production. Clients run in `--procs` processes so one
-Python client process is not the bottleneck.
+Python client process is not the bottleneck. The last two columns are the server's CPU
+per token (its process's user + system time over the resplog measurement, from /proc: it
+depends little on what else runs on the box) and how the runner batched: delta events per
+response (p50), read back from the database.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import tempfile
 import time
 import uuid
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import httpx
 import msgspec
 
@@ -123,10 +128,33 @@ def measure(kind: str, url: str, streams: int, rounds: int, procs: int) -> dict[
         parts = pool.map(_proc, [(kind, url, n, rounds) for n in shares])
     ttft = [t for p in parts for t in p["ttft"]]
     return {
+        "tokens": sum(p["tokens"] for p in parts),
         "tokens_per_s": sum(p["tokens"] / p["wall"] for p in parts),
         "ttft_p50_ms": pct(ttft, 50) * 1e3,
         "ttft_p99_ms": pct(ttft, 99) * 1e3,
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def delta_events(db: str, since: float) -> float:
+    """p50 over the responses created since `since` of their delta events (one per batch
+    the runner logged, per kind)."""
+    url = f"{PG.rsplit('/', 1)[0]}/{db}".replace("postgresql+asyncpg://", "postgresql://")
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT count(*) AS n FROM responses r JOIN events e ON e.stream_id = r.id "
+            "WHERE r.created_at >= $1 AND e.type LIKE '%.delta' GROUP BY r.id",
+            since,
+        )
+    finally:
+        await conn.close()
+    return pct([float(r["n"]) for r in rows], 50)
 
 
 def main() -> None:
@@ -164,21 +192,25 @@ def main() -> None:
         print(
             "| streams | direct tok/s (httpx / aiohttp) | through resplog tok/s "
             "| ratio to httpx / aiohttp | direct TTFT p50/p99 ms (aiohttp) "
-            "| resplog TTFT p50/p99 ms |"
+            "| resplog TTFT p50/p99 ms | resplog CPU µs/token | delta events/response p50 |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for n in args.streams:
             rounds = args.rounds if n > 1 else args.rounds * 8
             raw = measure("raw", fake.url, n, rounds, args.procs)
             bulk = measure("bulk", fake.url, n, rounds, args.procs)
+            since, cpu = time.time(), cpu_seconds(server.process.pid)
             svc = measure("resplog", server.base_url, n, rounds, args.procs)
+            cpu = cpu_seconds(server.process.pid) - cpu
+            batches = asyncio.run(delta_events(name, since))
             rate = svc["tokens_per_s"]
             print(
                 f"| {n} | {raw['tokens_per_s']:,.0f} / {bulk['tokens_per_s']:,.0f} "
                 f"| {rate:,.0f} "
                 f"| {rate / raw['tokens_per_s']:.2f} / {rate / bulk['tokens_per_s']:.2f} "
                 f"| {bulk['ttft_p50_ms']:.1f} / {bulk['ttft_p99_ms']:.1f} "
-                f"| {svc['ttft_p50_ms']:.1f} / {svc['ttft_p99_ms']:.1f} |"
+                f"| {svc['ttft_p50_ms']:.1f} / {svc['ttft_p99_ms']:.1f} "
+                f"| {cpu / svc['tokens'] * 1e6:.1f} | {batches:.0f} |"
             )
     finally:
         stop_server(server)

@@ -1,7 +1,7 @@
 """What an engine is asked to generate (`Prompt`) and what it yields (semantic deltas).
 
 Every engine, whatever its protocol, speaks in these deltas; one pure builder
-(`domain.response.emit`) turns them into OpenAI stream events, so event shapes are the same
+(`domain.builder.emit`) turns them into OpenAI stream events, so event shapes are the same
 for every engine.
 """
 
@@ -121,27 +121,3 @@ AnyDelta = (
     | EndItem
     | Finished
 )
-
-
-_MERGEABLE = (ReasoningDelta, SummaryDelta, TextDelta, RefusalDelta, ArgumentsDelta)
-
-
-def coalesce(deltas: list[AnyDelta]) -> list[AnyDelta]:
-    """Merge runs of same-kind text deltas (same phase for text) into one.
-
-    Engines hand over what one network read brought: one delta when the service keeps up,
-    many when it falls behind. Merging them costs no latency (they arrived together) and
-    turns a backlog into a few large events instead of one event per token.
-    """
-    out: list[AnyDelta] = []
-    for delta in deltas:
-        last = out[-1] if out else None
-        if (
-            isinstance(delta, _MERGEABLE)
-            and type(last) is type(delta)
-            and (not isinstance(delta, TextDelta) or delta.phase == last.phase)  # type: ignore[union-attr]
-        ):
-            out[-1] = msgspec.structs.replace(delta, text=last.text + delta.text)
-        else:
-            out.append(delta)
-    return out

@@ -6,7 +6,7 @@ the CLI) pick which.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -190,16 +190,12 @@ class Doorbells(Protocol):
         ...
 
 
-Demand = Callable[[], Awaitable[None]]
-
-
 class Engine(Protocol):
     """A generation engine: renders a `Prompt` and yields semantic deltas.
 
     The iterator ends with exactly one `Finished`, or raises `EngineError`. Closing it early
-    (`aclose()`) aborts the generation on the engine. `demand`, if given, is awaited before
-    each read from the engine: the caller's way to say it wants more, so that what arrives
-    meanwhile is read (and merged) in one go instead of one network read per token.
+    (`aclose()`) aborts the generation on the engine. Deltas come as the engine parses them;
+    how many become one logged event is the caller's business (the runner batches them).
     """
 
     name: str
@@ -212,9 +208,7 @@ class Engine(Protocol):
         """Whether a request for `model` may run on this engine."""
         ...
 
-    def generate(
-        self, prompt: Prompt, *, demand: Demand | None = None
-    ) -> AsyncIterator[AnyDelta]: ...
+    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]: ...
 
     async def ready(self) -> bool:
         """Whether the engine answers."""

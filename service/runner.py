@@ -2,10 +2,10 @@
 
 The runner task is the single writer of its stream while it runs. A cancel (by the user,
 by a client that went away, or by shutdown) is delivered as `Task.cancel()`, so it
-interrupts whatever the task awaits: the engine's next delta (closing the engine's iterator
-aborts the generation there) or a flush. That is safe because `EventWriter.append` queues
-events before its first await, and the runner advances its state before awaiting, so the
-state always matches what was handed to the writer.
+interrupts whatever the task awaits: the engine's next batch (closing the inbox closes the
+engine's iterator, which aborts the generation there) or a flush. That is safe because
+`EventWriter.append` queues events before its first await, and the runner advances its
+state before awaiting, so the state always matches what was handed to the writer.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from domain.builder import emit, finish
 from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
-from domain.generation import AnyDelta, Finished, Prompt, coalesce
+from domain.generation import AnyDelta, Finished, Prompt
 from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
-from service.ports import Demand, Engine, EventWriter
+from service.batching import Inbox
+from service.ports import Engine, EventWriter
 
 log = logging.getLogger("resplog.runner")
 
@@ -39,67 +40,6 @@ class Generation:
     async def wait(self) -> ResponseState:
         assert self.task is not None
         return await asyncio.shield(self.task)
-
-
-class Inbox:
-    """Reads an engine's deltas in a task of its own, on demand, while the runner logs.
-
-    Why: the runner appends durably, one batch at a time, so a stream never has more than
-    one flush in flight. The engine is read only when the runner asks for more (`demand`),
-    so whatever the engine sent while the runner waited for the log is read in one go and
-    becomes one batch (merged by `coalesce`): as load rises, events per token and network
-    reads per token both fall, and a client sees nothing later than before, because only
-    committed events are ever shown.
-    """
-
-    def __init__(self, open_stream: Callable[[Demand], AsyncIterator[AnyDelta]]) -> None:
-        self._items: list[AnyDelta] = []
-        self._error: BaseException | None = None
-        self._ended = False
-        self._wake = asyncio.Event()  # items arrived, or the stream ended
-        self._wanted = asyncio.Event()  # the runner waits with nothing to take
-        self._stream = open_stream(self._demand)
-        self._task = asyncio.create_task(self._pump())
-
-    async def _demand(self) -> None:
-        await self._wanted.wait()
-
-    async def _pump(self) -> None:
-        try:
-            async for delta in self._stream:
-                self._items.append(delta)
-                self._wanted.clear()
-                self._wake.set()
-        except Exception as exc:  # raised to the runner once what came before is logged
-            self._error = exc
-        finally:
-            self._ended = True
-            self._wake.set()
-
-    async def take(self) -> list[AnyDelta]:
-        """Everything read so far (at least one delta); the engine's error once drained."""
-        while not self._items:
-            if self._ended:
-                if self._error is not None:
-                    raise self._error
-                raise EngineError(
-                    "the engine stopped without finishing the response", code="protocol_error"
-                )
-            self._wake.clear()
-            self._wanted.set()
-            await self._wake.wait()
-        items, self._items = self._items, []
-        return items
-
-    async def close(self) -> None:
-        """Stop reading; closing the engine's iterator aborts the generation there."""
-        if not self._task.done():
-            self._task.cancel()
-        # `wait`, not `await task`: the pump's own cancellation must not be taken for ours.
-        await asyncio.wait([self._task])
-        aclose = getattr(self._stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 class Runner:
@@ -191,10 +131,12 @@ class Runner:
     ) -> ResponseState:
         if holder[0].status == "queued":
             await self._step(rid, holder, start(holder[0]), durable=True)
-        inbox = Inbox(lambda demand: self._engine.generate(prompt, demand=demand))
+        # The engine is read in the inbox's task while this one waits for the log, so what
+        # arrives during an append becomes the next batch (service/batching.py).
+        inbox = Inbox(self._engine.generate(prompt))
         try:
             while True:
-                d = self._decide(holder[0], coalesce(await inbox.take()))
+                d = self._decide(holder[0], await inbox.take())
                 await self._step(rid, holder, d, durable=True)
                 if d.state.terminal:
                     return holder[0]

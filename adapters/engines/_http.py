@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from domain.errors import EngineError
-from domain.generation import AnyDelta, coalesce
+from domain.generation import AnyDelta
 
 
 @dataclass(frozen=True)
@@ -99,9 +99,9 @@ class HttpClient:
 
     aiohttp rather than httpx for one reason: `readany()` hands over everything the
     connection has buffered, already de-chunked in C, so a reader that comes back after a
-    flush gets all the tokens that arrived meanwhile in one call; httpx yields one HTTP
-    chunk (one token) per call through several layers of async generators, which was most
-    of resplog's CPU per token at streaming rates.
+    while (its consumer was busy) gets all the tokens that arrived meanwhile in one call;
+    httpx yields one HTTP chunk (one token) per call through several layers of async
+    generators, which was most of resplog's CPU per token at streaming rates.
     """
 
     def __init__(self, timeouts: Timeouts, api_key: str | None, max_connections: int = 1024):
@@ -211,9 +211,6 @@ def _timeout(what: str, deadline: _Deadline) -> EngineError:
     return EngineError(f"{what} sent no first token in time", code="engine_timeout")
 
 
-Demand = Callable[[], Awaitable[None]] | None
-
-
 Read = Callable[[], Awaitable[bytes]]  # all bytes buffered now (waits for some); b"" at the end
 
 
@@ -226,20 +223,18 @@ async def sse_events(read: Read, what: str, deadline: _Deadline) -> AsyncGenerat
 
 
 async def sse_batches(
-    read: Read, what: str, deadline: _Deadline, demand: Demand = None
+    read: Read, what: str, deadline: _Deadline
 ) -> AsyncGenerator[list[bytes], None]:
     """The `data` of the server-sent events each read completed (multi-line data joined by
-    newlines), under the deadline; ends when the body does. Each read waits for `demand`
-    first (the consumer wants more), and the time spent there is not the server's.
+    newlines), under the deadline; ends when the body does.
 
     Reads everything buffered at once and splits it itself: one deadline and one split per
     read rather than per line or per event, which is most of the per-token cost at
-    streaming rates.
+    streaming rates. A read happens only when the consumer asks for more, so the time it
+    spends elsewhere is not the server's and whatever arrived meanwhile is one read.
     """
     buffer = b""
     while True:
-        if demand is not None:
-            await demand()
         if not (chunk := await _next_chunk(read, what, deadline)):
             break
         buffer += chunk
@@ -267,23 +262,21 @@ async def read_deltas(
     deadline: _Deadline,
     on_chunk: Callable[[bytes], list[AnyDelta]],
     reading: Reading,
-    demand: Demand = None,
 ) -> AsyncGenerator[AnyDelta, None]:
-    """The deltas of a stream up to `[DONE]`: each network read's chunks parsed by
-    `on_chunk`, their same-kind deltas merged (they arrived together, so merging costs no
-    latency and turns a backlog into a few large events)."""
-    async with contextlib.aclosing(sse_batches(read, what, deadline, demand)) as reads:
+    """The deltas of a stream up to `[DONE]`, each as `on_chunk` parsed it from its chunk.
+
+    Nothing is merged here: batching deltas into events is the runner's (it knows when the
+    log is busy). Each chunk's deltas are yielded before the next chunk is parsed, so a
+    broken chunk fails the stream after everything that came before it.
+    """
+    async with contextlib.aclosing(sse_batches(read, what, deadline)) as reads:
         async for batch in reads:
-            deltas: list[AnyDelta] = []
             for data in batch:
                 if data == b"[DONE]":
                     reading.done = True
-                    break
-                deltas += on_chunk(data)
-            for delta in coalesce(deltas):
-                yield delta
-            if reading.done:
-                return
+                    return
+                for delta in on_chunk(data):
+                    yield delta
 
 
 def _data(event: bytes) -> bytes | None:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from adapters.engines._http import (
-    Demand,
     HttpClient,
     Reading,
     Timeouts,
@@ -427,9 +426,7 @@ class OpenAIChatEngine:
             return prompt.model
         return self.model or self.served[0]
 
-    async def generate(
-        self, prompt: Prompt, *, demand: Demand = None
-    ) -> AsyncGenerator[AnyDelta, None]:
+    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
         limit = deadline(self.timeouts)
         url = self.base_url + "/v1/chat/completions"
@@ -438,9 +435,7 @@ class OpenAIChatEngine:
         try:
             reading = Reading()
             async with contextlib.aclosing(
-                read_deltas(
-                    response.content.readany, self._what, limit, stream.on_chunk, reading, demand
-                )
+                read_deltas(response.content.readany, self._what, limit, stream.on_chunk, reading)
             ) as deltas:
                 async for delta in deltas:
                     yield delta

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from domain.generation import (
@@ -201,10 +201,8 @@ class ScriptedEngine:
     async def ready(self) -> bool:
         return True
 
-    def generate(
-        self, prompt: Prompt, *, demand: Callable[[], Awaitable[None]] | None = None
-    ) -> AsyncIterator[AnyDelta]:
-        """The script, paced by its own clock (`demand` is for engines read over a network)."""
+    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        """The script, one delta at a time, paced by its own clock."""
         return self._play(prompt)
 
     def _shape(self, prompt: Prompt) -> tuple[float, int | None]:

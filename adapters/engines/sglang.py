@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from adapters.engines._http import (
-    Demand,
     HttpClient,
     Reading,
     Timeouts,
@@ -111,8 +110,8 @@ def _stream_error(what: str, error: Any) -> EngineError:
     return EngineError(f"{what} failed the generation: {message}", code="engine_stream_error")
 
 
-class _Generation:
-    """The state of one streamed generation: ids reconciled, harmony parsed, how it ended."""
+class _SglangStream:
+    """The state of one `/generate` stream: ids reconciled, harmony parsed, how it ended."""
 
     def __init__(self, parser: HarmonyParser, what: str) -> None:
         self.parser = parser
@@ -221,9 +220,7 @@ class SglangEngine:
 
     # --- generation ----------------------------------------------------------------------
 
-    async def generate(
-        self, prompt: Prompt, *, demand: Demand = None
-    ) -> AsyncGenerator[AnyDelta, None]:
+    async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         ids = self.renderer.render(prompt)
         rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*
         body = {
@@ -242,13 +239,11 @@ class SglangEngine:
         except asyncio.CancelledError:
             await self._abort(rid)  # perhaps sent: an unknown rid is answered 200 too
             raise
-        run = _Generation(HarmonyParser(self.renderer.encoding), self._what)
+        run = _SglangStream(HarmonyParser(self.renderer.encoding), self._what)
         try:
             reading = Reading()
             async with contextlib.aclosing(
-                read_deltas(
-                    response.content.readany, self._what, limit, run.on_chunk, reading, demand
-                )
+                read_deltas(response.content.readany, self._what, limit, run.on_chunk, reading)
             ) as deltas:
                 async for delta in deltas:
                     yield delta
@@ -285,7 +280,7 @@ class SglangEngine:
             )
         return min(wanted, room)
 
-    def _finished(self, run: _Generation, done: bool) -> Finished:
+    def _finished(self, run: _SglangStream, done: bool) -> Finished:
         if run.finished is None:
             if done:
                 raise protocol_error(self._what, "[DONE] came before any finish_reason")

@@ -27,7 +27,7 @@ class Processes:
 
     def __init__(self, url: str, stack: contextlib.AsyncExitStack) -> None:
         self.url = url
-        self._path = url.split("///", 1)[1]
+        self.path = url.split("///", 1)[1]  # the SQLite file
         self._stack = stack
 
     async def start(
@@ -56,7 +56,7 @@ class Processes:
 
     @contextlib.contextmanager
     def _sql(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self._path, timeout=10, isolation_level=None)
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         try:
             yield db
         finally:

@@ -18,7 +18,6 @@ from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseOb
 from service import reads, stopping
 from service import responses as uc
 from service.bundle import Bundle
-from service.ports import Demand
 from service.wire import CreateRequest, Limits, parse_create_body
 from tests.unit.conftest import Processes
 
@@ -91,9 +90,9 @@ async def test_previous_response_id_carries_earlier_inputs_and_outputs_in_order(
     seen: list[Prompt] = []
     original = engine.generate
 
-    def spy(prompt: Prompt, *, demand: Demand | None = None) -> AsyncIterator[AnyDelta]:
+    def spy(prompt: Prompt) -> AsyncIterator[AnyDelta]:
         seen.append(prompt)
-        return original(prompt, demand=demand)
+        return original(prompt)
 
     engine.generate = spy  # type: ignore[method-assign]
     svc = await processes.start(engine)
@@ -230,9 +229,7 @@ class FailingEngine:
     async def aclose(self) -> None:
         pass
 
-    async def generate(
-        self, prompt: Prompt, *, demand: Demand | None = None
-    ) -> AsyncIterator[AnyDelta]:
+    async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
         for _ in range(self.after):
             yield TextDelta(text="tok ")
         if self.error is not None:
@@ -280,9 +277,7 @@ async def test_shutdown_ends_running_generations_as_failed(processes: Processes)
 
 async def test_usage_is_what_the_engine_reported(processes: Processes) -> None:
     class Counting(FailingEngine):
-        async def generate(
-            self, prompt: Prompt, *, demand: Demand | None = None
-        ) -> AsyncIterator[AnyDelta]:
+        async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
             yield TextDelta(text="a")
             yield Finished(
                 reason="stop",

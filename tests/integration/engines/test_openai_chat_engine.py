@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
@@ -130,6 +131,19 @@ async def test_max_tokens_cuts_with_length(fake_chat: FakeProcess) -> None:
     assert finished.reason == "length"
     assert finished.usage.output_tokens == 10
     assert validated(deltas, "tiny-chat").status == "incomplete"
+
+
+async def test_each_chunk_is_yielded_as_parsed_however_much_a_read_brings(
+    fake_chat: FakeProcess,
+) -> None:
+    async with engine(fake_chat) as e:
+        stream = e.generate(ask("[fake:long]"))
+        deltas = [await anext(stream)]
+        await asyncio.sleep(0.2)  # the rest of the answer waits in one buffer
+        deltas += [d async for d in stream]
+    texts = [d.text for d in deltas if isinstance(d, TextDelta)]
+    assert texts == [f" w{i}" for i in range(200)]  # nothing merged: batching is the runner's
+    assert isinstance(deltas[-1], Finished)
 
 
 async def test_closing_the_iterator_closes_the_stream_and_generation_stops(

@@ -277,6 +277,21 @@ async def test_several_ids_per_chunk_are_parsed(fake_sglang: FakeProcess) -> Non
     assert validated(deltas).output[-1].arguments == '{"location":"Paris"}'  # type: ignore[union-attr]
 
 
+async def test_each_chunk_is_yielded_as_parsed_however_much_a_read_brings(
+    fake_sglang: FakeProcess,
+) -> None:
+    async with engine(fake_sglang) as e:
+        stream = e.generate(ask("[fake:reasoning_final]"))
+        deltas = [await anext(stream)]
+        await asyncio.sleep(0.2)  # the rest of the answer waits in one buffer
+        deltas += [d async for d in stream]
+        tokens = e.renderer.encoding.encode(TRANSCRIPTS["reasoning_final"], allowed_special="all")
+        parser = HarmonyParser(e.renderer.encoding)
+        one_by_one = [d for t in tokens for d in parser.feed([t])]  # one id per chunk
+    assert deltas[:-1] == one_by_one  # nothing merged: batching is the runner's
+    assert isinstance(deltas[-1], Finished)
+
+
 # --- cancellation ----------------------------------------------------------------------
 
 

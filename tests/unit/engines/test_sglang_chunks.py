@@ -1,5 +1,5 @@
 """sglang's chunks without HTTP: output ids in either streaming style, finish reasons and
-usage, as `_Generation` reads them."""
+usage, as `_SglangStream` reads them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.engines.harmony import HarmonyParser
-from adapters.engines.sglang import OutputIds, _Generation
+from adapters.engines.sglang import OutputIds, _SglangStream
 from domain.errors import EngineError
 from domain.generation import EndItem, Finished, TextDelta, TokenUsage
 from tests.fakes.transcripts import REASONING_FINAL
@@ -76,8 +76,8 @@ def chunk(ids: list[int], completion: int, finish: Any = None, **meta: Any) -> s
 
 
 @pytest.fixture
-def run(encoding: Any) -> _Generation:
-    return _Generation(HarmonyParser(encoding), "sglang")
+def run(encoding: Any) -> _SglangStream:
+    return _SglangStream(HarmonyParser(encoding), "sglang")
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def tokens(encoding: Any) -> list[int]:
 
 
 def test_usage_comes_from_meta_info_with_reasoning_counted_by_harmony(
-    run: _Generation, tokens: list[int]
+    run: _SglangStream, tokens: list[int]
 ) -> None:
     run.on_chunk(chunk(tokens, len(tokens), {"type": "stop", "matched": 200002}))
     analysis = run.parser.reasoning_tokens
@@ -99,7 +99,7 @@ def test_usage_comes_from_meta_info_with_reasoning_counted_by_harmony(
     )
 
 
-def test_reasoning_tokens_reported_by_sglang_win(run: _Generation, tokens: list[int]) -> None:
+def test_reasoning_tokens_reported_by_sglang_win(run: _SglangStream, tokens: list[int]) -> None:
     run.on_chunk(
         chunk(tokens, len(tokens), {"type": "stop", "matched": 200002}, reasoning_tokens=3)
     )
@@ -107,7 +107,7 @@ def test_reasoning_tokens_reported_by_sglang_win(run: _Generation, tokens: list[
     assert run.finished.usage.reasoning_tokens == 3
 
 
-def test_a_zero_from_sglang_means_it_did_not_count(run: _Generation, tokens: list[int]) -> None:
+def test_a_zero_from_sglang_means_it_did_not_count(run: _SglangStream, tokens: list[int]) -> None:
     run.on_chunk(
         chunk(tokens, len(tokens), {"type": "stop", "matched": 200002}, reasoning_tokens=0)
     )
@@ -115,13 +115,13 @@ def test_a_zero_from_sglang_means_it_did_not_count(run: _Generation, tokens: lis
     assert run.finished.usage.reasoning_tokens == run.parser.reasoning_tokens > 0
 
 
-def test_length_finishes_with_length(run: _Generation, tokens: list[int]) -> None:
+def test_length_finishes_with_length(run: _SglangStream, tokens: list[int]) -> None:
     run.on_chunk(chunk(tokens[:5], 5, {"type": "length", "length": 5}))
     assert run.finished is not None
     assert run.finished.reason == "length"
 
 
-def test_an_abort_chunk_gives_no_tokens_and_an_error(run: _Generation, tokens: list[int]) -> None:
+def test_an_abort_chunk_gives_no_tokens_and_an_error(run: _SglangStream, tokens: list[int]) -> None:
     assert run.on_chunk(chunk(tokens[:4], 4)) != []
     with pytest.raises(EngineError, match="aborted the generation: Abort request") as e:
         run.on_chunk(chunk(tokens[:9], 9, {"type": "abort", "message": "Abort request"}))
@@ -130,7 +130,7 @@ def test_an_abort_chunk_gives_no_tokens_and_an_error(run: _Generation, tokens: l
     assert run.ended
 
 
-def test_an_error_chunk_says_what_sglang_said(run: _Generation) -> None:
+def test_an_error_chunk_says_what_sglang_said(run: _SglangStream) -> None:
     with pytest.raises(EngineError, match="failed the generation: boom") as e:
         run.on_chunk(json.dumps({"error": {"message": "boom", "type": "x", "code": 500}}))
     assert e.value.code == "engine_stream_error"
@@ -145,19 +145,19 @@ def test_an_error_chunk_says_what_sglang_said(run: _Generation) -> None:
         (chunk([1], 1, {"type": "weird"}), "unknown finish_reason"),
     ],
 )
-def test_protocol_breaks_are_engine_errors(run: _Generation, data: str, why: str) -> None:
+def test_protocol_breaks_are_engine_errors(run: _SglangStream, data: str, why: str) -> None:
     with pytest.raises(EngineError, match=why) as e:
         run.on_chunk(data)
     assert e.value.code == "engine_protocol_error"
 
 
-def test_a_chunk_after_the_finish_is_refused(run: _Generation, tokens: list[int]) -> None:
+def test_a_chunk_after_the_finish_is_refused(run: _SglangStream, tokens: list[int]) -> None:
     run.on_chunk(chunk(tokens, len(tokens), {"type": "stop", "matched": 200002}))
     with pytest.raises(EngineError, match="after the finishing one"):
         run.on_chunk(chunk(tokens, len(tokens)))
 
 
-def test_text_is_parsed_from_ids_not_from_text(run: _Generation, tokens: list[int]) -> None:
+def test_text_is_parsed_from_ids_not_from_text(run: _SglangStream, tokens: list[int]) -> None:
     deltas = run.on_chunk(chunk(tokens, len(tokens), {"type": "stop", "matched": 200002}))
     assert TextDelta(text="Hello! How can I help you today?", phase="final_answer") in deltas
     assert deltas[-1] == EndItem()
@@ -165,7 +165,7 @@ def test_text_is_parsed_from_ids_not_from_text(run: _Generation, tokens: list[in
 
 @pytest.mark.parametrize("matched", [200002, "</answer>", None])
 def test_a_stop_on_a_token_or_a_string_is_stop(
-    run: _Generation, tokens: list[int], matched: Any
+    run: _SglangStream, tokens: list[int], matched: Any
 ) -> None:
     run.on_chunk(chunk(tokens, len(tokens), {"type": "stop", "matched": matched}))
     assert run.finished is not None
@@ -173,7 +173,7 @@ def test_a_stop_on_a_token_or_a_string_is_stop(
 
 
 def test_intermediate_chunks_without_text_and_unknown_meta_keys_are_fine(
-    run: _Generation, tokens: list[int], encoding: Any
+    run: _SglangStream, tokens: list[int], encoding: Any
 ) -> None:
     """0.5.23 defers `text` (null) on intermediate cumulative chunks; meta_info grows keys."""
     data = json.loads(chunk(tokens[:6], 6, weight_version="default", num_retractions=0))
