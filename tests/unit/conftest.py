@@ -4,9 +4,10 @@ starts the bundles of one or more processes over it, each through the real compo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -54,41 +55,59 @@ class Processes:
             open_bundle(settings, database=database, engine=eng)
         )
 
-    @contextlib.contextmanager
-    def _sql(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+    async def _sql(self, query: str, *args: object) -> list[tuple[object, ...]]:
+        """Run one statement on another connection, in a thread: a blocking call on the
+        event loop would stall the store's own transactions, which may hold the lock it
+        waits for."""
+
+        def run() -> list[tuple[object, ...]]:
+            db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            try:
+                return db.execute(query, args).fetchall()
+            finally:
+                db.close()
+
+        return await asyncio.to_thread(run)
+
+    async def lease(self, rid: str) -> tuple[str | None, float | None]:
+        """(owner, expires at) of the response's lease."""
+        [(owner, expires)] = await self._sql(
+            "SELECT lease_owner, lease_expires_at FROM responses WHERE id = ?", rid
+        )
+        assert owner is None or isinstance(owner, str)
+        assert expires is None or isinstance(expires, float)
+        return owner, expires
+
+    async def set_lease(self, rid: str, owner: str, expires_at: float) -> None:
+        """Move a lease as another process (or time) would, without telling anyone."""
+        await self._sql(
+            "UPDATE responses SET lease_owner = ?, lease_expires_at = ? WHERE id = ?",
+            owner,
+            expires_at,
+            rid,
+        )
+
+    async def flag_cancel(self, rid: str, reason: str = "cancelled_by_user") -> None:
+        """A cancel request whose doorbell never arrived: the flag (and its reason) alone."""
+        await self._sql(
+            "UPDATE responses SET cancel_requested_at = 1.0, cancel_reason = ? WHERE id = ?",
+            reason,
+            rid,
+        )
+
+    async def statuses(self) -> list[str]:
+        return sorted(str(r[0]) for r in await self._sql("SELECT status FROM responses"))
+
+    @contextlib.asynccontextmanager
+    async def write_locked(self) -> AsyncIterator[None]:
+        """Hold SQLite's write lock from another connection: every commit waits for it."""
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
         try:
-            yield db
+            await asyncio.to_thread(db.execute, "BEGIN IMMEDIATE")
+            yield
+            await asyncio.to_thread(db.execute, "COMMIT")
         finally:
             db.close()
-
-    def lease(self, rid: str) -> tuple[str | None, float | None]:
-        """(owner, expires at) of the response's lease."""
-        with self._sql() as db:
-            row = db.execute(
-                "SELECT lease_owner, lease_expires_at FROM responses WHERE id = ?", (rid,)
-            ).fetchone()
-        return row[0], row[1]
-
-    def set_lease(self, rid: str, owner: str, expires_at: float) -> None:
-        """Move a lease as another process (or time) would, without telling anyone."""
-        with self._sql() as db:
-            db.execute(
-                "UPDATE responses SET lease_owner = ?, lease_expires_at = ? WHERE id = ?",
-                (owner, expires_at, rid),
-            )
-
-    def flag_cancel(self, rid: str, reason: str = "cancelled_by_user") -> None:
-        """A cancel request whose doorbell never arrived: the flag (and its reason) alone."""
-        with self._sql() as db:
-            db.execute(
-                "UPDATE responses SET cancel_requested_at = 1.0, cancel_reason = ? WHERE id = ?",
-                (reason, rid),
-            )
-
-    def statuses(self) -> list[str]:
-        with self._sql() as db:
-            return sorted(r[0] for r in db.execute("SELECT status FROM responses"))
 
 
 @pytest.fixture

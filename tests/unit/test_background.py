@@ -57,10 +57,13 @@ async def test_a_background_response_runs_where_it_was_created_when_a_slot_is_fr
     svc = await processes.start()
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     assert started.generation is not None
-    assert processes.lease(started.response.id)[0] == "proc-a"
+    assert (await processes.lease(started.response.id))[0] == "proc-a"
     final = project(await started.generation.wait())
     assert final.status == "completed"
-    assert processes.lease(started.response.id) == (None, None)  # released by the terminal event
+    assert await processes.lease(started.response.id) == (
+        None,
+        None,
+    )  # released by the terminal event
 
 
 async def test_without_a_free_slot_it_waits_in_the_queue_for_any_worker(
@@ -89,7 +92,7 @@ async def test_a_worker_claims_no_more_than_its_free_slots(processes: Processes)
     assert await Worker(gpu).claim_once() == 0
 
     async def two_started() -> bool:  # once their `in_progress` events are committed
-        return processes.statuses() == ["in_progress", "in_progress", "queued"]
+        return await processes.statuses() == ["in_progress", "in_progress", "queued"]
 
     await until(two_started)
     await gpu.runner.shutdown(0)
@@ -152,7 +155,7 @@ async def test_a_renewal_pass_delivers_a_cancel_whose_doorbell_was_lost(
     svc = await processes.start(slow())
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     rid = started.response.id
-    processes.flag_cancel(rid)
+    await processes.flag_cancel(rid)
     await svc.keeper.renew_once()
     assert started.generation is not None
     assert project(await started.generation.wait()).status == "cancelled"
@@ -167,13 +170,13 @@ async def test_a_renewal_pass_stops_a_generation_whose_lease_was_taken_over(
     started = await uc.create_response(svc, request(input="x", background=True), OWNER)
     rid = started.response.id
     await asyncio.sleep(0.03)
-    processes.set_lease(rid, "proc-b", time.time() + 15)
+    await processes.set_lease(rid, "proc-b", time.time() + 15)
     await svc.keeper.renew_once()
     assert started.generation is not None
     await started.generation.wait()
     assert engine.aborted == [rid]
     assert svc.runner.get(rid) is None
-    assert processes.lease(rid)[0] == "proc-b"  # fenced out: nothing it wrote moved it
+    assert (await processes.lease(rid))[0] == "proc-b"  # fenced out: nothing it wrote moved it
 
 
 async def test_renewal_extends_every_lease_of_the_process_in_one_pass(
@@ -186,10 +189,11 @@ async def test_renewal_extends_every_lease_of_the_process_in_one_pass(
         ).response.id
         for background in (True, False, True)
     ]
-    before = {rid: processes.lease(rid)[1] or 0.0 for rid in ids}
+    before = {rid: (await processes.lease(rid))[1] or 0.0 for rid in ids}
     await asyncio.sleep(0.01)
     await svc.keeper.renew_once()
-    assert all((processes.lease(rid)[1] or 0.0) > before[rid] for rid in ids)
+    after = {rid: (await processes.lease(rid))[1] or 0.0 for rid in ids}
+    assert all(after[rid] > before[rid] for rid in ids)
     await svc.runner.shutdown(0)
 
 
@@ -233,7 +237,7 @@ async def lost_response(processes: Processes) -> str:
     decision = streams.created(owner=OWNER)
     rid = decision.events[0].response.id  # type: ignore[attr-defined]
     await dead.writer.append(rid, -1, decision.events)
-    processes.set_lease(rid, "dead", 0.0)
+    await processes.set_lease(rid, "dead", 0.0)
     return str(rid)
 
 
@@ -246,7 +250,7 @@ async def test_the_sweeper_ends_a_response_whose_owner_is_gone_as_worker_lost(
     assert await sweeper.sweep_once() == 1
     assert await end_reason(alive, rid) == ("response.failed", FailReason.WORKER_LOST)
     assert await status_of(alive, rid) == "failed"
-    assert processes.lease(rid) == (None, None)
+    assert await processes.lease(rid) == (None, None)
     assert await sweeper.sweep_once() == 0
 
 
@@ -261,7 +265,7 @@ async def test_the_sweeper_leaves_the_generations_of_its_own_process_alone(
         return await status_of(svc, rid) == "in_progress"
 
     await until(in_progress)
-    processes.set_lease(rid, "proc-a", 0.0)  # renewal late (an outage)
+    await processes.set_lease(rid, "proc-a", 0.0)  # renewal late (an outage)
     assert await Sweeper(svc, every=1.0).sweep_once() == 0
     assert await status_of(svc, rid) == "in_progress"
     await svc.runner.shutdown(0)
@@ -287,7 +291,7 @@ async def test_shutdown_stops_claiming_and_ends_running_generations_as_failed(
     await background.drain(0.05)
     assert svc.keeper.free() == 0
     assert await end_reason(svc, started.response.id) == ("response.failed", "server_shutdown")
-    assert processes.lease(started.response.id) == (None, None)
+    assert await processes.lease(started.response.id) == (None, None)
 
 
 async def test_a_claimed_response_whose_conversation_is_gone_fails_clearly(

@@ -52,7 +52,7 @@ async def test_another_owner_is_told_not_found_and_nothing_changes(
     events = len(await svc.store.read(rid))
     with pytest.raises(NotFound):
         await USE_CASES[name](svc, rid, "bob")
-    assert len(processes.statuses()) == 1  # no response created
+    assert len(await processes.statuses()) == 1  # no response created
     row = await svc.index.get(rid)
     assert row is not None and not row.deleted and not row.cancel_requested
     if running:

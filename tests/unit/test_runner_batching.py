@@ -5,9 +5,7 @@ long flush interval, a stalled one a write lock held by another connection."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 
 from domain.errors import EngineError
 from domain.events import OutputTextDelta
@@ -99,18 +97,6 @@ async def _delta_events(svc: Bundle, rid: str) -> int:
     return sum(isinstance(e.event(), OutputTextDelta) for e in await svc.store.read(rid))
 
 
-@contextmanager
-def write_locked(path: str) -> Iterator[None]:
-    """Hold SQLite's write lock from another connection: every commit waits for it."""
-    db = sqlite3.connect(path, timeout=10, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield
-        db.execute("COMMIT")
-    finally:
-        db.close()
-
-
 async def test_tokens_that_arrive_while_a_batch_commits_become_one_event(
     processes: Processes,
 ) -> None:
@@ -168,7 +154,7 @@ async def test_a_stalled_log_stops_the_reading_of_the_engine(processes: Processe
     engine = Wire(pace=0.0, tokens=tokens)
     svc = await processes.start(engine)
     started = await uc.create_response(svc, request(input="x"), OWNER)
-    with write_locked(processes.path):  # the log stalls; the engine keeps streaming
+    async with processes.write_locked():  # the log stalls; the engine keeps streaming
         await asyncio.sleep(0.3)
         held = engine.yielded
         assert held <= 2 * MAX_HELD  # one batch in the append, at most MAX_HELD waiting
