@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, Listener, doorbell_payload
-from adapters.store.rows import StreamBatch, row_change, row_insert
+from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
 from adapters.store.transient import guarded
@@ -160,7 +160,7 @@ class PostgresEventStore(SqlEventStore):
         return await self._fetch_many(points, limit)
 
     async def _claim(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+        self, conn: AsyncConnection, batches: Sequence[Append], now: float
     ) -> set[str]:
         won: set[str] = set()
         new = [row_insert(b, now) for b in batches if b.expected_version == -1]
@@ -186,7 +186,7 @@ class PostgresEventStore(SqlEventStore):
             won.update(row[0] for row in result)
         return won
 
-    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         if not batches:
             return
         if self.settings.pg_insert == "executemany":

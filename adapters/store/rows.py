@@ -40,23 +40,10 @@ class Lifecycle(msgspec.Struct, frozen=True):
 
 
 class Append(msgspec.Struct, frozen=True, kw_only=True):
-    """One caller's append, encoded: the rows to insert, and the same rows as the
-    `StoredEvent`s that tails are handed once they commit (built once, here)."""
-
-    stream_id: str
-    expected_version: int
-    rows: list[Row]
-    events: list[StoredEvent]
-    created: ResponseRow | None
-    lifecycle: Lifecycle | None
-
-    @property
-    def last(self) -> int:
-        return self.expected_version + len(self.rows)
-
-
-class StreamBatch(msgspec.Struct, frozen=True, kw_only=True):
-    """All of one stream's appends in one flush, merged: one guard, one row change."""
+    """Rows of one stream after `expected_version`, encoded once: one caller's append, or
+    all of a stream's appends in one flush chained by `merge` (one guard, one row change).
+    `events` are the same rows as the `StoredEvent`s that tails are handed once they
+    commit."""
 
     stream_id: str
     expected_version: int
@@ -143,16 +130,18 @@ def encode_append(
     )
 
 
-def merge(appends: Sequence[Append]) -> StreamBatch:
+def merge(appends: Sequence[Append]) -> Append:
     """Chain the appends of one stream (each continues the previous) into one batch."""
     first = appends[0]
+    if len(appends) == 1:
+        return first
     rows, events = list(first.rows), list(first.events)
     lifecycle = first.lifecycle
     for append in appends[1:]:
         rows.extend(append.rows)
         events.extend(append.events)
         lifecycle = append.lifecycle or lifecycle
-    return StreamBatch(
+    return Append(
         stream_id=first.stream_id,
         expected_version=first.expected_version,
         rows=rows,
@@ -181,7 +170,7 @@ INSERT_COLUMNS = (
 )
 
 
-def row_insert(batch: StreamBatch, now: float) -> tuple[object, ...]:
+def row_insert(batch: Append, now: float) -> tuple[object, ...]:
     """The new read-model row of a stream created by `batch` (in INSERT_COLUMNS order)."""
     new, life = batch.created, batch.lifecycle
     if new is None or life is None:
@@ -197,7 +186,7 @@ def row_insert(batch: StreamBatch, now: float) -> tuple[object, ...]:
     return tuple(values[name] for name in INSERT_COLUMNS)
 
 
-def row_change(batch: StreamBatch, now: float) -> tuple[object, ...]:
+def row_change(batch: Append, now: float) -> tuple[object, ...]:
     """(version, updated_at, status, snapshot, snapshot_version, id, expected_version): the
     guarded update of an existing row; the lifecycle columns are NULL (kept) when the batch
     holds no lifecycle event."""

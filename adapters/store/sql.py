@@ -22,7 +22,7 @@ from adapters.store import migrate
 from adapters.store.bells import Bells
 from adapters.store.hub import Hub
 from adapters.store.readmodel import ReadModel
-from adapters.store.rows import StreamBatch, encode_append, merge
+from adapters.store.rows import Append, encode_append, merge
 from adapters.store.settings import StoreSettings
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 Failures = dict[str, BaseException]
 
 
-def _conflict(batch: StreamBatch) -> Conflict:
+def _conflict(batch: Append) -> Conflict:
     return Conflict(
         f"stream {batch.stream_id} is not at version {batch.expected_version}: "
         "another writer appended first (or the stream does not exist)"
@@ -200,7 +200,7 @@ class SqlEventStore(ReadModel):
             raise failed[stream_id]
 
     @guarded
-    async def commit(self, batches: Sequence[StreamBatch], *, recheck: bool = False) -> Failures:
+    async def commit(self, batches: Sequence[Append], *, recheck: bool = False) -> Failures:
         """Commit the batches (one per stream) in one transaction; returns those that failed.
 
         A stream whose guard misses fails alone (`Conflict`) and the others still commit. A
@@ -225,7 +225,7 @@ class SqlEventStore(ReadModel):
         return failed
 
     async def _commit_together(
-        self, batches: Sequence[StreamBatch], now: float, recheck: bool
+        self, batches: Sequence[Append], now: float, recheck: bool
     ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         async with self._begin_write() as conn:
             failed, done = await self._write(conn, batches, now, recheck)
@@ -233,7 +233,7 @@ class SqlEventStore(ReadModel):
         return failed, done
 
     async def _commit_isolated(
-        self, batches: Sequence[StreamBatch], now: float, recheck: bool
+        self, batches: Sequence[Append], now: float, recheck: bool
     ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         failed: Failures = {}
         done: dict[str, list[StoredEvent]] = {}
@@ -252,7 +252,7 @@ class SqlEventStore(ReadModel):
         return failed, done
 
     async def _write(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float, recheck: bool
+        self, conn: AsyncConnection, batches: Sequence[Append], now: float, recheck: bool
     ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         """Guard first, then insert: the guarded row update (or the row insert) decides which
         streams this transaction may extend, and only their events are inserted. On
@@ -266,7 +266,7 @@ class SqlEventStore(ReadModel):
         return failed, done
 
     async def _already_written(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch]
+        self, conn: AsyncConnection, batches: Sequence[Append]
     ) -> dict[str, list[StoredEvent]]:
         """The batches whose exact rows are already in the log (an earlier attempt of this
         flush committed but its acknowledgement was lost)."""
@@ -298,19 +298,19 @@ class SqlEventStore(ReadModel):
         return self.engine.begin()
 
     async def _claim(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+        self, conn: AsyncConnection, batches: Sequence[Append], now: float
     ) -> set[str]:
         """Create or advance the read-model rows whose guard holds; their ids."""
         raise NotImplementedError
 
-    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         raise NotImplementedError
 
     async def _notify(self, conn: AsyncConnection, stream_ids: Sequence[str]) -> None:
         """Ring other processes' doorbells for these streams (at commit); none by default."""
 
 
-def _wrap(batch: StreamBatch, exc: sa_exc.DBAPIError) -> BaseException:
+def _wrap(batch: Append, exc: sa_exc.DBAPIError) -> BaseException:
     if isinstance(exc, sa_exc.IntegrityError):
         conflict = _conflict(batch)
         conflict.__cause__ = exc

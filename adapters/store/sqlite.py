@@ -18,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from adapters.store.rows import StreamBatch, row_change, row_insert
+from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
@@ -99,7 +99,7 @@ class SqliteEventStore(SqlEventStore):
         return self._writes.begin()
 
     async def _claim(
-        self, conn: AsyncConnection, batches: Sequence[StreamBatch], now: float
+        self, conn: AsyncConnection, batches: Sequence[Append], now: float
     ) -> set[str]:
         heads = await self._heads(conn, [b.stream_id for b in batches])
         creates = [b for b in batches if b.expected_version == -1 and b.stream_id not in heads]
@@ -121,7 +121,7 @@ class SqliteEventStore(SqlEventStore):
                 raise RuntimeError("read-model guard changed under the write lock")
         return {b.stream_id for b in creates} | {b.stream_id for b in updates}
 
-    def _creation_lease(self, batch: StreamBatch, now: float) -> tuple[str | None, float | None]:
+    def _creation_lease(self, batch: Append, now: float) -> tuple[str | None, float | None]:
         """A stream created `in_progress` is leased to its creator (see postgres.py)."""
         me = self.settings.lease_owner
         if me is None or batch.lifecycle is None or batch.lifecycle.status != "in_progress":
@@ -143,7 +143,7 @@ class SqliteEventStore(SqlEventStore):
             )
         return heads
 
-    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[StreamBatch]) -> None:
+    async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         rows = [(b.stream_id, *row) for b in batches for row in b.rows]
         if rows:
             await conn.exec_driver_sql(_INSERT_EVENTS, rows)

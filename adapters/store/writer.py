@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from adapters.store.rows import Append, StreamBatch, encode_append, merge
+from adapters.store.rows import Append, encode_append, merge
 from adapters.store.sql import Failures, SqlEventStore
 from adapters.store.transient import is_transient, store_error
 from domain.errors import Conflict, StoreError, StoreUnavailable
@@ -258,14 +258,14 @@ class GroupCommitWriter:
         self.flush_seconds += time.perf_counter() - began
         self._settle(taken, failures)
 
-    async def _commit(self, batches: Sequence[StreamBatch]) -> Failures:
+    async def _commit(self, batches: Sequence[Append]) -> Failures:
         """Commit, retrying transient errors (with a re-check, so nothing is doubled)."""
         try:
             return await self._commit_retrying(batches)
         finally:
             self._outage = False
 
-    async def _commit_retrying(self, batches: Sequence[StreamBatch]) -> Failures:
+    async def _commit_retrying(self, batches: Sequence[Append]) -> Failures:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         delay, attempt = 0.02, 0
