@@ -68,35 +68,34 @@ def fail(
     usage: TokenUsage | None = None,
 ) -> Decision:
     """End the response as `failed`: `message` is for the client, `detail` for operators."""
-    require(state, "queued", "in_progress")
-    batch = Batch(state)
-    close_item(batch, "incomplete")
-    final = terminal_snapshot(
-        batch.response,
-        "failed",
-        completed_at=None,
-        usage=to_usage(usage) if usage else None,
-        error=ResponseError(code=code, message=message),
-        incomplete_details=None,
-    )
-    facts = EndFacts(reason=reason, detail=detail)
-    batch.add(lambda n: ResponseFailed(sequence_number=n, response=final, facts=facts))
-    return batch.decision()
+    error = ResponseError(code=code, message=message)
+    return _stop(state, ResponseFailed, EndFacts(reason=reason, detail=detail), usage, error)
 
 
 def cancel(state: ResponseState, *, reason: str, usage: TokenUsage | None = None) -> Decision:
     """End the response as `cancelled` (a user's cancel, or the client went away)."""
+    return _stop(state, ResponseCancelled, EndFacts(reason=reason), usage)
+
+
+def _stop(
+    state: ResponseState,
+    kind: type[ResponseFailed | ResponseCancelled],
+    facts: EndFacts,
+    usage: TokenUsage | None,
+    error: ResponseError | None = None,
+) -> Decision:
+    """End a response that did not finish (queued, or cut short): the open item is closed
+    `incomplete`, and the terminal event carries the final snapshot and the hidden facts."""
     require(state, "queued", "in_progress")
     batch = Batch(state)
     close_item(batch, "incomplete")
     final = terminal_snapshot(
         batch.response,
-        "cancelled",
+        "failed" if kind is ResponseFailed else "cancelled",
         completed_at=None,
         usage=to_usage(usage) if usage else None,
-        error=None,
+        error=error,
         incomplete_details=None,
     )
-    facts = EndFacts(reason=reason)
-    batch.add(lambda n: ResponseCancelled(sequence_number=n, response=final, facts=facts))
+    batch.add(lambda n: kind(sequence_number=n, response=final, facts=facts))
     return batch.decision()
