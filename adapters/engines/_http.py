@@ -16,7 +16,7 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 
@@ -180,6 +180,35 @@ class HttpClient:
                 response.close()
             raise status_error(what, response.status, content)
         return response
+
+
+class HttpEngine:
+    """What the HTTP engines share: their client, the name their errors give the upstream,
+    closing, and use as an async context manager (started on entry, closed on exit)."""
+
+    def __init__(self, timeouts: Timeouts, api_key: str | None, what: str) -> None:
+        self.timeouts = timeouts
+        self._http = HttpClient(timeouts, api_key)
+        self._what = what
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    def models(self) -> list[str]:
+        raise NotImplementedError
+
+    def serves(self, model: str) -> bool:
+        return model in self.models()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class _Deadline:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from adapters.engines._http import (
-    HttpClient,
+    HttpEngine,
     Reading,
     Timeouts,
     deadline,
@@ -356,7 +356,7 @@ class ChatStream:
 # --- the engine -------------------------------------------------------------------------
 
 
-class OpenAIChatEngine:
+class OpenAIChatEngine(HttpEngine):
     """An OpenAI-compatible chat-completions upstream."""
 
     name = "openai-chat"
@@ -375,9 +375,8 @@ class OpenAIChatEngine:
         # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
         self.extra_body = dict(extra_body or {})
         self.served: list[str] = []
-        self.timeouts = timeouts or Timeouts()
-        self._http = HttpClient(self.timeouts, api_key)
-        self._what = f"chat-completions upstream at {self.base_url}"
+        what = f"chat-completions upstream at {self.base_url}"
+        super().__init__(timeouts or Timeouts(), api_key, what)
 
     async def start(self) -> None:
         """Learn the served models from `/v1/models`; a configured model that is not among
@@ -399,23 +398,10 @@ class OpenAIChatEngine:
         if not self.model and not self.served:
             raise EngineError(f"{self._what} serves no model", code="model_not_found")
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> OpenAIChatEngine:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     def models(self) -> list[str]:
         if self.model:
             return [self.model]
         return self.served[:1]
-
-    def serves(self, model: str) -> bool:
-        return model in self.models()
 
     async def ready(self) -> bool:
         return await self._http.status("GET", self.base_url + "/v1/models") == 200

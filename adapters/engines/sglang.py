@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from adapters.engines._http import (
-    HttpClient,
+    HttpEngine,
     Reading,
     Timeouts,
     deadline,
@@ -160,7 +160,7 @@ class _SglangStream:
         )
 
 
-class SglangEngine:
+class SglangEngine(HttpEngine):
     """gpt-oss on sglang's native `/generate`, rendered and parsed with harmony."""
 
     name = "sglang"
@@ -176,15 +176,13 @@ class SglangEngine:
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeouts = timeouts or Timeouts()
+        super().__init__(timeouts or Timeouts(), api_key, f"sglang at {self.base_url}")
         self.renderer = renderer or HarmonyRenderer()
         self.max_new_tokens = max_new_tokens
         self.model = model
         self.served_model: str | None = None
         self.context_length: int | None = None
         self.model_type: str | None = None
-        self._http = HttpClient(self.timeouts, api_key)
-        self._what = f"sglang at {self.base_url}"
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -198,22 +196,9 @@ class SglangEngine:
         if self.model_type and self.model_type != "gpt_oss":
             log.warning("%s serves a %s model, not gpt-oss", self._what, self.model_type)
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> SglangEngine:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     def models(self) -> list[str]:
         name = self.model or self.served_model
         return [name] if name else []
-
-    def serves(self, model: str) -> bool:
-        return model in self.models()
 
     async def ready(self) -> bool:
         return await self._http.status("GET", self._url("/health")) == 200
