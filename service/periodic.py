@@ -7,6 +7,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from service.tasks import stop_task
+
 log = logging.getLogger("resplog")
 
 
@@ -40,10 +42,7 @@ class Periodic:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         if self._at_once:

@@ -11,12 +11,12 @@ sequence, and still polls.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from adapters.store.hub import Hub
 from service.ports import StoredEvent
+from service.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,7 @@ class CatchUp:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         while True:

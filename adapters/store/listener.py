@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 
 from adapters.store.hub import stream_key
+from service.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self._conn: Any = None
         self.connected = asyncio.Event()
-        self.connects = 0  # successful connections so far (1 + reconnects)
 
     @property
     def backend_pid(self) -> int | None:
@@ -88,10 +88,7 @@ class Listener:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         self.connected.clear()
 
     async def _run(self) -> None:
@@ -118,7 +115,6 @@ class Listener:
             for channel in self._channels:
                 await conn.add_listener(channel, self._on_channel)
             self._conn = conn
-            self.connects += 1
             self.connected.set()
             # Anything may have moved while nobody was listening.
             self._ring(None)
