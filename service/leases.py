@@ -54,7 +54,6 @@ class LeaseKeeper:
         self._closed = False
         self._renewal = Periodic("lease renewal", self.renew_once, lambda: self.renew_every)
         self.on_free: Callable[[], None] = _nothing  # a background slot came free
-        self.passes = 0  # renewal passes so far (tests)
 
     # --- background slots ---------------------------------------------------------------
 
@@ -109,7 +108,6 @@ class LeaseKeeper:
     async def renew_once(self) -> None:
         """One pass: extend every lease held, stop lost and cancelled generations."""
         ids = self._runner.running()
-        self.passes += 1
         if not ids:
             return
         renewal = await self._leases.renew(ids)
