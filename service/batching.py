@@ -6,7 +6,7 @@ merged by `coalesce`. Engines know nothing of it; they yield deltas as they pars
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import msgspec
 
@@ -74,7 +74,7 @@ class Inbox:
     fast engine streams would hold whole responses in this process's memory.
     """
 
-    def __init__(self, stream: AsyncIterator[AnyDelta], *, limit: int = MAX_HELD) -> None:
+    def __init__(self, stream: AsyncGenerator[AnyDelta, None], *, limit: int = MAX_HELD) -> None:
         self._stream = stream
         self._limit = limit
         self._held: list[AnyDelta] = []
@@ -121,6 +121,4 @@ class Inbox:
             self._task.cancel()
         # `wait`, not `await task`: the reader's own cancellation must not be taken for ours.
         await asyncio.wait([self._task])
-        aclose = getattr(self._stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await self._stream.aclose()

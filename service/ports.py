@@ -6,7 +6,7 @@ the CLI) pick which.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Protocol
 
 import msgspec
@@ -87,7 +87,7 @@ class EventStore(Protocol):
         """Events of one stream with position > `after`, in order."""
         ...
 
-    def subscribe(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
+    def subscribe(self, stream_id: str, after: int = -1) -> AsyncGenerator[StoredEvent, None]:
         """Every committed event with position > `after`, exactly once, in order, live;
         the iterator ends after the terminal event."""
         ...
@@ -208,7 +208,7 @@ class Engine(Protocol):
         """Whether a request for `model` may run on this engine."""
         ...
 
-    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]: ...
+    def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]: ...
 
     async def ready(self) -> bool:
         """Whether the engine answers."""

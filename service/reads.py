@@ -5,7 +5,7 @@ response is seen only by its owner, and not after it was deleted or if it was ne
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Literal
 
 import msgspec
@@ -69,7 +69,7 @@ async def retrieve_raw(svc: Bundle, response_id: str, owner: str) -> bytes:
 
 async def read_events(
     svc: Bundle, response_id: str, owner: str, *, after: int, follow: bool = True
-) -> AsyncIterator[StoredEvent]:
+) -> AsyncGenerator[StoredEvent, None]:
     """The response's events after position `after`: with `follow`, a live tail that ends
     after the terminal event (what a stream of it shows); else only those stored now."""
     await visible_row(svc, response_id, owner)
@@ -78,16 +78,15 @@ async def read_events(
     return _stored(svc, response_id, after)
 
 
-async def _stored(svc: Bundle, response_id: str, after: int) -> AsyncIterator[StoredEvent]:
+async def _stored(svc: Bundle, response_id: str, after: int) -> AsyncGenerator[StoredEvent, None]:
     for event in await svc.store.read(response_id, after):
         yield event
 
 
-async def close_tail(tail: AsyncIterator[StoredEvent]) -> None:
+async def close_tail(tail: AsyncGenerator[StoredEvent, None]) -> None:
     """End a tail early, so the store drops its subscription now rather than when the
-    tail is collected. (The port types a tail as an iterator; the stores' are generators.)"""
-    if isinstance(tail, AsyncGenerator):
-        await tail.aclose()
+    tail is collected."""
+    await tail.aclose()
 
 
 class ItemPage(msgspec.Struct, frozen=True):

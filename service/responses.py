@@ -8,7 +8,7 @@ response's object, its final object, or its events as they are logged.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import msgspec
 
@@ -102,7 +102,7 @@ async def create_and_wait(svc: Bundle, req: CreateRequest, owner: str) -> Respon
 
 async def create_and_stream(
     svc: Bundle, req: CreateRequest, owner: str
-) -> AsyncIterator[StoredEvent]:
+) -> AsyncGenerator[StoredEvent, None]:
     """Create a response and tail its log from the first event.
 
     A client that stops reading before the end stops a plain response's generation (it
@@ -114,7 +114,9 @@ async def create_and_stream(
     return _tail_new(svc, started.state.response.id, background=req.background)
 
 
-async def _tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncIterator[StoredEvent]:
+async def _tail_new(
+    svc: Bundle, rid: str, *, background: bool
+) -> AsyncGenerator[StoredEvent, None]:
     tail = svc.store.subscribe(rid, -1)
     finished = False
     try:

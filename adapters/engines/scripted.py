@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from domain.generation import (
@@ -201,7 +201,7 @@ class ScriptedEngine:
     async def ready(self) -> bool:
         return True
 
-    def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+    def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         """The script, one delta at a time, paced by its own clock."""
         return self._play(prompt)
 
@@ -217,7 +217,7 @@ class ScriptedEngine:
             log.warning("scripted engine: ignoring malformed script metadata %s", meta)
         return delay, tokens
 
-    async def _play(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+    async def _play(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         self.started.append(prompt.response_id)
         delay, tokens = self._shape(prompt)
         budget = prompt.max_output_tokens

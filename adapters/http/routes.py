@@ -4,7 +4,7 @@ the app injects, and encodes its answer."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -84,7 +84,7 @@ async def _holding(body: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[byte
         slot.release()
 
 
-def _sse(events: AsyncIterator[StoredEvent], slot: Slot, settings: Settings) -> Stream:
+def _sse(events: AsyncGenerator[StoredEvent, None], slot: Slot, settings: Settings) -> Stream:
     return _stream(frames(events, keepalive_s=settings.keepalive_s), slot)
 
 

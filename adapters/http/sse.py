@@ -60,7 +60,7 @@ async def _pump(source: AsyncIterator[StoredEvent], queue: asyncio.Queue[object]
 
 
 async def frames(
-    source: AsyncIterator[StoredEvent],
+    source: AsyncGenerator[StoredEvent, None],
     *,
     keepalive_s: float | None,
     frame: Callable[[StoredEvent], bytes] = sse_frame,
@@ -101,8 +101,7 @@ async def frames(
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pump
-        if isinstance(source, AsyncGenerator):  # a tail: drop its subscription now
-            with contextlib.suppress(Exception):
-                await source.aclose()
+        with contextlib.suppress(Exception):  # a tail: drop its subscription now
+            await source.aclose()
         if on_close is not None:
             on_close(finished)

@@ -4,7 +4,7 @@ re-checks the rule, so a row that changed in between stays."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 import sqlalchemy as sa
@@ -53,7 +53,9 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @guarded_iter
-async def candidates(store: SqlEventStore, rule: Rule, page: int) -> AsyncIterator[list[Candidate]]:
+async def candidates(
+    store: SqlEventStore, rule: Rule, page: int
+) -> AsyncGenerator[list[Candidate], None]:
     """What `rule` selects, oldest first, a page at a time (nothing is deleted)."""
     c = t_responses.c
     key: tuple[float, str] | None = None

@@ -8,7 +8,7 @@ read by a global sequence: docs/storage.md explains why such a feed skips rows.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 import msgspec
 import sqlalchemy as sa
@@ -74,7 +74,7 @@ class LogScan:
             return int((await conn.execute(query)).scalar_one())
 
     @guarded_iter
-    async def records(self, selection: Selection) -> AsyncIterator[list[ResponseRow]]:
+    async def records(self, selection: Selection) -> AsyncGenerator[list[ResponseRow], None]:
         """The selected rows, oldest first, a page at a time."""
         c = t_responses.c
         key: tuple[float, str] | None = None
@@ -127,7 +127,7 @@ class LogScan:
                 yield item
 
     @guarded_iter
-    async def _orphan_ids(self) -> AsyncIterator[list[str]]:
+    async def _orphan_ids(self) -> AsyncGenerator[list[str], None]:
         e, r = t_events.c, t_responses.c
         after: str | None = None
         while True:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
@@ -146,7 +146,7 @@ class SqlEventStore(ReadModel):
         its stream and position (it is never skipped)."""
         return [stored.event() for stored in await self.read(stream_id, after)]
 
-    def subscribe(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
+    def subscribe(self, stream_id: str, after: int = -1) -> AsyncGenerator[StoredEvent, None]:
         """Every committed event with position > `after`, exactly once, in order, live;
         the iterator ends after the terminal event."""
         return follow(

@@ -11,7 +11,7 @@ so position n+1 never commits before position n.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from adapters.store.hub import Hub
 from domain.errors import CorruptEvent
@@ -54,7 +54,7 @@ async def follow(
     ended: EndedFn,
     poll_interval: float,
     page: int,
-) -> AsyncIterator[StoredEvent]:
+) -> AsyncGenerator[StoredEvent, None]:
     """The tail loop; `read` pages the table, `ended` says the stream ended at or before.
     A hole in the table raises `CorruptEvent` naming the missing position."""
     cursor = _Cursor(after)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
@@ -112,7 +112,7 @@ def guarded(method: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any
 
 
 def guarded_iter(
-    method: Callable[P, AsyncIterator[T]],
+    method: Callable[P, AsyncGenerator[T, None]],
 ) -> Callable[P, AsyncGenerator[T, None]]:
     """The same for a public async generator (closing it closes the one it wraps)."""
 
@@ -125,8 +125,6 @@ def guarded_iter(
         except RAW as exc:
             raise store_error(exc) from exc
         finally:
-            aclose: Callable[[], Awaitable[Any]] | None = getattr(inner, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await inner.aclose()
 
     return run
