@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import secrets
 
@@ -14,6 +15,16 @@ PG = os.environ.get("RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.
 
 def _dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def database_arguments(p: argparse.ArgumentParser) -> None:
+    """`--database-url` (the server to make the bench database on) and `--sqlite`."""
+    p.add_argument(
+        "--database-url",
+        default=PG,
+        help="PostgreSQL server to create the (dropped afterwards) bench database on",
+    )
+    p.add_argument("--sqlite", action="store_true", help="bench the embedded SQLite store")
 
 
 async def _admin(admin_url: str, sql: str) -> None:

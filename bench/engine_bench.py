@@ -143,6 +143,19 @@ def report(rows: list[dict[str, object]], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def fake_sglang(style: str, words: int, token_delay: float) -> FakeProcess:
+    """The fake sglang in its own process, streaming `words`-word answers in `style`."""
+    return FakeProcess(
+        "tests.fakes.sglang_server",
+        "--style",
+        style,
+        "--long-words",
+        str(words),
+        "--token-delay",
+        str(token_delay),
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--streams", type=int, nargs="+", default=[1, 64])
@@ -151,15 +164,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=128, help="streams per measurement (about)")
     p.add_argument("--token-delay", type=float, default=0.0, help="seconds per token (0: flat out)")
     args = p.parse_args()
-    fake = FakeProcess(
-        "tests.fakes.sglang_server",
-        "--style",
-        args.style,
-        "--long-words",
-        str(args.words),
-        "--token-delay",
-        str(args.token_delay),
-    )
+    fake = fake_sglang(args.style, args.words, args.token_delay)
     try:
         rows = asyncio.run(bench(fake.url, args.streams, args.rounds))
     finally:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.store import SqlEventStore, open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
-from bench.databases import PG, drop_postgres, fresh_postgres
+from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from domain.builder import emit, finish
 from domain.commands import create
 from domain.events import RequestFacts
@@ -157,12 +157,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument(
-        "--database-url",
-        default=PG,
-        help="PostgreSQL server to create the (dropped afterwards) bench database on",
-    )
-    p.add_argument("--sqlite", action="store_true", help="bench the embedded SQLite store")
+    database_arguments(p)
     p.add_argument(
         "--sizes",
         type=lambda s: [int(x) for x in s.split(",")],

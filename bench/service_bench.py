@@ -36,10 +36,9 @@ import msgspec
 
 from adapters.engines.sglang import SglangEngine
 from bench.databases import PG, drop_postgres, fresh_postgres
-from bench.engine_bench import raw_stream
+from bench.engine_bench import fake_sglang, raw_stream
 from bench.http_bench import pct
 from tests.e2e.conftest import start_server, stop_server
-from tests.fakes.process import FakeProcess
 from tests.fakes.prompts import make_prompt, user
 
 TEXT = "[fake:long] go"
@@ -166,15 +165,7 @@ def main() -> None:
     p.add_argument("--style", default="incremental", choices=["cumulative", "incremental"])
     p.add_argument("--token-delay", type=float, default=0.0, help="fake's s/token (0: flat out)")
     args = p.parse_args()
-    fake = FakeProcess(
-        "tests.fakes.sglang_server",
-        "--style",
-        args.style,
-        "--long-words",
-        str(args.words),
-        "--token-delay",
-        str(args.token_delay),
-    )
+    fake = fake_sglang(args.style, args.words, args.token_delay)
     url, name = asyncio.run(fresh_postgres())
     tmp = Path(tempfile.mkdtemp(prefix="resplog-svc-bench-"))
     server = start_server(
