@@ -1,6 +1,7 @@
 """Reading a response: who may see it, its object, the input items of its request, and its
 events (those stored now, or a live tail). Visibility is one rule, in `visible_row`: a
-response is seen only by its owner, and not after it was deleted or if it was never stored.
+response is seen only by its owner, and not after it was deleted or if it was never stored
+(the index's `visible` applies it before reading the snapshot, so timing tells nothing).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _visible(row: ResponseRow | None, owner: str) -> ResponseRow:
 
 async def visible_row(svc: Bundle, response_id: str, owner: str) -> ResponseRow:
     """The response's row, if `owner` may see it; NotFound otherwise."""
-    return _visible(await svc.index.get(response_id), owner)
+    return _visible(await svc.index.visible(response_id, owner), owner)
 
 
 def snapshot(row: ResponseRow) -> ResponseObject:
