@@ -90,6 +90,19 @@ async def close_tail(tail: AsyncGenerator[StoredEvent, None]) -> None:
     await tail.aclose()
 
 
+def _first_of_each_id(items: list[InputItem]) -> list[InputItem]:
+    """The items, but an item whose id an earlier one already has. Create refuses two items
+    with one id; a log written before it did (or imported) may hold them, and a cursor that
+    names two items would bring back the same page forever."""
+    seen: set[str] = set()
+    kept: list[InputItem] = []
+    for item in items:
+        if item.id not in seen:
+            seen.add(item.id)
+            kept.append(item)
+    return kept
+
+
 class ItemPage(msgspec.Struct, frozen=True):
     data: list[InputItem]
     first_id: str | None
@@ -115,7 +128,7 @@ async def list_input_items(
     await visible_row(svc, response_id, owner)
     created = await request_of(svc, response_id)
     assert created.facts is not None
-    items = list(created.facts.input)
+    items = _first_of_each_id(created.facts.input)
     if order == "desc":
         items.reverse()
     if after is not None:

@@ -192,6 +192,23 @@ def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
     assert [i.content[0].text for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]  # type: ignore[union-attr]
 
 
+def test_input_items_with_one_id_twice_are_refused_and_sdk_paging_ends(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """Such a list paged with `after=<that id>` forever: refused at create, as OpenAI does."""
+    ids = ["msg_a", "msg_b", "msg_a"]
+    items: Any = [{"role": "user", "content": f"m{i}", "id": d} for i, d in enumerate(ids)]
+    before = server.count_rows()
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model="scripted", input=items)
+    assert "Duplicate item found with id msg_a" in info.value.message
+    assert server.count_rows() == before
+    items[2]["id"] = "msg_c"
+    r = client.responses.create(model="scripted", input=items)
+    listed = client.responses.input_items.list(r.id, limit=1, order="desc")
+    assert [i.id for i in listed] == ["msg_c", "msg_b", "msg_a"]  # auto-pagination ends
+
+
 def test_previous_response_id_chains_three_turns(client: openai.OpenAI) -> None:
     meta = {"scripted_mode": "transcript"}
     one = client.responses.create(model="scripted", input="first", metadata=meta)
