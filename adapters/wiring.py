@@ -163,6 +163,8 @@ async def build_engine(settings: Settings) -> Engine:
         return ScriptedEngine(
             delay_s=settings.scripted_delay_ms / 1000,
             tokens=settings.scripted_tokens,
+            max_tokens=settings.scripted_max_tokens,
+            max_delay_s=settings.scripted_max_delay_ms / 1000,
             model=settings.model or "scripted",
         )
     if not settings.engine_url:
