@@ -266,6 +266,19 @@ def test_a_disconnected_non_background_stream_stops_and_is_recorded(
     assert final.status == "cancelled"
 
 
+def test_a_plain_create_whose_client_went_away_is_cancelled(server: Server) -> None:
+    """Its id would reach the client only at the end: nobody else could stop it."""
+    slow = {"scripted_delay_ms": "50", "scripted_tokens": "100000"}  # about 80 minutes
+    body = {"model": "went-away", "input": "bye", "metadata": slow}  # any name is served
+    with httpx.Client(base_url=server.base_url) as http, pytest.raises(httpx.ReadTimeout):
+        http.post("/v1/responses", json=body, timeout=1.0)
+    cancelled = "responses WHERE model = 'went-away' AND status = 'cancelled'"
+    deadline = time.monotonic() + 10
+    while server.count_rows(cancelled) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.count_rows(cancelled) == 1
+
+
 @pytest.mark.parametrize(
     ("body", "status", "param"),
     [
