@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import socket
@@ -25,6 +26,12 @@ from service.leases import LeaseKeeper
 from service.ports import Engine
 from service.runner import Runner
 from service.settings import Settings
+
+log = logging.getLogger("resplog.wiring")
+
+# What `/ready` says, which needs no key: the fix, without the URL, user or host that the
+# start-up error names (an operator finds those in the server's log).
+NOT_AT_HEAD = "the database schema is not at the version this server needs; run `resplog migrate`"
 
 
 def process_identity() -> str:
@@ -55,7 +62,8 @@ class SqlDatabase:
         try:
             await self.store.check_migrated()
         except NotMigrated as exc:
-            return str(exc)
+            log.warning("not ready: %s", exc)
+            return NOT_AT_HEAD
         return None
 
 
@@ -155,6 +163,8 @@ async def build_engine(settings: Settings) -> Engine:
         return ScriptedEngine(
             delay_s=settings.scripted_delay_ms / 1000,
             tokens=settings.scripted_tokens,
+            max_tokens=settings.scripted_max_tokens,
+            max_delay_s=settings.scripted_max_delay_ms / 1000,
             model=settings.model or "scripted",
         )
     if not settings.engine_url:

@@ -119,6 +119,11 @@ class ResponseIndex(Protocol):
 
     async def get(self, response_id: str) -> ResponseRow | None: ...
 
+    async def visible(self, response_id: str, owner: str) -> ResponseRow | None:
+        """The row if `owner` may see it (theirs, stored, not deleted), else None; decided
+        before the snapshot is read, so that "not yours" takes no longer than "no such id"."""
+        ...
+
     async def mark_deleted(self, response_id: str) -> bool:
         """Hide the response from the API (its log stays, for audit)."""
         ...

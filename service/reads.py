@@ -1,6 +1,7 @@
 """Reading a response: who may see it, its object, the input items of its request, and its
 events (those stored now, or a live tail). Visibility is one rule, in `visible_row`: a
-response is seen only by its owner, and not after it was deleted or if it was never stored.
+response is seen only by its owner, and not after it was deleted or if it was never stored
+(the index's `visible` applies it before reading the snapshot, so timing tells nothing).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _visible(row: ResponseRow | None, owner: str) -> ResponseRow:
 
 async def visible_row(svc: Bundle, response_id: str, owner: str) -> ResponseRow:
     """The response's row, if `owner` may see it; NotFound otherwise."""
-    return _visible(await svc.index.get(response_id), owner)
+    return _visible(await svc.index.visible(response_id, owner), owner)
 
 
 def snapshot(row: ResponseRow) -> ResponseObject:
@@ -89,6 +90,19 @@ async def close_tail(tail: AsyncGenerator[StoredEvent, None]) -> None:
     await tail.aclose()
 
 
+def _first_of_each_id(items: list[InputItem]) -> list[InputItem]:
+    """The items, but an item whose id an earlier one already has. Create refuses two items
+    with one id; a log written before it did (or imported) may hold them, and a cursor that
+    names two items would bring back the same page forever."""
+    seen: set[str] = set()
+    kept: list[InputItem] = []
+    for item in items:
+        if item.id not in seen:
+            seen.add(item.id)
+            kept.append(item)
+    return kept
+
+
 class ItemPage(msgspec.Struct, frozen=True):
     data: list[InputItem]
     first_id: str | None
@@ -114,7 +128,7 @@ async def list_input_items(
     await visible_row(svc, response_id, owner)
     created = await request_of(svc, response_id)
     assert created.facts is not None
-    items = list(created.facts.input)
+    items = _first_of_each_id(created.facts.input)
     if order == "desc":
         items.reverse()
     if after is not None:

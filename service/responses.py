@@ -7,8 +7,9 @@ response's object, its final object, or its events as they are logged.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import msgspec
 
@@ -93,11 +94,34 @@ async def _run_here(svc: Bundle, state: ResponseState, prompt: Prompt) -> Genera
     return None
 
 
-async def create_and_wait(svc: Bundle, req: CreateRequest, owner: str) -> ResponseObject:
-    """Create a plain response and wait for its end: the final object."""
+async def create_and_wait(
+    svc: Bundle,
+    req: CreateRequest,
+    owner: str,
+    *,
+    client_gone: Callable[[], Awaitable[object]] | None = None,
+) -> ResponseObject:
+    """Create a plain response and wait for its end: the final object.
+
+    If `client_gone()` completes first (the client closed the connection), the generation is
+    cancelled (reason `client_disconnected`), as a stream's is: nobody could read it, nor
+    cancel it (a plain response's id reaches its client only with the final object).
+    """
     started = await create_response(svc, req, owner)
-    assert started.generation is not None  # a plain response runs where it was created
-    return project(await started.generation.wait())
+    generation = started.generation
+    assert generation is not None  # a plain response runs where it was created
+    if client_gone is None:
+        return project(await generation.wait())
+    waiting = asyncio.ensure_future(generation.wait())
+    gone = asyncio.ensure_future(client_gone())
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            svc.runner.request_cancel(generation.response_id, CancelReason.CLIENT_DISCONNECTED)
+        return project(await waiting)
+    finally:
+        gone.cancel()
+        waiting.cancel()  # only the wait: the generation is shielded from it
 
 
 async def create_and_stream(

@@ -21,6 +21,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     scripted_delay_ms: float = 20.0
     scripted_tokens: int | None = None
+    # The most a request's metadata may ask of the scripted engine (larger values are clamped).
+    scripted_max_tokens: int = 100_000
+    scripted_max_delay_ms: float = 10_000.0
     max_body_bytes: int = 8 * 1024 * 1024
     flush_interval_ms: float = 5.0
     keepalive_s: float = 15.0

@@ -59,6 +59,24 @@ _OPTIONS = [
         help="Scripted engine: number of answer tokens (default: the script's own).",
     ),
     click.option(
+        "--scripted-max-tokens",
+        envvar="RESPLOG_SCRIPTED_MAX_TOKENS",
+        default=100_000,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="Scripted engine: the most answer tokens a request's `scripted_tokens` "
+        "metadata gets (a larger value is clamped).",
+    ),
+    click.option(
+        "--scripted-max-delay-ms",
+        envvar="RESPLOG_SCRIPTED_MAX_DELAY_MS",
+        default=10_000.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="Scripted engine: the longest pause between deltas a request's "
+        "`scripted_delay_ms` metadata gets (a larger value is clamped).",
+    ),
+    click.option(
         "--flush-interval-ms",
         envvar="RESPLOG_FLUSH_INTERVAL_MS",
         default=5.0,

@@ -5,15 +5,18 @@ zero-GPU default for demos, tests and benchmarks. A request with callable tools 
 function call (unless the last input is a tool's output); otherwise it gets a short
 reasoning block and an answer that quotes the input. `delay_s` paces the deltas and
 `tokens` fixes the answer's length; a request may override both with the metadata keys
-`scripted_delay_ms` and `scripted_tokens` (so one server can play fast and slow scripts).
+`scripted_delay_ms` and `scripted_tokens` (so one server can play fast and slow scripts),
+within the server's maxima: a request must not be able to hold the server's resources.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
-from collections.abc import AsyncGenerator
+import math
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 from domain.generation import (
@@ -144,23 +147,21 @@ def _output_text(item: object) -> str:
     return ""
 
 
-def script(prompt: Prompt, tokens: int | None) -> list[AnyDelta]:
-    """The deterministic deltas for a prompt (without the final `Finished`)."""
+def script(prompt: Prompt, tokens: int | None) -> Iterator[AnyDelta]:
+    """The deterministic deltas for a prompt (without the final `Finished`), made as they
+    are taken: a long answer is never held as a list."""
     text = _last_user_text(prompt)
-    reasoning: list[AnyDelta] = [
+    yield from (
         ReasoningDelta(text=w) for w in _words(f"The user wrote {len(text.split())} words.")
-    ]
+    )
+    yield EndItem()
     tool = _tool_to_call(prompt)
     if tool is not None:
         args = _arguments(tool, text)
-        chunks = [args[i : i + 8] for i in range(0, len(args), 8)]
-        return [
-            *reasoning,
-            EndItem(),
-            FunctionCallStart(name=tool.name),
-            *(ArgumentsDelta(text=c) for c in chunks),
-            EndItem(),
-        ]
+        yield FunctionCallStart(name=tool.name)
+        yield from (ArgumentsDelta(text=args[i : i + 8]) for i in range(0, len(args), 8))
+        yield EndItem()
+        return
     last = prompt.input[-1] if prompt.input else None
     if prompt.metadata.get("scripted_mode") == "transcript":
         answer = transcript(prompt)
@@ -168,10 +169,25 @@ def script(prompt: Prompt, tokens: int | None) -> list[AnyDelta]:
         answer = f"The function returned: {last.output}"
     else:
         answer = f"You said: {text}" if text else "Hello from the scripted engine."
-    words = _words(answer)
+    words: Iterator[str] = iter(_words(answer))
     if tokens is not None:
-        words = [words[i % len(words)] for i in range(tokens)]
-    return [*reasoning, EndItem(), *(TextDelta(text=w) for w in words), EndItem()]
+        words = itertools.islice(itertools.cycle(_words(answer)), tokens)
+    yield from (TextDelta(text=w) for w in words)
+    yield EndItem()
+
+
+def _finite(key: str, value: str | None) -> float | None:
+    """A metadata number, or None (and a warning) when absent, malformed or not finite."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        log.warning("scripted engine: ignoring %s=%.40r (not a finite number)", key, value)
+        return None
+    return number
 
 
 class ScriptedEngine:
@@ -180,11 +196,22 @@ class ScriptedEngine:
     name = "scripted"
 
     def __init__(
-        self, *, delay_s: float = 0.0, tokens: int | None = None, model: str = "scripted"
+        self,
+        *,
+        delay_s: float = 0.0,
+        tokens: int | None = None,
+        model: str = "scripted",
+        max_tokens: int = 100_000,
+        max_delay_s: float = 10.0,
     ) -> None:
         self.delay_s = delay_s
         self.tokens = tokens
         self.model = model
+        # The most a request's metadata may ask for (the server's own `delay_s` and
+        # `tokens` are the operator's choice): a script then ends within about
+        # max_tokens x max_delay_s, and a cancel or a gone client ends it sooner.
+        self.max_tokens = max_tokens
+        self.max_delay_s = max_delay_s
         self.started: list[str] = []
         self.aborted: list[str] = []
 
@@ -206,15 +233,15 @@ class ScriptedEngine:
         return self._play(prompt)
 
     def _shape(self, prompt: Prompt) -> tuple[float, int | None]:
+        """The request's pace and length: clamped into [0, max_delay_s] and [1, max_tokens];
+        a value that is not a finite number is ignored (the server's own applies)."""
         delay, tokens = self.delay_s, self.tokens
-        meta = prompt.metadata
-        try:
-            if "scripted_delay_ms" in meta:
-                delay = max(0.0, float(meta["scripted_delay_ms"]) / 1000)
-            if "scripted_tokens" in meta:
-                tokens = max(1, int(meta["scripted_tokens"]))
-        except ValueError:
-            log.warning("scripted engine: ignoring malformed script metadata %s", meta)
+        asked_ms = _finite("scripted_delay_ms", prompt.metadata.get("scripted_delay_ms"))
+        if asked_ms is not None:
+            delay = min(max(0.0, asked_ms / 1000), self.max_delay_s)
+        asked = _finite("scripted_tokens", prompt.metadata.get("scripted_tokens"))
+        if asked is not None:
+            tokens = int(min(max(1.0, asked), self.max_tokens))
         return delay, tokens
 
     async def _play(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:

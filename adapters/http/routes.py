@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -109,7 +110,15 @@ async def create_response(
         return _sse(events, slot, settings)  # type: ignore[return-value]
     if req.background:
         return _json((await responses.create_response(bundle, req, owner)).response)
-    return _json(await responses.create_and_wait(bundle, req, owner))
+    gone = partial(_disconnected, request)
+    return _json(await responses.create_and_wait(bundle, req, owner, client_gone=gone))
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    """Returns when the client closes the connection (its body is read by then, so the
+    next ASGI message is the disconnect, or none until the response is sent)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @get("/v1/responses/{response_id:str}", responses=_ERRORS, summary="Retrieve a response")

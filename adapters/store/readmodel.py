@@ -45,6 +45,22 @@ class ReadModel:
         return None if row is None else row_of(row)
 
     @guarded
+    async def visible(self, response_id: str, owner: str) -> ResponseRow | None:
+        """The row if `owner` may see it (theirs, stored, not deleted), else None.
+
+        The owner and the flags are in the WHERE clause rather than checked on the fetched
+        row: a row that is not the caller's then never has its snapshot read or sent, so a
+        large one is refused as fast as an id that does not exist (no existence by timing).
+        """
+        c = t_responses.c
+        query = sa.select(t_responses).where(
+            c.id == response_id, c.owner == owner, c.store.is_(True), c.deleted_at.is_(None)
+        )
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else row_of(row)
+
+    @guarded
     async def mark_deleted(self, response_id: str) -> bool:
         """Hide the response from the API (its log stays); False if absent or already so."""
         stmt = (

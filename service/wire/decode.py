@@ -416,7 +416,24 @@ def _input(value: str | list[InputItemParam] | None, limits: Limits) -> list[Inp
             param="input",
             code="array_above_max_length",
         )
-    return [_item(item, f"input[{i}]", limits) for i, item in enumerate(value)]
+    items = [_item(item, f"input[{i}]", limits) for i, item in enumerate(value)]
+    _refuse_duplicate_ids(items)
+    return items
+
+
+def _refuse_duplicate_ids(items: list[InputItem]) -> None:
+    """OpenAI's 400 for two items with one id: the input items list pages by id, so an id
+    must name one item (else `after=<that id>` never advances)."""
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if item.id and item.id in seen:
+            raise InvalidRequest(
+                f"Duplicate item found with id {item.id}. Remove duplicate items from your "
+                "input and try again.",
+                param=f"input[{i}].id",
+                code="invalid_value",
+            )
+        seen.add(item.id)
 
 
 def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem:

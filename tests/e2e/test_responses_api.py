@@ -192,6 +192,23 @@ def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
     assert [i.content[0].text for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]  # type: ignore[union-attr]
 
 
+def test_input_items_with_one_id_twice_are_refused_and_sdk_paging_ends(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """Such a list paged with `after=<that id>` forever: refused at create, as OpenAI does."""
+    ids = ["msg_a", "msg_b", "msg_a"]
+    items: Any = [{"role": "user", "content": f"m{i}", "id": d} for i, d in enumerate(ids)]
+    before = server.count_rows()
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model="scripted", input=items)
+    assert "Duplicate item found with id msg_a" in info.value.message
+    assert server.count_rows() == before
+    items[2]["id"] = "msg_c"
+    r = client.responses.create(model="scripted", input=items)
+    listed = client.responses.input_items.list(r.id, limit=1, order="desc")
+    assert [i.id for i in listed] == ["msg_c", "msg_b", "msg_a"]  # auto-pagination ends
+
+
 def test_previous_response_id_chains_three_turns(client: openai.OpenAI) -> None:
     meta = {"scripted_mode": "transcript"}
     one = client.responses.create(model="scripted", input="first", metadata=meta)
@@ -247,6 +264,19 @@ def test_a_disconnected_non_background_stream_stops_and_is_recorded(
     assert rid is not None
     final = wait_terminal(client, rid)
     assert final.status == "cancelled"
+
+
+def test_a_plain_create_whose_client_went_away_is_cancelled(server: Server) -> None:
+    """Its id would reach the client only at the end: nobody else could stop it."""
+    slow = {"scripted_delay_ms": "50", "scripted_tokens": "100000"}  # about 80 minutes
+    body = {"model": "went-away", "input": "bye", "metadata": slow}  # any name is served
+    with httpx.Client(base_url=server.base_url) as http, pytest.raises(httpx.ReadTimeout):
+        http.post("/v1/responses", json=body, timeout=1.0)
+    cancelled = "responses WHERE model = 'went-away' AND status = 'cancelled'"
+    deadline = time.monotonic() + 10
+    while server.count_rows(cancelled) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.count_rows(cancelled) == 1
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,11 @@ from alembic.runtime.migration import MigrationContext
 from setuptools import find_packages
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from adapters.store import NotMigrated, open_store
+from adapters.store import GroupCommitWriter, NotMigrated, open_store
 from adapters.store.migrate import current_is_head_async, downgrade_async, upgrade_async
 from adapters.store.tables import metadata
 from adapters.store.urls import async_url
+from adapters.wiring import SqlDatabase
 from tests.integration import streams
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,3 +182,27 @@ async def test_0003_stores_the_cancel_reason_and_fills_it_for_flagged_rows(empty
     assert len(await _sql(empty_url, "SELECT id FROM responses")) == 3
     await upgrade_async(empty_url)
     assert await current_is_head_async(empty_url) is True
+
+
+async def test_ready_says_the_schema_is_behind_without_naming_the_database(
+    empty_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`/ready` needs no key: during a rolling upgrade it names the fix, not the URL."""
+    await upgrade_async(empty_url)
+    store = await open_store(empty_url, lease_owner="test")
+    database = SqlDatabase(store, GroupCommitWriter(store))
+    try:
+        assert await database.ready() is None
+        async with store.engine.begin() as conn:  # a newer server's migration, undone
+            await conn.execute(sa.text("UPDATE alembic_version SET version_num = '0001'"))
+        with caplog.at_level("WARNING", logger="resplog.wiring"):
+            reason = await database.ready()
+    finally:
+        await store.close()
+    assert reason == (
+        "the database schema is not at the version this server needs; run `resplog migrate`"
+    )
+    url = async_url(empty_url)
+    logged = caplog.text
+    assert url.database is not None and url.database in logged  # the operator's details
+    assert url.database not in reason

@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
+import sqlalchemy as sa
 
 from adapters.engines.scripted import ScriptedEngine
+from adapters.store import SqlEventStore
 from domain.errors import NotFound
 from service import reads, stopping
 from service import responses as uc
@@ -59,4 +61,36 @@ async def test_another_owner_is_told_not_found_and_nothing_changes(
         assert svc.runner.get(rid) is not None  # still generating, not cancelled
     else:
         assert row == before and len(await svc.store.read(rid)) == events
+    await svc.runner.shutdown(0)
+
+
+@pytest.mark.parametrize("name", list(USE_CASES))
+async def test_another_owner_is_refused_before_the_snapshot_is_read(
+    processes: Processes, name: str
+) -> None:
+    """A refusal must cost what "no such id" costs: a query that fetches a snapshot has
+    the owner in its WHERE clause, so another owner's (large) snapshot is never read."""
+    svc = await processes.start(ScriptedEngine(tokens=3))
+    started = await uc.create_response(svc, request(input="x", background=True), "alice")
+    assert started.generation is not None
+    await started.generation.wait()
+    assert isinstance(svc.index, SqlEventStore)
+    fetched: list[tuple[str, object]] = []
+
+    def record(*args: object) -> None:
+        statement, parameters = str(args[2]), args[3]
+        if "snapshot" in statement.split(" FROM ")[0]:
+            fetched.append((statement, parameters))
+
+    engine = svc.index.engine.sync_engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        with pytest.raises(NotFound):
+            await USE_CASES[name](svc, started.response.id, "bob")
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    assert fetched  # the hook sees the lookup (this test is not vacuous)
+    for statement, parameters in fetched:
+        where = statement.split(" WHERE ", 1)[-1]
+        assert "responses.owner = " in where and "bob" in str(parameters), statement
     await svc.runner.shutdown(0)

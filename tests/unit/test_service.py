@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import msgspec
 import pytest
@@ -209,6 +210,38 @@ async def test_input_items_pages_in_both_orders(processes: Processes) -> None:
     assert [text_of_input([i]) for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]
     with pytest.raises(InvalidRequest):
         await reads.list_input_items(svc, final.id, OWNER, after=None, limit=0, order="asc")
+
+
+async def test_input_items_paging_ends_over_a_log_with_one_id_twice(processes: Processes) -> None:
+    """Create now refuses two items with one id; a log written before (or imported) may
+    hold them, and paging by id still ends in both orders, listing each id once."""
+    svc = await processes.start()
+    req = request(input=[{"role": "user", "content": f"m{i}", "id": f"msg_{i}"} for i in range(5)])
+    dup = [msgspec.structs.replace(i, id="msg_1") if i.id == "msg_3" else i for i in req.input]
+    started = await uc.create_response(svc, msgspec.structs.replace(req, input=dup), OWNER)
+    assert started.generation is not None
+    rid = project(await started.generation.wait()).id
+    orders: list[tuple[Literal["asc", "desc"], list[str]]] = [
+        ("asc", ["m0", "m1", "m2", "m4"]),
+        ("desc", ["m4", "m2", "m1", "m0"]),
+    ]
+    for order, expected in orders:
+        seen: list[str] = []
+        after: str | None = None
+        for _ in range(10):
+            page = await reads.list_input_items(
+                svc,
+                rid,
+                OWNER,
+                after=after,
+                limit=1,
+                order=order,  # type: ignore[arg-type]
+            )
+            seen += [text_of_input([i]) for i in page.data]
+            if not page.has_more:
+                break
+            after = page.last_id
+        assert seen == expected, order
 
 
 class FailingEngine:

@@ -981,3 +981,20 @@ def test_a_falsy_non_array_reasoning_summary_is_refused(value: Any, got: str) ->
     err = rejected(item(type="reasoning", summary=value) | {"model": "m"})
     assert err.message == f"Invalid 'input[0]': Expected `array`, got `{got}`"
     assert parse(item(type="reasoning", summary=None) | {"model": "m"}).input[0].summary == []
+
+
+def test_two_input_items_with_one_id_are_refused_in_openai_words() -> None:
+    """The input items list pages by id: an id that names two items would never advance."""
+    items = [
+        {"type": "message", "role": "user", "content": "a", "id": "msg_1"},
+        {"type": "message", "role": "user", "content": "b", "id": "msg_2"},
+        {"type": "function_call_output", "call_id": "c", "output": "o", "id": "msg_1"},
+    ]
+    err = rejected({"model": "m", "input": items})
+    assert (err.param, err.code, err.message) == (
+        "input[2].id",
+        "invalid_value",
+        "Duplicate item found with id msg_1. Remove duplicate items from your input and try again.",
+    )
+    del items[2]["id"]
+    assert [i.id for i in parse({"model": "m", "input": items}).input] == ["msg_1", "msg_2", ""]
