@@ -28,6 +28,7 @@ _LIMIT_HELP = {
     "max_metadata_pairs": "Most metadata key-value pairs.",
     "max_metadata_key_chars": "Longest metadata key (characters).",
     "max_metadata_value_chars": "Longest metadata value (characters).",
+    "max_json_depth": "Deepest nesting of arrays and objects in a request body.",
 }
 
 

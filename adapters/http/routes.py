@@ -3,6 +3,7 @@ the app injects, and encodes its answer."""
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from functools import partial
@@ -49,12 +50,15 @@ def _open_stream(request: Request[Any, Any, Any], access: Access) -> Slot:
     return access.open_stream(principal_of(request))
 
 
-def _after(value: int | None, param: str = "starting_after") -> int:
-    if value is None:
+def _after(raw: str | None, param: str = "starting_after") -> int:
+    """A resume position: a plain decimal integer, as OpenAI's `starting_after` (a sequence
+    number). Taken as text because a framework's int conversion also takes "3.0" or "1e1"."""
+    if raw is None:
         return -1
+    value = int(raw) if re.fullmatch(r"-?[0-9]{1,12}", raw) else MAX_POSITION + 1
     if not -1 <= value <= MAX_POSITION:
         raise InvalidRequest(
-            f"Invalid '{param}': must be between -1 and {MAX_POSITION}.",
+            f"Invalid '{param}': must be an integer between -1 and {MAX_POSITION}.",
             param=param,
             code="invalid_value",
         )
@@ -129,7 +133,7 @@ async def retrieve_response(
     access: Access,
     response_id: RespId,
     stream: bool = False,
-    starting_after: int | None = None,
+    starting_after: str | None = None,
     include: list[str] | None = None,
     include_obfuscation: bool | None = None,
 ) -> Response[ResponseObject]:
@@ -155,7 +159,7 @@ async def response_events(
     settings: Settings,
     access: Access,
     response_id: RespId,
-    starting_after: int | None = None,
+    starting_after: str | None = None,
     format: Literal["sse", "jsonl"] | None = None,
     follow: bool = True,
 ) -> Stream:

@@ -33,6 +33,7 @@ from domain.objects import (
     TextFormat,
     ToolChoice,
 )
+from service.wire.depth import check_nesting
 from service.wire.rejection import rejection
 from service.wire.request import (
     ContentPartParam,
@@ -66,6 +67,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_metadata_pairs: int = 16
     max_metadata_key_chars: int = 64
     max_metadata_value_chars: int = 512
+    # Deepest nesting of arrays and objects in a body: far inside what every reader of the
+    # stored log can render back (Python's recursion limit is about 1000).
+    max_json_depth: int = 128
 
 
 class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,9 +110,10 @@ _json = msgspec.json.Decoder()
 
 def parse_create_body(body: bytes, limits: Limits) -> CreateRequest:
     """Decode and validate a create body; raises `InvalidRequest` with OpenAI's param."""
+    check_nesting(body, limits.max_json_depth)
     try:
         raw = _json.decode(body)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise InvalidRequest(
             f"We could not parse the JSON body of your request: {exc}", code="invalid_json"
         ) from exc
@@ -207,9 +212,9 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         model=p.model,
         parallel_tool_calls=p.parallel_tool_calls is not False,
         previous_response_id=p.previous_response_id,
-        tool_choice=_tool_choice(p.tool_choice, tools),
+        tool_choice=_tool_choice(p.tool_choice, tools, limits),
         reasoning=_reasoning(p.reasoning),
-        text=_text(p.text),
+        text=_text(p.text, limits),
         metadata=_metadata(p.metadata, limits),
         user=_short("user", p.user),
         safety_identifier=_short("safety_identifier", p.safety_identifier),
@@ -300,16 +305,7 @@ def _tools(tools: list[FunctionToolParam], limits: Limits) -> list[FunctionTool]
                 code="invalid_value",
             )
         seen.add(t.name)
-        if (
-            t.parameters is not None
-            and len(msgspec.json.encode(t.parameters)) > limits.max_tool_schema_bytes
-        ):
-            raise InvalidRequest(
-                f"Invalid 'tools[{i}].parameters': the schema is larger than "
-                f"{limits.max_tool_schema_bytes} bytes.",
-                param=f"tools[{i}].parameters",
-                code="invalid_value",
-            )
+        _check_size(f"tools[{i}].parameters", t.parameters, limits)
         _check_text(f"tools[{i}].description", t.description, limits)
         out.append(
             FunctionTool(
@@ -319,7 +315,20 @@ def _tools(tools: list[FunctionToolParam], limits: Limits) -> list[FunctionTool]
     return out
 
 
-def _tool_choice(choice: ToolChoiceParam | None, tools: list[FunctionTool]) -> ToolChoice:
+def _check_size(param: str, value: object, limits: Limits) -> None:
+    """A schema-like part of the request (a tool's parameters, `text.format`'s schema, the
+    allowed tools) is bounded like a tool schema: each is copied into the log."""
+    if value is not None and len(msgspec.json.encode(value)) > limits.max_tool_schema_bytes:
+        raise InvalidRequest(
+            f"Invalid '{param}': larger than {limits.max_tool_schema_bytes} bytes.",
+            param=param,
+            code="invalid_value",
+        )
+
+
+def _tool_choice(
+    choice: ToolChoiceParam | None, tools: list[FunctionTool], limits: Limits
+) -> ToolChoice:
     names = {t.name for t in tools}
     match choice:
         case None:
@@ -333,6 +342,7 @@ def _tool_choice(choice: ToolChoiceParam | None, tools: list[FunctionTool]) -> T
                 )
             return FunctionToolChoice(name=name)
         case ToolChoiceAllowedParam(mode=mode, tools=allowed):
+            _check_size("tool_choice.tools", allowed, limits)
             for j, entry in enumerate(allowed):
                 if entry.get("type") != "function" or entry.get("name") not in names:
                     raise InvalidRequest(
@@ -357,12 +367,14 @@ def _reasoning(r: ReasoningParam | None) -> ReasoningConfig:
     return ReasoningConfig(effort=r.effort, summary=r.summary or r.generate_summary)
 
 
-def _text(t: TextParam | None) -> TextConfig:
+def _text(t: TextParam | None, limits: Limits) -> TextConfig:
     if t is None or t.format is None:
         return TextConfig(verbosity=t.verbosity if t else None)
     fmt: TextFormat
     match t.format:
         case FormatJsonSchemaParam(name=name, schema=schema, description=d, strict=s):
+            _check_size("text.format.schema", schema, limits)
+            _check_text("text.format.description", d, limits)
             fmt = FormatJsonSchema(name=name, schema=schema, description=d, strict=s)
         case FormatJsonObjectParam():
             fmt = FormatJsonObject()

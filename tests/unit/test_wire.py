@@ -354,7 +354,28 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         {"tools": [{"type": "function", "name": "f", "parameters": {"d": "x" * 70000}}]},
         "tools[0].parameters",
         "invalid_value",
-        "Invalid 'tools[0].parameters': the schema is larger than 65536 bytes.",
+        "Invalid 'tools[0].parameters': larger than 65536 bytes.",
+    ),
+    (
+        "text_format_schema_too_large",
+        {"text": {"format": {"type": "json_schema", "name": "s", "schema": {"d": "x" * 70000}}}},
+        "text.format.schema",
+        "invalid_value",
+        "Invalid 'text.format.schema': larger than 65536 bytes.",
+    ),
+    (
+        "allowed_tools_too_large",
+        {
+            "tools": [{"type": "function", "name": "f"}],
+            "tool_choice": {
+                "type": "allowed_tools",
+                "mode": "auto",
+                "tools": [{"type": "function", "name": "f", "pad": "x" * 70000}],
+            },
+        },
+        "tool_choice.tools",
+        "invalid_value",
+        "Invalid 'tool_choice.tools': larger than 65536 bytes.",
     ),
     (
         "tool_description_too_long",
@@ -998,3 +1019,29 @@ def test_two_input_items_with_one_id_are_refused_in_openai_words() -> None:
     )
     del items[2]["id"]
     assert [i.id for i in parse({"model": "m", "input": items}).input] == ["msg_1", "msg_2", ""]
+
+
+@pytest.mark.parametrize("where", ["input", "tool schema", "just past the limit"])
+def test_a_body_nested_past_the_limit_is_refused_before_decoding(where: str) -> None:
+    deep = "[" * 2000 + "]" * 2000  # past msgspec's own recursion limit: no RecursionError
+    body = {
+        "input": f'{{"model": "m", "input": {deep}}}',
+        "tool schema": '{"model": "m", "input": "x", "tools": [{"type": "function", '
+        f'"name": "f", "parameters": {{"d": {deep}}}}}]}}',
+        "just past the limit": '{"model": "m", "input": "x", "tools": [{"type": "function", '
+        f'"name": "f", "parameters": {{"d": {"[" * 129 + "]" * 129}}}}}]}}',
+    }[where]
+    err = rejected(body.encode())
+    assert err.code == "invalid_json"
+    assert "nested more than 128 levels" in err.message
+
+
+def test_nesting_up_to_the_limit_is_accepted_and_brackets_inside_strings_do_not_count() -> None:
+    schema = "[" * 120 + "]" * 120
+    inside_string = '"' + "[" * 500 + '\\"' + "{" * 500 + '"'
+    body = (
+        '{"model": "m", "input": ' + inside_string + ', "tools": [{"type": "function", '
+        f'"name": "f", "parameters": {{"d": {schema}}}}}]}}'
+    )
+    assert parse(body.encode()).response.tools[0].parameters is not None
+    assert rejected(body.encode(), Limits(max_json_depth=100)).code == "invalid_json"
