@@ -87,6 +87,7 @@ class GroupCommitWriter:
         max_batch_events: int = 5000,
         max_pending_per_stream: int = 1000,
         retry_for: float = 30.0,
+        create_retry_for: float = 0.1,
         max_failed_streams: int = 10_000,
     ) -> None:
         self.store = store
@@ -94,6 +95,7 @@ class GroupCommitWriter:
         self.max_batch_events = max_batch_events
         self.max_pending_per_stream = max_pending_per_stream
         self.retry_for = retry_for
+        self.create_retry_for = create_retry_for
         self.max_failed_streams = max_failed_streams
         self._streams: dict[str, _Stream] = {}
         self._failed: OrderedDict[str, None] = OrderedDict()
@@ -266,14 +268,27 @@ class GroupCommitWriter:
             self._outage = False
 
     async def _commit_retrying(self, batches: Sequence[Append]) -> Failures:
+        """Ride out transient errors for streams that exist. A stream's creation gets only
+        `create_retry_for` seconds (enough for a retry to find its own rows should an
+        attempt have committed and lost the acknowledgement): its caller has handed no id to
+        anyone yet, so it is answered at once (`StoreUnavailable`, HTTP 503) instead of
+        after the whole window, and each later creation tries the database afresh."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.retry_for
+        began = loop.time()
         delay, attempt = 0.02, 0
+        refused: Failures = {}
         while True:
             try:
-                return await self.store.commit(batches, recheck=attempt > 0)
+                return {**await self.store.commit(batches, recheck=attempt > 0), **refused}
             except Exception as exc:
-                if not is_transient(exc) or loop.time() + delay > deadline:
+                if not is_transient(exc):
+                    raise
+                waited = loop.time() + delay - began
+                if waited > self.create_retry_for:
+                    batches, refused = _refuse_creations(batches, exc, refused)
+                    if not batches:
+                        return refused
+                if waited > self.retry_for:
                     raise
                 self._outage = True
                 log.warning("flush attempt %d failed (%s); retrying", attempt + 1, exc)
@@ -311,3 +326,15 @@ class GroupCommitWriter:
             record = self._streams.get(old)
             if record is not None and record.failure is not None and record.unsettled == 0:
                 del self._streams[old]
+
+
+def _refuse_creations(
+    batches: Sequence[Append], exc: Exception, refused: Failures
+) -> tuple[list[Append], Failures]:
+    """Split off the batches that create their stream, failing them with `exc`'s
+    `StoreUnavailable`. Should the failed attempt have committed one after all (a lost
+    acknowledgement), it is a response nobody was told of, recovered as one whose process
+    died right after creating it (crash recovery, docs/invariants.md)."""
+    error = store_error(exc)
+    keep = [b for b in batches if b.expected_version != -1]
+    return keep, {**refused, **{b.stream_id: error for b in batches if b.expected_version == -1}}

@@ -111,3 +111,29 @@ def test_postgres_stopping_mid_stream_loses_and_doubles_nothing_and_answers_503_
             stop_server(server)
         checked = fold_check(url)
         assert sorted(checked.status.values()) == ["completed"] * STREAMS
+
+
+def test_an_idle_server_refuses_creates_at_once_while_the_database_is_down(
+    tmp_path: Path,
+) -> None:
+    """Nothing is riding out the outage when it starts, so no flush has noticed it: the
+    create itself must not wait out the writer's 30 s retry window (the client's 10 s
+    timeout would fire), nor must the next one, and creates work again once it is back."""
+    with private_postgres() as pg:
+        server = start_server(pg.url(), "postgres", tmp_path / "server.log")
+        body = {"model": "scripted", "input": "x"}
+        try:
+            with httpx.Client(base_url=server.base_url, timeout=10) as http:
+                assert http.post("/v1/responses", json=body).status_code == 200
+                pg.stop()
+                for mode in ({}, {"stream": True}, {"background": True}):
+                    down = http.post("/v1/responses", json={**body, **mode})
+                    assert down.status_code == 503, down.text
+                    assert down.json()["error"]["code"] == "service_unavailable"
+                    assert down.headers["retry-after"] == "1"
+                pg.start()
+                assert http.post("/v1/responses", json=body).status_code == 200
+            assert "Traceback" not in server.log_text()
+        finally:
+            stop_server(server)
+        assert sorted(fold_check(pg.url()).status.values()) == ["completed"] * 2

@@ -360,7 +360,12 @@ async def test_a_new_stream_is_refused_at_once_while_a_flush_rides_out_an_outage
     monkeypatch.setattr(store, "commit", flaky)
     queued, later = streams.script(deltas=1), streams.script(deltas=1)
     async with GroupCommitWriter(store, retry_for=30) as writer:
-        pending = asyncio.create_task(queue_all(writer, queued, durable=True))
+        outage.clear()
+        await queue_all(writer, queued[:1], durable=True)  # the stream exists
+        outage.set()
+        pending = asyncio.create_task(
+            queue_all(writer, queued[1:], durable=True, rid=rid_of(queued))
+        )
         while not writer.outage:  # noqa: ASYNC110  (the flusher's first failure)
             await asyncio.sleep(0.01)
         with pytest.raises(StoreUnavailable):
@@ -370,3 +375,32 @@ async def test_a_new_stream_is_refused_at_once_while_a_flush_rides_out_an_outage
         await queue_all(writer, later, durable=True)
     assert await store.read_events(rid_of(queued)) == streams.events_of(queued)
     assert await store.read_events(rid_of(later)) == streams.events_of(later)
+
+
+async def test_a_creation_caught_by_an_outage_fails_within_its_short_budget_and_the_next_tries(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an idle server nothing is riding out the outage yet: a creation must still not
+    wait out the retry window (30 s here) but fail after its few attempts (0.1 s), and
+    after the outage the next creation commits (no restart, no sticky refusal)."""
+    real = store.commit
+    attempts: list[int] = []
+    down = True
+
+    async def flaky(batches: object, *, recheck: bool = False) -> object:
+        attempts.append(len(batches))  # type: ignore[arg-type]
+        if down:
+            raise sa_exc.OperationalError("BEGIN", {}, ConnectionRefusedError("down"))
+        return await real(batches, recheck=recheck)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "commit", flaky)
+    first, second = streams.script(deltas=1), streams.script(deltas=1)
+    async with GroupCommitWriter(store, retry_for=30) as writer:
+        for _ in range(2):
+            with pytest.raises(StoreUnavailable):
+                await asyncio.wait_for(writer.append(rid_of(first), -1, first[0][1]), 5)
+        assert 2 <= len(attempts) <= 8  # a few attempts each, not 30 s of them
+        down = False
+        await queue_all(writer, second, durable=True)
+    assert await store.read_events(rid_of(second)) == streams.events_of(second)
+    assert await store.read_events(rid_of(first)) == []
