@@ -19,7 +19,7 @@ from adapters.engines.sglang import SglangEngine
 from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
-from domain.errors import InvalidRequest
+from domain.errors import InvalidRequest, StoreError
 from service.background import Background
 from service.bundle import Bundle
 from service.leases import LeaseKeeper
@@ -31,6 +31,7 @@ log = logging.getLogger("resplog.wiring")
 
 # What `/ready` says, which needs no key: the fix, without the URL, user or host that the
 # start-up error names (an operator finds those in the server's log).
+READY_WITHIN = 1.0  # seconds: /ready answers within this, whatever the database does
 NOT_AT_HEAD = "the database schema is not at the version this server needs; run `resplog migrate`"
 
 
@@ -57,13 +58,21 @@ class SqlDatabase:
             await self.store.close()
 
     async def ready(self) -> str | None:
-        if not await self.store.ping():
-            return "database unreachable"
+        """None when ready, else what is wrong, within `READY_WITHIN` seconds: a probe must
+        answer even when the database hangs (frozen, partitioned) instead of hanging too."""
         try:
-            await self.store.check_migrated()
+            async with asyncio.timeout(READY_WITHIN):
+                if not await self.store.ping():
+                    return "database unreachable"
+                await self.store.check_migrated()
+        except TimeoutError:
+            return "database not answering"
         except NotMigrated as exc:
             log.warning("not ready: %s", exc)
             return NOT_AT_HEAD
+        except StoreError as exc:
+            log.warning("not ready: %s", exc)
+            return "database unreachable"
         return None
 
 
@@ -77,7 +86,11 @@ async def open_database(
         settings.database_url,
         lease_owner=identity or process_identity(),
         lease_ttl=settings.lease_ttl_s,
-        **store,
+        **{
+            "connect_timeout": settings.db_connect_timeout_s,
+            "statement_timeout": settings.db_statement_timeout_s,
+            **store,
+        },
     )
     writer = GroupCommitWriter(sql, flush_interval=settings.flush_interval_ms / 1000)
     await writer.start()

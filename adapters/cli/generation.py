@@ -103,6 +103,23 @@ _OPTIONS = [
         "process's responses are ended about this long after it died.",
     ),
     click.option(
+        "--db-connect-timeout-s",
+        envvar="RESPLOG_DB_CONNECT_TIMEOUT_S",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(min=0.1),
+        help="PostgreSQL: seconds to open a connection or wait for a pooled one; then 503.",
+    ),
+    click.option(
+        "--db-statement-timeout-s",
+        envvar="RESPLOG_DB_STATEMENT_TIMEOUT_S",
+        default=10.0,
+        show_default=True,
+        type=click.FloatRange(min=0.1),
+        help="PostgreSQL: the most one statement may take before the request gets 503 (a "
+        "frozen or partitioned database); the log writer retries its flushes.",
+    ),
+    click.option(
         "--shutdown-grace-s",
         envvar="RESPLOG_SHUTDOWN_GRACE_S",
         default=10.0,

@@ -108,6 +108,18 @@ def _stored(row: Any) -> StoredEvent:
     return StoredEvent(sid, position, type_, data.encode(), facts_bytes, recorded_at)
 
 
+def _timeouts(settings: StoreSettings) -> dict[str, Any]:
+    """Engine arguments for the connect and statement limits (see `StoreSettings`)."""
+    connect: dict[str, float] = {}
+    extra: dict[str, Any] = {}
+    if settings.connect_timeout is not None:
+        connect["timeout"] = settings.connect_timeout
+        extra["pool_timeout"] = settings.connect_timeout
+    if settings.statement_timeout is not None:
+        connect["command_timeout"] = settings.statement_timeout
+    return {"connect_args": connect, **extra} if connect else extra
+
+
 class PostgresEventStore(SqlEventStore):
     """The event store on PostgreSQL; tails hear other processes through LISTEN/NOTIFY."""
 
@@ -120,6 +132,7 @@ class PostgresEventStore(SqlEventStore):
             pool_size=20 if settings.pool_size is None else settings.pool_size,
             max_overflow=20 if settings.max_overflow is None else settings.max_overflow,
             pool_pre_ping=settings.pool_pre_ping,
+            **_timeouts(settings),
         )
         super().__init__(url, engine, settings)
         if settings.pg_insert not in ("unnest", "executemany"):

@@ -27,6 +27,13 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     sqlite_busy_timeout: float = 10.0  # seconds a writer waits for SQLite's write lock
     sqlite_synchronous: str = "FULL"  # SQLite's PRAGMA synchronous (NORMAL trades durability)
     echo: bool = False
+    # PostgreSQL: seconds to open a connection (and to wait for a pooled one), and the most
+    # any one statement may take before the client gives up on it (asyncpg's
+    # `command_timeout`). None: no limit, for the admin commands whose scans take long;
+    # `serve` and `worker` set both, so that a frozen or black-holed database (a stopped
+    # server, a partition) is a quick 503 instead of a request that hangs with it.
+    connect_timeout: float | None = None
+    statement_timeout: float | None = None
     # The process identity that leases streams (`responses.lease_owner`). None: this store
     # takes no leases, and its appends move only streams that nobody leases.
     lease_owner: str | None = None

@@ -5,6 +5,7 @@ every log must pass (a stand-in for `resplog verify`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -84,6 +85,7 @@ class PrivatePostgres:
         self.data = self.root / "data"
         self.port = free_port()
         self._as_postgres = os.geteuid() == 0
+        self._frozen: list[int] = []
         if self._as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
         self._run(PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync")
@@ -98,7 +100,28 @@ class PrivatePostgres:
     def stop(self) -> None:
         self._ctl("stop", "-w", "-m", "fast")
 
+    def freeze(self) -> None:
+        """SIGSTOP the postmaster and every backend: the database neither answers nor
+        refuses (as a hung host or a network partition), until `thaw`."""
+        self._frozen = self._processes()
+        for pid in self._frozen:
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self._frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self._frozen = []
+
+    def _processes(self) -> list[int]:
+        main = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(
+            ["pgrep", "-P", str(main)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        return [main, *map(int, children)]
+
     def destroy(self) -> None:
+        self.thaw()
         if (self.data / "postmaster.pid").exists():
             self._ctl("stop", "-w", "-m", "immediate")
         shutil.rmtree(self.root, ignore_errors=True)

@@ -137,3 +137,49 @@ def test_an_idle_server_refuses_creates_at_once_while_the_database_is_down(
         finally:
             stop_server(server)
         assert sorted(fold_check(pg.url()).status.values()) == ["completed"] * 2
+
+
+def test_a_frozen_database_is_a_quick_503_and_the_server_recovers_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP of every PostgreSQL process: connections neither answer nor fail. With the
+    statement and connect timeouts a pooled connection's read, a create and `/ready` all
+    answer within their limits (the client's 8 s timeout would fire otherwise: without
+    the timeouts they hang as long as the freeze); after the thaw everything works again,
+    and a background response that ran across the freeze completes."""
+    with private_postgres() as pg:
+        server = start_server(
+            pg.url(),
+            "postgres",
+            tmp_path / "server.log",
+            *("--db-statement-timeout-s", "2", "--db-connect-timeout-s", "2"),
+        )
+        body = {"model": "scripted", "input": "x"}
+        try:
+            with httpx.Client(base_url=server.base_url, timeout=8) as http:
+                rid = http.post("/v1/responses", json=body).json()["id"]
+                across = http.post(
+                    "/v1/responses", json={**body, "background": True, "metadata": SCRIPT}
+                ).json()["id"]
+                pg.freeze()
+                try:
+                    for _ in range(2):
+                        assert http.get(f"/v1/responses/{rid}").status_code == 503
+                    assert http.post("/v1/responses", json=body).status_code == 503
+                    ready = http.get("/ready")
+                    assert ready.status_code == 503
+                    assert ready.json()["database"] == "database not answering"
+                    assert http.get("/health").status_code == 200
+                finally:
+                    pg.thaw()
+                assert http.get(f"/v1/responses/{rid}").status_code == 200
+                assert http.get("/ready").status_code == 200
+                assert http.post("/v1/responses", json=body).status_code == 200
+                deadline = time.monotonic() + 60
+                while http.get(f"/v1/responses/{across}").json()["status"] != "completed":
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+            assert "Traceback" not in server.log_text()
+        finally:
+            stop_server(server)
+        assert sorted(fold_check(pg.url()).status.values()) == ["completed"] * 3
