@@ -59,6 +59,7 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
 
     from adapters.http.app import announce_ready, create_app
     from adapters.http.backpressure import send_deadline
+    from adapters.http.protocol import BoundedHttpToolsProtocol
     from adapters.wiring import running_process
 
     async with running_process(settings) as process:
@@ -74,6 +75,7 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
             port=settings.port,
             log_level="warning",
             lifespan="on",
+            http=BoundedHttpToolsProtocol,
             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
         )
         announce_ready(settings, process)

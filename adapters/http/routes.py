@@ -65,6 +65,24 @@ def _after(raw: str | None, param: str = "starting_after") -> int:
     return value
 
 
+async def json_body(request: Request[Any, Any, Any]) -> bytes:
+    """The body of a request that must be JSON. OpenAI refuses any other declared media type
+    with 400 `unsupported_content_type` (in the words below); `application/json` with
+    parameters (`; charset=utf-8`) is JSON. A body with no Content-Type at all is read as
+    JSON too: clients that post raw bytes without the header (a bare `requests.post(data=)`)
+    mean JSON, and nothing else could be meant (docs/security.md)."""
+    declared = request.headers.get("content-type")
+    if declared is not None and declared.split(";")[0].strip().lower() != JSON:
+        shown = declared[:100]
+        raise InvalidRequest(
+            f"Unsupported content type: '{shown}'. This API method only accepts "
+            f"'application/json' requests, but you specified the header 'Content-Type: "
+            f"{shown}'. Please try again with a supported content type.",
+            code="unsupported_content_type",
+        )
+    return await request.body()
+
+
 def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
     data = body if isinstance(body, bytes) else msgspec.json.encode(body)
     return Response(data, status_code=status, media_type=JSON)
@@ -102,7 +120,7 @@ def _sse(events: AsyncGenerator[StoredEvent, None], slot: Slot, settings: Settin
 async def create_response(
     request: Request[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
 ) -> Response[ResponseObject]:
-    req = parse_create_body(await request.body(), settings.limits)
+    req = parse_create_body(await json_body(request), settings.limits)
     owner = owner_of(request)
     if req.stream:
         slot = _open_stream(request, access)  # before anything is written: a 429 writes none
