@@ -114,10 +114,29 @@ class EventWriter(Protocol):
         ...
 
 
+class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
+    """One response of a `previous_response_id` chain, as a continuation needs it: its
+    status, its snapshot (the final object once it ended) and its request's hidden facts
+    (the `facts` of its first event, `response.created`)."""
+
+    response_id: str
+    status: str
+    previous_response_id: str | None
+    snapshot: bytes
+    request_facts: bytes | None
+
+
 class ResponseIndex(Protocol):
     """Queries and flags on the read model."""
 
     async def get(self, response_id: str) -> ResponseRow | None: ...
+
+    async def chain(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:
+        """`response_id` and its ancestors by `previous_response_id`, newest first, in one
+        query: at most `limit` of them, and only while each is visible to `owner` (as
+        `visible` decides, in SQL); the walk stops before the first that is not (so the
+        last link's `previous_response_id`, if set, names a response `owner` cannot see)."""
+        ...
 
     async def visible(self, response_id: str, owner: str) -> ResponseRow | None:
         """The row if `owner` may see it (theirs, stored, not deleted), else None; decided

@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 import msgspec
 
 from domain.commands import create
-from domain.errors import InvalidRequest, NotFound
+from domain.errors import InvalidRequest
 from domain.events import RequestFacts
 from domain.fold import project
 from domain.generation import Prompt, Turn
@@ -29,14 +29,13 @@ from domain.objects import (
 from domain.reasons import CancelReason
 from domain.state import ResponseState
 from service.bundle import Bundle
+from service.history import load_history
 from service.ports import (
     StoredEvent,
 )
-from service.reads import close_tail, request_of, snapshot, visible_row
+from service.reads import close_tail
 from service.runner import Generation
 from service.wire import CreateRequest
-
-MAX_CHAIN = 1000
 
 
 def new_response_id() -> str:
@@ -190,39 +189,3 @@ def build_prompt(response: ResponseObject, items: list[InputItem], history: list
         text=response.text,
         metadata=response.metadata,
     )
-
-
-async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list[Turn]:
-    """The conversation that `previous_id` ends, oldest turn first, from the log alone."""
-    turns: list[Turn] = []
-    while previous_id is not None:
-        if len(turns) >= MAX_CHAIN:
-            raise InvalidRequest(
-                f"The conversation is longer than {MAX_CHAIN} responses.",
-                param="previous_response_id",
-                code="invalid_value",
-            )
-        try:
-            row = await visible_row(svc, previous_id, owner)
-        except NotFound:
-            raise NotFound(f"Previous response with id '{previous_id}' not found.") from None
-        if row.status in ("queued", "in_progress"):
-            raise InvalidRequest(
-                f"Previous response '{previous_id}' is still {row.status}; wait until it ends.",
-                param="previous_response_id",
-                code="previous_response_not_finished",
-            )
-        created = await request_of(svc, previous_id)
-        final = snapshot(row)
-        assert created.facts is not None
-        turns.append(
-            Turn(
-                response_id=previous_id,
-                instructions=final.instructions,
-                input=created.facts.input,
-                output=final.output,
-            )
-        )
-        previous_id = final.previous_response_id
-    turns.reverse()
-    return turns

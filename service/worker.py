@@ -15,10 +15,11 @@ from domain.errors import DomainError
 from domain.reasons import FailReason
 from domain.state import ResponseState
 from service.bundle import Bundle
+from service.history import load_history
 from service.periodic import Periodic
 from service.ports import Claim
 from service.reads import load_state
-from service.responses import build_prompt, load_history
+from service.responses import build_prompt
 
 log = logging.getLogger("resplog.worker")
 

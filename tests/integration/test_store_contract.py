@@ -391,3 +391,36 @@ async def _insert_raw(
                 stream_id=stream_id, position=position, type=type_, data=data, recorded_at=0.0
             )
         )
+
+
+async def test_chain_walks_the_ancestors_newest_first_in_one_query(store: SqlEventStore) -> None:
+    owner = f"chain_{secrets.token_hex(4)}"
+    a = await write(store, streams.script(deltas=1, owner=owner))
+    b = await write(store, streams.script(deltas=1, owner=owner, previous=a))
+    c = await write(store, streams.script(deltas=0, owner=owner, previous=b))
+    links = await store.chain(c, owner, 10)
+    assert [link.response_id for link in links] == [c, b, a]
+    assert [link.previous_response_id for link in links] == [b, a, None]
+    for link in links:
+        row = await store.get(link.response_id)
+        assert row is not None and link.snapshot == row.snapshot and link.status == row.status
+        first = (await store.read(link.response_id, after=-1, limit=1))[0]
+        assert link.request_facts == first.facts
+    assert [link.response_id for link in await store.chain(c, owner, 2)] == [c, b]
+
+
+async def test_chain_stops_before_what_the_owner_cannot_see(store: SqlEventStore) -> None:
+    owner = f"chain_{secrets.token_hex(4)}"
+    a = await write(store, streams.script(deltas=0, owner=owner))
+    b = await write(store, streams.script(deltas=0, owner=owner, previous=a))
+    c = await write(store, streams.script(deltas=0, owner=owner, previous=b))
+    assert await store.chain(c, "someone_else", 10) == []
+    assert await store.chain("resp_nope", owner, 10) == []
+    assert await store.mark_deleted(a)
+    assert [(x.response_id, x.previous_response_id) for x in await store.chain(c, owner, 10)] == [
+        (c, b),
+        (b, a),
+    ]
+    unstored = await write(store, streams.script(deltas=0, owner=owner, store=False))
+    after = await write(store, streams.script(deltas=0, owner=owner, previous=unstored))
+    assert [x.response_id for x in await store.chain(after, owner, 10)] == [after]

@@ -1,0 +1,72 @@
+"""The conversation a `previous_response_id` continues, rebuilt from the log in one query.
+
+A continuation needs, for every earlier turn, what was sent (the input items in the request
+facts of the turn's first event) and what came back (the final object's output). The read
+model walks the chain in one recursive query (`ResponseIndex.chain`), so a create at turn
+500 makes one round trip, not a thousand; each link is decoded into only the fields a turn
+needs (`bench/chain_bench.py` measures both).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from domain.errors import InvalidRequest, NotFound
+from domain.generation import Turn
+from domain.objects import InputItem, OutputItem
+from service.bundle import Bundle
+from service.ports import ChainLink
+
+MAX_CHAIN = 1000
+
+
+class _Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """What a turn needs of a final response object (msgspec skips the other fields)."""
+
+    instructions: str | None = None
+    output: list[OutputItem] = msgspec.field(default_factory=list)
+
+
+class _Asked(msgspec.Struct, frozen=True, kw_only=True):
+    """What a turn needs of a request's hidden facts."""
+
+    input: list[InputItem]
+
+
+_answer = msgspec.json.Decoder(_Answer)
+_asked = msgspec.json.Decoder(_Asked)
+
+
+async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list[Turn]:
+    """The conversation that `previous_id` ends, oldest turn first, from the log alone."""
+    if previous_id is None:
+        return []
+    links = await svc.index.chain(previous_id, owner, MAX_CHAIN + 1)
+    if len(links) > MAX_CHAIN:
+        raise InvalidRequest(
+            f"The conversation is longer than {MAX_CHAIN} responses.",
+            param="previous_response_id",
+            code="invalid_value",
+        )
+    missing = links[-1].previous_response_id if links else previous_id
+    if missing is not None:  # the walk stopped at a response this owner cannot see
+        raise NotFound(f"Previous response with id '{missing}' not found.")
+    return [_turn(link) for link in reversed(links)]
+
+
+def _turn(link: ChainLink) -> Turn:
+    if link.status in ("queued", "in_progress"):
+        raise InvalidRequest(
+            f"Previous response '{link.response_id}' is still {link.status}; wait until it ends.",
+            param="previous_response_id",
+            code="previous_response_not_finished",
+        )
+    if link.request_facts is None:
+        raise NotFound(f"Previous response with id '{link.response_id}' not found.")
+    answer = _answer.decode(link.snapshot)
+    return Turn(
+        response_id=link.response_id,
+        instructions=answer.instructions,
+        input=_asked.decode(link.request_facts).input,
+        output=answer.output,
+    )
