@@ -57,9 +57,9 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
 
+    from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.http.app import announce_ready, create_app
     from adapters.http.backpressure import send_deadline
-    from adapters.http.protocol import BoundedHttpToolsProtocol
     from adapters.wiring import running_process
 
     async with running_process(settings) as process:

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import msgspec
 import openai
 import pytest
 
 from adapters.cli.access_flags import access_settings, is_loopback
 from domain.errors import ResplogError
+from service.wire import Limits
 from tests.e2e.conftest import RESPLOG, Server
 from tests.e2e.security.conftest import http, log_state, sdk
 
@@ -128,6 +130,8 @@ def test_auth_none_is_refused_on_a_public_bind_in_one_line(tmp_path: Path) -> No
     ],
 )
 def test_auth_defaults_to_none_on_loopback_only(host: str, auth: str | None, expected: str) -> None:
+    # Every limit at its default, so a new limit does not break this test of the auth rule.
+    limits = {f.name: f.default for f in msgspec.structs.fields(Limits)}
     options = {
         "auth": auth,
         "rate_limit": 0.0,
@@ -135,14 +139,7 @@ def test_auth_defaults_to_none_on_loopback_only(host: str, auth: str | None, exp
         "max_streams_per_key": 1,
         "key_cache_s": 1.0,
         "send_timeout_s": 1.0,
-        "max_input_items": 1,
-        "max_text_chars": 1,
-        "max_tools": 1,
-        "max_tool_schema_bytes": 1,
-        "max_output_tokens": 16,
-        "max_metadata_pairs": 1,
-        "max_metadata_key_chars": 1,
-        "max_metadata_value_chars": 1,
+        **limits,
     }
     assert access_settings(host, dict(options))["access"].auth == expected
     if not is_loopback(host):

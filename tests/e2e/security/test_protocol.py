@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from adapters.http.protocol import MAX_HEADER_BYTES, MAX_HEADERS, MAX_URL_BYTES
+from adapters.cli.protocol import MAX_HEADER_BYTES, MAX_HEADERS, MAX_URL_BYTES
 from tests.e2e.conftest import Server, stop_server
 from tests.e2e.security.conftest import launch, log_state
 
