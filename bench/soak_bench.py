@@ -2,10 +2,19 @@
 responses from a loopback load generator for a fixed time, with random client drops and
 resumes (on a random replica) and random cancels (on a random replica, while a worker
 generates). Reports responses/s, events/s, resume and cancel latency (p50/p99), and the
-lost / duplicated / stuck counts, which must all be 0; then fold-checks every log. Not a
-test.
+lost / duplicated / stuck counts, which must all be 0; then fold-checks every log and runs
+`resplog verify --all`. Exits 1 if any check fails; `tests/e2e/test_soak.py` (marker `soak`)
+runs it with chaos.
 
     .venv/bin/python bench/soak_bench.py --clients 32 --seconds 30
+    .venv/bin/python bench/soak_bench.py --chaos-every 3 --lease-ttl-s 2
+
+With `--chaos-every S`, every S seconds a random process (an API replica or a worker) is
+killed with SIGKILL and a new one started in its place; clients that lose their stream
+resume on another replica. The accounting then holds: every response id handed to a client
+is a row (rows beyond them are creates whose answer died with their replica), none is left
+unfinished once the leases have run out, every client's resumed segments join without a
+gap or a duplicate and match the log byte for byte, and `verify --all` is clean.
 
 Cancel latency is the round trip of `POST /v1/responses/{id}/cancel`, which answers only
 once the log ends with the cancellation (the worker aborted the engine first), so it bounds
@@ -24,8 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import asyncpg
@@ -34,8 +44,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.databases import PG, drop_postgres, fresh_postgres
-from tests.e2e.cluster import fold_check, start_worker, stop
-from tests.e2e.conftest import start_server, stop_server
+from tests.e2e.cluster import Worker, fold_check, start_worker, stop
+from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
 
 TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
 
@@ -66,6 +76,11 @@ class Run:
     resume_s: list[float] = field(default_factory=list)
     cancel_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    http: dict[str, httpx.AsyncClient] = field(default_factory=dict)
+    interrupted: int = 0  # streams cut by a killed replica (then resumed elsewhere)
+    unanswered: int = 0  # creates whose replica died before the response id reached us
+    kills: list[str] = field(default_factory=list)
+    chaos: bool = False
 
 
 async def read(
@@ -105,7 +120,13 @@ async def read(
 async def cancel(run: Run, http: dict[str, httpx.AsyncClient], rid: str, seen: Seen) -> None:
     replica = random.choice(run.replicas)
     t0 = time.perf_counter()
-    answer = await http[replica].post(f"/v1/responses/{rid}/cancel")
+    try:
+        answer = await http[replica].post(f"/v1/responses/{rid}/cancel")
+    except httpx.TransportError:
+        if not run.chaos:
+            raise
+        seen.cancel_answer = "its replica was killed"
+        return
     run.cancel_s.append(time.perf_counter() - t0)
     seen.cancel_answer = answer.json().get("status") if answer.status_code == 200 else "error"
 
@@ -128,18 +149,37 @@ async def one_response(run: Run, http: dict[str, httpx.AsyncClient], rng: random
             tasks.append(asyncio.create_task(cancel(run, http, rid, seen)))
 
     replica = rng.choice(run.replicas)
-    async with http[replica].stream("POST", "/v1/responses", json=body) as r:
-        if r.status_code != 200:
-            run.errors.append(f"create: {r.status_code}")
-            return
-        rid, last, done = await read(r, seen, drop_at, maybe_cancel)
+    rid: str | None = None
+    try:
+        async with http[replica].stream("POST", "/v1/responses", json=body) as r:
+            if r.status_code != 200:
+                run.errors.append(f"create: {r.status_code}")
+                return
+            rid, last, done = await read(r, seen, drop_at, maybe_cancel)
+    except httpx.TransportError:
+        if not run.chaos or rid is not None:
+            raise
+        run.unanswered += 1  # its replica was killed before the id reached us
+        return
     if rid is None:
         run.errors.append("a stream without response.created")
         return
     run.seen[rid] = seen
+    give_up = time.perf_counter() + 120
     while not done:  # dropped: resume elsewhere, a little later
+        if time.perf_counter() > give_up:
+            run.errors.append(f"{rid}: no terminal event after 120 s of resumes")
+            break
         await asyncio.sleep(rng.uniform(0.02, 0.2))
-        got, done = await resume(run, http[rng.choice(run.replicas)], rid, last, seen, maybe_cancel)
+        try:
+            got, done = await resume(
+                run, http[rng.choice(run.replicas)], rid, last, seen, maybe_cancel
+            )
+        except httpx.TransportError:
+            if not run.chaos:
+                raise
+            run.interrupted += 1
+            got = max(seen.frames, default=-1)
         last = max(last, got)
     await asyncio.gather(*tasks)
 
@@ -178,18 +218,81 @@ async def user(run: Run, http: dict[str, httpx.AsyncClient], seed: int) -> None:
             run.errors.append(f"{type(exc).__name__}: {exc}")
 
 
-async def load(run: Run, clients: int) -> float:
+def _client(base: str, clients: int) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=4 * clients, max_keepalive_connections=4 * clients)
-    http = {
-        base: httpx.AsyncClient(base_url=base, timeout=120, limits=limits) for base in run.replicas
-    }
+    return httpx.AsyncClient(base_url=base, timeout=120, limits=limits)
+
+
+async def load(run: Run, clients: int, chaos: Callable[[], Awaitable[None]] | None) -> float:
+    run.http.update({base: _client(base, clients) for base in run.replicas})
     start = time.perf_counter()
     try:
-        await asyncio.gather(*(user(run, http, seed) for seed in range(clients)))
+        users = asyncio.gather(*(user(run, run.http, seed) for seed in range(clients)))
+        if chaos is None:
+            await users
+        else:
+            await asyncio.gather(users, chaos())
     finally:
-        for client in http.values():
+        for client in run.http.values():
             await client.aclose()
     return time.perf_counter() - start
+
+
+@dataclass
+class Fleet:
+    """The processes under test; `kill_one` replaces one of them, killed with SIGKILL."""
+
+    url: str
+    tmp: Path
+    lease_ttl_s: float
+    worker_slots: int
+    servers: list[Server] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
+    started: int = 0
+
+    def start_server(self) -> Server:
+        self.started += 1
+        api = ("--workers", "0", "--lease-ttl-s", str(self.lease_ttl_s))
+        server = start_server(self.url, "postgres", self.tmp / f"api{self.started}.log", *api)
+        self.servers.append(server)
+        return server
+
+    def start_worker(self) -> Worker:
+        self.started += 1
+        flags = ("--workers", str(self.worker_slots), "--lease-ttl-s", str(self.lease_ttl_s))
+        worker = start_worker(self.url, self.tmp / f"worker{self.started}.log", *flags)
+        self.workers.append(worker)
+        return worker
+
+    def stop_all(self) -> None:
+        for w in self.workers:
+            stop(w.process, w.log_file)
+        for s in self.servers:
+            stop_server(s)
+
+
+async def chaos_loop(run: Run, fleet: Fleet, every: float, clients: int, seed: int) -> None:
+    """Until the deadline, every `every` seconds: SIGKILL a random replica or worker and
+    start another in its place (a replica on a new port, which the clients then use)."""
+    rng = random.Random(seed)
+    while time.perf_counter() + every < run.deadline:
+        await asyncio.sleep(every)
+        if rng.random() < 0.5:
+            victim = rng.choice(fleet.servers)
+            run.replicas.remove(victim.base_url)
+            victim.process.kill()
+            fleet.servers.remove(victim)
+            stop_server(victim)
+            fresh = await asyncio.to_thread(fleet.start_server)
+            run.http[fresh.base_url] = _client(fresh.base_url, clients)
+            run.replicas.append(fresh.base_url)
+            run.kills.append("replica")
+        else:
+            worker = rng.choice(fleet.workers)
+            fleet.workers.remove(worker)
+            stop(worker.process, worker.log_file, kill=True)
+            await asyncio.to_thread(fleet.start_worker)
+            run.kills.append("worker")
 
 
 async def logs(dsn: str, ids: list[str]) -> tuple[dict[str, list[bytes]], dict[str, str]]:
@@ -207,6 +310,35 @@ async def logs(dsn: str, ids: list[str]) -> tuple[dict[str, list[bytes]], dict[s
     for row in rows:
         out.setdefault(row["stream_id"], []).append(row["data"].encode())
     return out, {r["id"]: r["status"] for r in statuses}
+
+
+async def settle(dsn: str, wait_s: float) -> dict[str, str]:
+    """The statuses once no response is left unfinished, or after `wait_s` (leases of
+    killed processes must run out before the sweepers end their responses)."""
+    deadline = time.perf_counter() + wait_s
+    while True:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch("SELECT id, status FROM responses")
+        finally:
+            await conn.close()
+        status = {r["id"]: r["status"] for r in rows}
+        if all(s in TERMINAL for s in status.values()) or time.perf_counter() > deadline:
+            return status
+        await asyncio.sleep(0.5)
+
+
+def account(run: Run, status: dict[str, str]) -> int:
+    """The chaos accounting; the number of broken promises."""
+    missing = [rid for rid in run.seen if rid not in status]
+    extra = len(status) - (len(run.seen) - len(missing))
+    print(
+        f"kills: {len(run.kills)} ({run.kills.count('replica')} replicas, "
+        f"{run.kills.count('worker')} workers); ids handed out={len(run.seen)} rows={len(status)} "
+        f"(rows without a handed-out id={extra}, creates unanswered={run.unanswered}); "
+        f"streams cut and resumed={run.interrupted}; ids without a row={len(missing)}"
+    )
+    return len(missing) + (extra > run.unanswered)
 
 
 def report(run: Run, elapsed: float, stored: dict[str, list[bytes]], status: dict[str, str]) -> int:
@@ -245,6 +377,15 @@ def report(run: Run, elapsed: float, stored: dict[str, list[bytes]], status: dic
     return lost + duplicated + stuck + len(run.errors)
 
 
+def verify_all(url: str) -> int:
+    """`resplog verify --all`: its exit status (its report is printed)."""
+    done = subprocess.run(
+        [RESPLOG, "verify", "--all", "--database-url", url], capture_output=True, text=True
+    )
+    print(f"verify --all: exit {done.returncode}: {(done.stdout + done.stderr).strip()[-300:]}")
+    return done.returncode
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=32, help="concurrent responses")
@@ -254,45 +395,56 @@ def main() -> None:
     parser.add_argument("--drop", type=float, default=0.3, help="share of clients that drop")
     parser.add_argument("--cancel", type=float, default=0.2, help="share that get cancelled")
     parser.add_argument("--workers", type=int, default=64, help="slots per worker process")
+    parser.add_argument("--chaos-every", type=float, default=0.0, help="SIGKILL period (0: off)")
+    parser.add_argument("--lease-ttl-s", type=float, default=15.0)
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    sys.exit(soak(args))
+
+
+def soak(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="resplog-soak-"))
     url, name = asyncio.run(fresh_postgres())
-    api = ("--workers", "0")
-    servers = [start_server(url, "postgres", tmp / f"api{i}.log", *api) for i in range(2)]
-    workers = [
-        start_worker(url, tmp / f"worker{i}.log", "--workers", str(args.workers)) for i in range(2)
-    ]
+    fleet = Fleet(url, tmp, args.lease_ttl_s, args.workers)
     failures = 1
     try:
+        for _ in range(2):
+            fleet.start_server()
+            fleet.start_worker()
         run = Run(
-            replicas=[s.base_url for s in servers],
+            replicas=[s.base_url for s in fleet.servers],
             delay_ms=args.delay_ms,
             tokens=args.tokens,
             drop_p=args.drop,
             cancel_p=args.cancel,
             deadline=time.perf_counter() + args.seconds,
+            chaos=args.chaos_every > 0,
         )
         print(
             f"2 replicas + 2 workers, clients={args.clients} seconds={args.seconds} "
             f"delay/delta={args.delay_ms} ms tokens={args.tokens} drop={args.drop} "
-            f"cancel={args.cancel}; load {os.getloadavg()[0]:.2f}"
+            f"cancel={args.cancel} chaos every {args.chaos_every or '-'} s "
+            f"lease {args.lease_ttl_s} s; load {os.getloadavg()[0]:.2f}"
         )
-        elapsed = asyncio.run(load(run, args.clients))
-        time.sleep(1.0)  # let cancels and the last flushes land
+        chaos = None
+        if run.chaos:
+            chaos = partial(chaos_loop, run, fleet, args.chaos_every, args.clients, args.seed)
+        elapsed = asyncio.run(load(run, args.clients, chaos))
         dsn = url.replace("postgresql+asyncpg://", "postgresql://")
-        stored, status = asyncio.run(logs(dsn, list(run.seen)))
+        status = asyncio.run(settle(dsn, 3 * args.lease_ttl_s + 10))
+        stored, _ = asyncio.run(logs(dsn, list(run.seen)))
         failures = report(run, elapsed, stored, status)
+        if run.chaos:
+            failures += account(run, status)
         checked = fold_check(url)
         print(f"fold check: {len(checked.status)} logs replay and match the read model")
+        failures += verify_all(url) != 0
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
-        for w in workers:
-            stop(w.process, w.log_file)
-        for s in servers:
-            stop_server(s)
+        fleet.stop_all()
         asyncio.run(drop_postgres(PG, name))
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
-    sys.exit(1 if failures else 0)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
