@@ -25,6 +25,12 @@ PREAMBLE_TOOL_CALL = (
     "Rome.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary "
     '<|constrain|>json<|message|>{"location":"Paris"}<|call|>'
 )
+# Codex CLI's shell tool (`exec_command`, unified exec): the Codex e2e test's tool call.
+CODEX_EXEC = (
+    "<|channel|>analysis<|message|>Run the command the user asked for.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.exec_command <|constrain|>json"
+    '<|message|>{"cmd":"echo resplog-tool-ran"}<|call|>'
+)
 AFTER_TOOL = (
     "<|channel|>analysis<|message|>The tool answered; report it.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>It is 20°C and sunny in Tokyo.<|return|>"
@@ -49,6 +55,7 @@ TRANSCRIPTS = {
     "reasoning_final": REASONING_FINAL,
     "function_call": FUNCTION_CALL,
     "preamble_tool_call": PREAMBLE_TOOL_CALL,
+    "codex_exec": CODEX_EXEC,
     "after_tool": AFTER_TOOL,
     "unicode": UNICODE,
     "no_reasoning": NO_REASONING,

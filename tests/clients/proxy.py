@@ -1,0 +1,126 @@
+"""A logging reverse proxy between an agent client and `resplog serve`: it passes every
+request through unchanged (SSE streamed as it comes) and appends one JSON line per request,
+`{"method", "path", "headers", "body", "status", "error"}`, to a file.
+
+The server logs no access lines, so this is how a test knows what a client sent and that
+every answer was 200. Run: `python -m tests.clients.proxy UPSTREAM LOG [--strip]`; it
+prints `FAKE READY <url>` as the fakes do (so `FakeProcess` starts it).
+
+`--strip` forwards only function tools and drops `client_metadata` (still logging what the
+client sent): how the fixtures under tests/fixtures/clients/ were captured from whole turns
+before the server accepted those shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+from tests.fakes.asgi import READY
+
+# Hop-by-hop headers a proxy must not forward (RFC 9110 7.6.1), plus those aiohttp sets.
+_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "host",
+    "content-length",
+    "content-encoding",
+}
+
+
+def _body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def _stripped(raw: bytes) -> bytes:
+    body = _body(raw)
+    if not isinstance(body, dict):
+        return raw
+    body.pop("client_metadata", None)
+    if "tools" in body:
+        body["tools"] = [t for t in body["tools"] if t.get("type") == "function"]
+    return json.dumps(body).encode()
+
+
+class Proxy:
+    def __init__(self, upstream: str, log: Path, strip: bool = False) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.log = log
+        self.strip = strip
+        self.session: ClientSession | None = None
+
+    async def close(self, app: web.Application) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.log.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        entry: dict[str, Any] = {
+            "method": request.method,
+            "path": request.path_qs,
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+            "body": _body(raw),
+        }
+        if self.session is None:
+            self.session = ClientSession(timeout=ClientTimeout(total=120), auto_decompress=False)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        if self.strip:
+            raw = _stripped(raw)
+        try:
+            async with self.session.request(
+                request.method, self.upstream + request.path_qs, data=raw, headers=headers
+            ) as up:
+                entry["status"] = up.status
+                out = web.StreamResponse(status=up.status)
+                for k, v in up.headers.items():
+                    if k.lower() not in _HOP:
+                        out.headers[k] = v
+                await out.prepare(request)
+                chunks = []
+                async for chunk in up.content.iter_any():
+                    chunks.append(chunk)
+                    await out.write(chunk)
+                if up.status != 200:
+                    entry["error"] = _body(b"".join(chunks))
+                await out.write_eof()
+                return out
+        finally:
+            self.record(entry)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("upstream")
+    p.add_argument("log", type=Path)
+    p.add_argument("--strip", action="store_true")
+    a = p.parse_args(argv)
+    proxy = Proxy(a.upstream, a.log, a.strip)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_route("*", "/{tail:.*}", proxy.handle)
+    app.on_cleanup.append(proxy.close)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections queue from now on, so READY can be printed first
+    print(f"{READY}http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    web.run_app(app, sock=sock, print=None)
+
+
+if __name__ == "__main__":
+    main()
