@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -85,6 +85,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     # Deepest nesting of arrays and objects in a body: far inside what every reader of the
     # stored log can render back (Python's recursion limit is about 1000).
     max_json_depth: int = 128
+    # Hosted tools (domain.tools.HOSTED_TOOL_TYPES): accepted and not offered, or refused.
+    hosted_tools: Literal["accept", "refuse"] = "accept"
 
 
 class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -391,6 +393,13 @@ def _tool(t: ToolParam, param: str, limits: Limits, names: _Names) -> dict[str, 
             fields["parameters"] = t.parameters
             return {"type": "tool_search", **{k: v for k, v in fields.items() if v is not None}}
         case HostedToolParam(tool=tool):
+            if limits.hosted_tools == "refuse":
+                raise InvalidRequest(
+                    f"Unsupported tool type '{tool['type']}' at {param}: this server does not "
+                    "run hosted tools.",
+                    param=f"{param}.type",
+                    code="unsupported_parameter",
+                )
             _check_size(param, tool, limits)
             return tool
     raise AssertionError(f"unhandled tool {type(t).__name__}")

@@ -115,7 +115,7 @@ def test_hosted_tools_are_echoed_and_never_offered(client: openai.OpenAI) -> Non
 
 
 def test_a_custom_tool_call_streams_its_input_and_round_trips(
-    client: openai.OpenAI, http: httpx.Client
+    client: openai.OpenAI, http: httpx.Client, server: Server
 ) -> None:
     tools: Any = [APPLY_PATCH]
     with client.responses.stream(model="scripted", input="*** Begin Patch", tools=tools) as s:
@@ -137,6 +137,16 @@ def test_a_custom_tool_call_streams_its_input_and_round_trips(
         input=[{"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done!"}],
     )
     assert second.output_text == "The function returned: Done!"
+    # The audit CLI renders the custom call and its output.
+    shown = subprocess.run(
+        [RESPLOG, "conversation", second.id, "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"custom_tool_call apply_patch ({call.call_id}): *** Begin Patch" in shown
+    assert f"custom_tool_call_output ({call.call_id}): Done!" in shown
 
 
 def test_store_false_history_with_custom_and_namespaced_calls_is_accepted(

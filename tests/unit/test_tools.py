@@ -291,3 +291,11 @@ def test_an_echoed_function_tool_keeps_the_bytes_stored_logs_have() -> None:
     assert msgspec.json.encode(echoed) == (
         b'{"type":"function","name":"f","description":null,"parameters":null,"strict":null}'
     )
+
+
+def test_hosted_tools_can_be_refused_by_the_operator() -> None:
+    body = json.dumps({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}).encode()
+    with pytest.raises(InvalidRequest) as caught:
+        parse_create_body(body, Limits(hosted_tools="refuse"))
+    assert (caught.value.param, caught.value.code) == ("tools[0].type", "unsupported_parameter")
+    assert "web_search" in caught.value.message
