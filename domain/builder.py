@@ -15,6 +15,8 @@ from domain.events import (
     AnyEvent,
     ContentPartAdded,
     ContentPartDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
     EndFacts,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
@@ -40,6 +42,7 @@ from domain.generation import (
     EndItem,
     Finished,
     FunctionCallStart,
+    InputDelta,
     ReasoningDelta,
     RefusalDelta,
     SummaryDelta,
@@ -48,6 +51,7 @@ from domain.generation import (
 )
 from domain.objects import (
     ContentPart,
+    CustomToolCall,
     FunctionCall,
     IncompleteDetails,
     InputTokensDetails,
@@ -125,6 +129,13 @@ def close_item(batch: Batch, status: ItemStatus = "completed") -> None:
                 sequence_number=n, item_id=iid, output_index=i, name=name, arguments=args
             )
         )
+    elif isinstance(item, CustomToolCall):
+        cid, text = item.id or "", item.input
+        batch.add(
+            lambda n: CustomToolCallInputDone(
+                sequence_number=n, item_id=cid, output_index=i, input=text
+            )
+        )
     done = replace(item, status=status)
     batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
 
@@ -191,14 +202,42 @@ def _summary(batch: Batch, delta: SummaryDelta) -> None:
 def _function_call(batch: Batch, delta: FunctionCallStart) -> None:
     close_item(batch)
     rid, n = batch.response.id, len(batch.response.output)
-    call = FunctionCall(
-        id=item_id(rid, "fc", n),
-        call_id=delta.call_id or item_id(rid, "call", n),
-        name=delta.name,
-        arguments="",
-        status="in_progress",
-    )
+    call_id = delta.call_id or item_id(rid, "call", n)
+    namespace = msgspec.UNSET if delta.namespace is None else delta.namespace
+    call: OutputItem
+    if delta.custom:
+        call = CustomToolCall(
+            id=item_id(rid, "ctc", n),
+            call_id=call_id,
+            name=delta.name,
+            input="",
+            status="in_progress",
+            namespace=namespace,
+        )
+    else:
+        call = FunctionCall(
+            id=item_id(rid, "fc", n),
+            call_id=call_id,
+            name=delta.name,
+            arguments="",
+            status="in_progress",
+            namespace=namespace,
+        )
     _open_new_item(batch, call)
+
+
+def _input(batch: Batch, delta: InputDelta) -> None:
+    i, resp, text = batch.state.open_index, batch.response, delta.text
+    item = resp.output[i] if i is not None else None
+    if not isinstance(item, CustomToolCall) or i is None:
+        raise InvalidTransition(f"response {resp.id}: input with no open custom tool call")
+    if text:
+        iid = item.id or ""
+        batch.add(
+            lambda n: CustomToolCallInputDelta(
+                sequence_number=n, item_id=iid, output_index=i, delta=text
+            )
+        )
 
 
 def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
@@ -228,6 +267,7 @@ _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     SummaryDelta: _summary,
     FunctionCallStart: _function_call,
     ArgumentsDelta: _arguments,
+    InputDelta: _input,
     EndItem: _end_item,
 }
 

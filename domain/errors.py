@@ -40,6 +40,11 @@ class InvalidTransition(DomainError):
 class NotFound(DomainError):
     """The response does not exist, was deleted, or belongs to someone else."""
 
+    def __init__(self, message: str = "", *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.param = param
+        self.code = code
+
 
 class Conflict(DomainError):
     """An append lost the race: the stream was not at the expected version."""

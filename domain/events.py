@@ -166,6 +166,22 @@ class FunctionCallArgumentsDone(
     arguments: str
 
 
+class CustomToolCallInputDelta(
+    Event, frozen=True, kw_only=True, tag="response.custom_tool_call_input.delta"
+):
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class CustomToolCallInputDone(
+    Event, frozen=True, kw_only=True, tag="response.custom_tool_call_input.done"
+):
+    item_id: str
+    output_index: int
+    input: str
+
+
 class ReasoningTextDelta(Event, frozen=True, kw_only=True, tag="response.reasoning_text.delta"):
     item_id: str
     output_index: int
@@ -239,6 +255,8 @@ AnyEvent = (
     | OutputRefusalDone
     | FunctionCallArgumentsDelta
     | FunctionCallArgumentsDone
+    | CustomToolCallInputDelta
+    | CustomToolCallInputDone
     | ReasoningTextDelta
     | ReasoningTextDone
     | ReasoningSummaryPartAdded
@@ -265,6 +283,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     OutputRefusalDone,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
     ReasoningTextDelta,
     ReasoningTextDone,
     ReasoningSummaryPartAdded,

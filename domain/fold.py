@@ -19,6 +19,8 @@ from domain.events import (
     AnyEvent,
     ContentPartAdded,
     ContentPartDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
     Event,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
@@ -46,6 +48,7 @@ from domain.events import (
 )
 from domain.objects import (
     ContentPart,
+    CustomToolCall,
     FunctionCall,
     IncompleteDetails,
     OutputItem,
@@ -271,7 +274,11 @@ def _item_added(state: ResponseState, event: OutputItemAdded) -> ResponseState:
         raise _fail(state, event, "an item is still open, or the response never started")
     if i != len(resp.output) or item.status != "in_progress":
         raise _fail(state, event, f"a new item must be in_progress at index {len(resp.output)}")
-    if content_parts(item) or (isinstance(item, FunctionCall) and item.arguments):
+    if (
+        content_parts(item)
+        or (isinstance(item, FunctionCall) and item.arguments)
+        or (isinstance(item, CustomToolCall) and item.input)
+    ):
         raise _fail(state, event, "a new item must be empty")
     return replace(
         state,
@@ -289,7 +296,7 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
     item = _open_item(state, event, i, done.id or "")
     if state.open_part is not None or state.open_summary is not None:
         raise _fail(state, event, "a content part is still open")
-    if isinstance(item, FunctionCall):
+    if isinstance(item, FunctionCall | CustomToolCall):
         _must_be_closing(state, event, "call's final arguments")
     if done.status not in ("completed", "incomplete") or replace(item, status=done.status) != done:
         raise _fail(state, event, "the final item differs from its deltas")
@@ -452,6 +459,24 @@ def _arguments_done(state: ResponseState, event: FunctionCallArgumentsDone) -> R
     return replace(state, version=event.sequence_number, closing=True)
 
 
+def _input_delta(state: ResponseState, event: CustomToolCallInputDelta) -> ResponseState:
+    i = event.output_index
+    item = _open_item(state, event, i, event.item_id)
+    if not isinstance(item, CustomToolCall):
+        raise _fail(state, event, f"output item {i} is not a custom tool call")
+    _not_closing(state, event)
+    new = replace(item, input=item.input + event.delta)
+    return _set_item(state, i, new, version=event.sequence_number)
+
+
+def _input_done(state: ResponseState, event: CustomToolCallInputDone) -> ResponseState:
+    item = _open_item(state, event, event.output_index, event.item_id)
+    if not isinstance(item, CustomToolCall) or item.input != event.input:
+        raise _fail(state, event, "the final input differs from its deltas")
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number, closing=True)
+
+
 # --- dispatch ---------------------------------------------------------------------------------
 
 # A table rather than one `match`, so that each handler is typed for its own event class
@@ -480,4 +505,6 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     ReasoningSummaryPartDone: _summary_part_done,
     FunctionCallArgumentsDelta: _arguments_delta,
     FunctionCallArgumentsDone: _arguments_done,
+    CustomToolCallInputDelta: _input_delta,
+    CustomToolCallInputDone: _input_done,
 }

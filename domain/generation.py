@@ -12,13 +12,13 @@ from typing import Literal
 import msgspec
 
 from domain.objects import (
-    FunctionTool,
     InputItem,
     OutputItem,
     ReasoningConfig,
     TextConfig,
     ToolChoice,
 )
+from domain.tools import OfferedTool
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,7 +38,7 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     instructions: str | None
     history: list[Turn]  # oldest first; the chain of `previous_response_id`
     input: list[InputItem]
-    tools: list[FunctionTool]
+    tools: list[OfferedTool]  # what the model is told about (domain.tools.offered)
     tool_choice: ToolChoice
     parallel_tool_calls: bool
     max_output_tokens: int | None
@@ -80,10 +80,19 @@ class RefusalDelta(Delta, frozen=True, kw_only=True):
 
 
 class FunctionCallStart(Delta, frozen=True, kw_only=True):
-    """The model starts calling function `name`; arguments follow as `ArgumentsDelta`."""
+    """The model starts calling tool `name` (in `namespace`, if the tool is in one);
+    arguments follow as `ArgumentsDelta`, or for a `custom` tool its text as `InputDelta`."""
 
     name: str
     call_id: str | None = None  # the engine's id if it has one; else one is derived
+    namespace: str | None = None
+    custom: bool = False
+
+
+class InputDelta(Delta, frozen=True, kw_only=True):
+    """Text of a custom tool call's input."""
+
+    text: str
 
 
 class ArgumentsDelta(Delta, frozen=True, kw_only=True):
@@ -118,6 +127,7 @@ AnyDelta = (
     | RefusalDelta
     | FunctionCallStart
     | ArgumentsDelta
+    | InputDelta
     | EndItem
     | Finished
 )

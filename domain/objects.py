@@ -70,15 +70,34 @@ class ReasoningItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="reas
     status: ItemStatus | None = None
 
 
+# A tool call's `namespace` is UNSET (left out of the JSON) unless the tool was in a
+# `namespace` tool, so calls of plain functions keep the bytes they always had.
+Namespace = str | msgspec.UnsetType
+
+
 class FunctionCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="function_call"):
     id: str | None = None
     call_id: str
     name: str
     arguments: str
     status: ItemStatus | None = None
+    namespace: Namespace = msgspec.UNSET
 
 
-OutputItem = OutputMessage | ReasoningItem | FunctionCall
+class CustomToolCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="custom_tool_call"):
+    """A call of a `custom` tool: free-form text `input` instead of JSON arguments
+    (openai-python `ResponseCustomToolCall`)."""
+
+    id: str | None = None
+    call_id: str
+    name: str
+    input: str
+    status: ItemStatus | None = None
+    namespace: Namespace = msgspec.UNSET
+
+
+ToolCall = FunctionCall | CustomToolCall
+OutputItem = OutputMessage | ReasoningItem | FunctionCall | CustomToolCall
 
 
 # --- input items (what a client sends; stored in the request facts) -------------------------
@@ -106,6 +125,27 @@ class InputFunctionCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="
     name: str
     arguments: str
     status: ItemStatus | None = "completed"
+    namespace: Namespace = msgspec.UNSET
+
+
+class InputCustomToolCall(
+    _Obj, frozen=True, kw_only=True, tag_field="type", tag="custom_tool_call"
+):
+    id: str
+    call_id: str
+    name: str
+    input: str
+    status: ItemStatus | None = "completed"
+    namespace: Namespace = msgspec.UNSET
+
+
+class CustomToolCallOutput(
+    _Obj, frozen=True, kw_only=True, tag_field="type", tag="custom_tool_call_output"
+):
+    id: str
+    call_id: str
+    output: str
+    status: ItemStatus | None = "completed"
 
 
 class InputReasoning(_Obj, frozen=True, kw_only=True, tag_field="type", tag="reasoning"):
@@ -116,13 +156,29 @@ class InputReasoning(_Obj, frozen=True, kw_only=True, tag_field="type", tag="rea
     status: ItemStatus | None = None
 
 
-InputItem = InputMessage | FunctionCallOutput | InputFunctionCall | InputReasoning
+InputItem = (
+    InputMessage
+    | FunctionCallOutput
+    | InputFunctionCall
+    | InputReasoning
+    | InputCustomToolCall
+    | CustomToolCallOutput
+)
+
+
+class ItemReference(_Obj, frozen=True, kw_only=True, tag_field="type", tag="item_reference"):
+    """An input item named by its id (openai-python `ItemReference`): never stored, the
+    create use-case puts the item it names in its place."""
+
+    id: str
 
 
 # --- configuration echoed on the response ---------------------------------------------------
 
 
 class FunctionTool(_Obj, frozen=True, kw_only=True, tag_field="type", tag="function"):
+    """A function tool as the response echoes it (the form every stored log has)."""
+
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
@@ -133,12 +189,18 @@ class FunctionToolChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag=
     name: str
 
 
+class CustomToolChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="custom"):
+    name: str
+
+
 class AllowedToolsChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="allowed_tools"):
     mode: Literal["auto", "required"]
     tools: list[dict[str, Any]]
 
 
-ToolChoice = Literal["none", "auto", "required"] | FunctionToolChoice | AllowedToolsChoice
+ToolChoice = (
+    Literal["none", "auto", "required"] | FunctionToolChoice | CustomToolChoice | AllowedToolsChoice
+)
 
 
 class FormatText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="text"):
@@ -226,7 +288,10 @@ class ResponseObject(_Obj, frozen=True, kw_only=True):
     temperature: float | None = None
     text: TextConfig = msgspec.field(default_factory=TextConfig)
     tool_choice: ToolChoice = "auto"
-    tools: list[FunctionTool] = msgspec.field(default_factory=list)
+    # Every tool as the client sent it, normalised by the decoder (function tools in
+    # `FunctionTool`'s form): hosted tools this deployment does not run are echoed too, so
+    # the list is plain JSON; `domain.tools.offered` reads the ones the model is told about.
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
     top_logprobs: int | None = None
     top_p: float | None = None
     truncation: Literal["auto", "disabled"] = "disabled"

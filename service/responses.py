@@ -19,7 +19,9 @@ from domain.events import RequestFacts
 from domain.fold import project
 from domain.generation import Prompt, Turn
 from domain.objects import (
+    CustomToolCallOutput,
     FunctionCallOutput,
+    InputCustomToolCall,
     InputFunctionCall,
     InputItem,
     InputMessage,
@@ -28,12 +30,14 @@ from domain.objects import (
 )
 from domain.reasons import CancelReason
 from domain.state import ResponseState
+from domain.tools import offered
 from service.bundle import Bundle
 from service.history import load_history
 from service.ports import (
     StoredEvent,
 )
 from service.reads import close_tail
+from service.references import resolve_references
 from service.runner import Generation
 from service.wire import CreateRequest
 
@@ -65,11 +69,12 @@ async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Starte
             code="model_not_found",
         )
     history = await load_history(svc, req.response.previous_response_id, owner)
+    items = await resolve_references(svc, req.input, owner)
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
         owner=owner,
-        input=assign_ids(rid, req.input),
+        input=assign_ids(rid, items),
         stream=req.stream,
         include=req.include,
         extra=req.extra,
@@ -161,6 +166,8 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         FunctionCallOutput: "fco",
         InputFunctionCall: "fc",
         InputReasoning: "rs",
+        InputCustomToolCall: "ctc",
+        CustomToolCallOutput: "ctco",
     }
     return [
         item
@@ -179,7 +186,7 @@ def build_prompt(response: ResponseObject, items: list[InputItem], history: list
         instructions=response.instructions,
         history=history,
         input=items,
-        tools=response.tools,
+        tools=offered(response.tools),
         tool_choice=response.tool_choice,
         parallel_tool_calls=response.parallel_tool_calls,
         max_output_tokens=response.max_output_tokens,

@@ -25,6 +25,7 @@ from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
 from service.batching import Inbox
 from service.ports import Engine, EventWriter
+from service.toolcalls import tool_calls
 
 log = logging.getLogger("resplog.runner")
 
@@ -133,7 +134,7 @@ class Runner:
             await self._step(rid, holder, start(holder[0]), durable=True)
         # The engine is read in the inbox's task while this one waits for the log, so what
         # arrives during an append becomes the next batch (service/batching.py).
-        inbox = Inbox(self._engine.generate(prompt))
+        inbox = Inbox(tool_calls(self._engine.generate(prompt), prompt.tools))
         try:
             while True:
                 d = self._decide(holder[0], await inbox.take())

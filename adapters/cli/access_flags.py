@@ -42,6 +42,8 @@ def _env(name: str) -> str:
 
 def _limit_options(func: F) -> F:
     for field in reversed(msgspec.structs.fields(Limits)):
+        if field.type is not int:
+            continue  # a policy, not a number: its own option in `access_options`
         func = click.option(
             _flag(field.name),
             field.name,
@@ -97,6 +99,16 @@ def access_options(func: F) -> F:
             show_default=True,
             type=click.FloatRange(min=0),
             help="How long a key lookup is cached: a revoked key stops working within this.",
+        ),
+        click.option(
+            "--hosted-tools",
+            envvar="RESPLOG_HOSTED_TOOLS",
+            type=click.Choice(["accept", "refuse"]),
+            default="accept",
+            show_default=True,
+            help="Tools OpenAI runs itself (web_search, file_search, ...), which this server "
+            "cannot: accept (echoed, not offered to the model, recorded in the log) or refuse "
+            "(a 400 naming the tool).",
         ),
         click.option(
             "--send-timeout-s",

@@ -38,11 +38,11 @@ from domain.generation import (
 )
 from domain.objects import (
     AllowedToolsChoice,
+    CustomToolChoice,
     FormatJsonObject,
     FormatJsonSchema,
     FunctionCall,
     FunctionCallOutput,
-    FunctionTool,
     FunctionToolChoice,
     InputFunctionCall,
     InputItem,
@@ -53,8 +53,12 @@ from domain.objects import (
     ReasoningItem,
     Refusal,
 )
+from domain.tools import OfferedTool, function_view, narrowed
 
 log = logging.getLogger(__name__)
+
+# A namespaced tool's function name here: chat function names may not hold a dot.
+SEPARATOR = "__"
 
 # --- prompt -> chat request -------------------------------------------------------------
 
@@ -87,7 +91,7 @@ class _Messages:
             last.setdefault("tool_calls", []).append(call)
 
     def item(self, item: InputItem | OutputItem) -> None:
-        match item:
+        match function_view(item, SEPARATOR):
             case InputMessage(role="assistant", content=content):
                 self.assistant(_text(content))
             case InputMessage(role=role, content=content):
@@ -121,8 +125,8 @@ def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
     return messages.out
 
 
-def _tool(tool: FunctionTool) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name}
+def _tool(tool: OfferedTool) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.qualified(SEPARATOR)}
     if tool.description is not None:
         function["description"] = tool.description
     function["parameters"] = tool.parameters or {"type": "object", "properties": {}}
@@ -132,17 +136,16 @@ def _tool(tool: FunctionTool) -> dict[str, Any]:
 
 
 def tools_and_choice(prompt: Prompt) -> dict[str, Any]:
-    """`tools` and `tool_choice`; allowed_tools narrows the list (chat has no such choice)."""
+    """`tools` and `tool_choice`; a named tool or allowed_tools narrows the list (chat has no
+    allowed_tools, and names a forced function by its qualified name)."""
     if not prompt.tools:
         return {}
     choice = prompt.tool_choice
-    tools = prompt.tools
+    tools = narrowed(prompt.tools, choice)
     wire: Any = choice
-    if isinstance(choice, FunctionToolChoice):
-        wire = {"type": "function", "function": {"name": choice.name}}
+    if isinstance(choice, FunctionToolChoice | CustomToolChoice):
+        wire = {"type": "function", "function": {"name": tools[0].qualified(SEPARATOR)}}
     elif isinstance(choice, AllowedToolsChoice):
-        allowed = {t.get("name") for t in choice.tools}
-        tools = [t for t in tools if t.name in allowed]
         wire = choice.mode
     out: dict[str, Any] = {"tools": [_tool(t) for t in tools], "tool_choice": wire}
     out["parallel_tool_calls"] = prompt.parallel_tool_calls

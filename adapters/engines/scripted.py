@@ -25,22 +25,22 @@ from domain.generation import (
     EndItem,
     Finished,
     FunctionCallStart,
+    InputDelta,
     Prompt,
     ReasoningDelta,
     TextDelta,
     TokenUsage,
 )
 from domain.objects import (
-    AllowedToolsChoice,
+    CustomToolCallOutput,
     FunctionCallOutput,
-    FunctionTool,
-    FunctionToolChoice,
     InputItem,
     InputMessage,
     InputText,
     OutputMessage,
     OutputText,
 )
+from domain.tools import OfferedTool, narrowed
 
 log = logging.getLogger("resplog.engine.scripted")
 
@@ -56,7 +56,7 @@ def _words(text: str) -> list[str]:
 def _item_text(item: InputItem) -> str:
     if isinstance(item, InputMessage):
         return " ".join(p.text for p in item.content if isinstance(p, InputText | OutputText))
-    if isinstance(item, FunctionCallOutput):
+    if isinstance(item, FunctionCallOutput | CustomToolCallOutput):
         return item.output
     return ""
 
@@ -77,18 +77,14 @@ def _prompt_words(prompt: Prompt) -> tuple[int, int]:
     return history + current, history
 
 
-def _tool_to_call(prompt: Prompt) -> FunctionTool | None:
+def _tool_to_call(prompt: Prompt) -> OfferedTool | None:
+    """The first tool the choice leaves, unless the last input answers a call."""
     if not prompt.tools or prompt.tool_choice == "none":
         return None
-    if prompt.input and isinstance(prompt.input[-1], FunctionCallOutput):
+    if prompt.input and isinstance(prompt.input[-1], FunctionCallOutput | CustomToolCallOutput):
         return None
-    choice = prompt.tool_choice
-    if isinstance(choice, FunctionToolChoice):
-        return next(t for t in prompt.tools if t.name == choice.name)
-    if isinstance(choice, AllowedToolsChoice):
-        names = {t.get("name") for t in choice.tools}
-        return next((t for t in prompt.tools if t.name in names), None)
-    return prompt.tools[0]
+    tools = narrowed(prompt.tools, prompt.tool_choice)
+    return tools[0] if tools else None
 
 
 def _example(schema: dict[str, Any], text: str) -> object:
@@ -105,7 +101,7 @@ def _example(schema: dict[str, Any], text: str) -> object:
     }.get(str(kind), text[:40])
 
 
-def _arguments(tool: FunctionTool, text: str) -> str:
+def _arguments(tool: OfferedTool, text: str) -> str:
     props = (tool.parameters or {}).get("properties") or {}
     args = {
         name: _example(spec if isinstance(spec, dict) else {}, text) for name, spec in props.items()
@@ -147,6 +143,17 @@ def _output_text(item: object) -> str:
     return ""
 
 
+def _call(tool: OfferedTool, text: str) -> Iterator[AnyDelta]:
+    """A call of `tool`: example arguments from its schema, or for a custom tool the user's
+    text as its input, in chunks of 8 characters."""
+    ns = tool.namespace
+    body = text if tool.custom else _arguments(tool, text)
+    yield FunctionCallStart(name=tool.name, namespace=ns, custom=tool.custom)
+    chunks = [body[i : i + 8] for i in range(0, len(body), 8)]
+    yield from (InputDelta(text=c) if tool.custom else ArgumentsDelta(text=c) for c in chunks)
+    yield EndItem()
+
+
 def script(prompt: Prompt, tokens: int | None) -> Iterator[AnyDelta]:
     """The deterministic deltas for a prompt (without the final `Finished`), made as they
     are taken: a long answer is never held as a list."""
@@ -157,15 +164,12 @@ def script(prompt: Prompt, tokens: int | None) -> Iterator[AnyDelta]:
     yield EndItem()
     tool = _tool_to_call(prompt)
     if tool is not None:
-        args = _arguments(tool, text)
-        yield FunctionCallStart(name=tool.name)
-        yield from (ArgumentsDelta(text=args[i : i + 8]) for i in range(0, len(args), 8))
-        yield EndItem()
+        yield from _call(tool, text)
         return
     last = prompt.input[-1] if prompt.input else None
     if prompt.metadata.get("scripted_mode") == "transcript":
         answer = transcript(prompt)
-    elif isinstance(last, FunctionCallOutput):
+    elif isinstance(last, FunctionCallOutput | CustomToolCallOutput):
         answer = f"The function returned: {last.output}"
     else:
         answer = f"You said: {text}" if text else "Hello from the scripted engine."

@@ -75,7 +75,7 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
         case InvalidRequest():
             return error_response(400, exc.message, param=exc.param, code=exc.code)
         case NotFound():
-            return error_response(404, str(exc) or "Not found.")
+            return error_response(404, str(exc) or "Not found.", param=exc.param, code=exc.code)
         case InvalidTransition():
             return error_response(400, str(exc), code="invalid_state")
         case Conflict():

@@ -25,7 +25,13 @@ from service.bundle import Bundle
 from service.ports import StoredEvent
 from service.quotas import Slot
 from service.settings import Settings
-from service.wire import RESPONSE_ID, ErrorBody, check_response_id, parse_create_body
+from service.wire import (
+    RESPONSE_ID,
+    ErrorBody,
+    check_response_id,
+    parse_create_body,
+    with_client_headers,
+)
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -121,6 +127,7 @@ async def create_response(
     request: Request[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
 ) -> Response[ResponseObject]:
     req = parse_create_body(await json_body(request), settings.limits)
+    req = with_client_headers(req, request.headers)
     owner = owner_of(request)
     if req.stream:
         slot = _open_stream(request, access)  # before anything is written: a 429 writes none

@@ -10,8 +10,11 @@ import msgspec
 
 from domain.events import EndFacts, RequestFacts
 from domain.objects import (
+    CustomToolCall,
+    CustomToolCallOutput,
     FunctionCall,
     FunctionCallOutput,
+    InputCustomToolCall,
     InputFunctionCall,
     InputItem,
     InputMessage,
@@ -27,7 +30,14 @@ from domain.objects import (
 )
 from service.audit.timeline import iso
 
-EntryKind = Literal["message", "reasoning", "function_call", "function_call_output"]
+EntryKind = Literal[
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+]
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +86,10 @@ def _input_entry(item: InputItem) -> Entry:
             return Entry(kind="function_call_output", call_id=cid, text=out)
         case InputFunctionCall(call_id=cid, name=name, arguments=args):
             return Entry(kind="function_call", call_id=cid, name=name, text=args)
+        case InputCustomToolCall(call_id=cid, name=name, input=text):
+            return Entry(kind="custom_tool_call", call_id=cid, name=name, text=text)
+        case CustomToolCallOutput(call_id=cid, output=out):
+            return Entry(kind="custom_tool_call_output", call_id=cid, text=out)
         case InputReasoning(summary=summary, content=content):
             return Entry(kind="reasoning", text=_parts_text([*summary, *content]))
     raise AssertionError(item)  # pragma: no cover - the union is closed
@@ -89,6 +103,8 @@ def _output_entry(item: OutputItem) -> Entry:
             return Entry(kind="reasoning", text=_parts_text([*summary, *content]))
         case FunctionCall(call_id=cid, name=name, arguments=args):
             return Entry(kind="function_call", call_id=cid, name=name, text=args)
+        case CustomToolCall(call_id=cid, name=name, input=text):
+            return Entry(kind="custom_tool_call", call_id=cid, name=name, text=text)
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 
@@ -160,10 +176,10 @@ def _ending(turn: TurnView) -> list[str]:
 def _text_entry(entry: Entry) -> str:
     if entry.kind == "message":
         return f"{entry.role}: {entry.text}"
-    if entry.kind == "function_call":
-        return f"function_call {entry.name} ({entry.call_id}): {entry.text}"
-    if entry.kind == "function_call_output":
-        return f"function_call_output ({entry.call_id}): {entry.text}"
+    if entry.kind in ("function_call", "custom_tool_call"):
+        return f"{entry.kind} {entry.name} ({entry.call_id}): {entry.text}"
+    if entry.kind in ("function_call_output", "custom_tool_call_output"):
+        return f"{entry.kind} ({entry.call_id}): {entry.text}"
     return f"reasoning: {entry.text}"
 
 
@@ -200,7 +216,14 @@ def _md_entry(entry: Entry) -> list[str]:
             "",
             *_fence(entry.text, "json"),
         ]
-    return [f"**function output** (`{entry.call_id}`):", "", *_fence(entry.text)]
+    if entry.kind == "custom_tool_call":
+        return [
+            f"**custom tool call** `{entry.name}` (`{entry.call_id}`):",
+            "",
+            *_fence(entry.text),
+        ]
+    what = "function output" if entry.kind == "function_call_output" else "custom tool output"
+    return [f"**{what}** (`{entry.call_id}`):", "", *_fence(entry.text)]
 
 
 def to_markdown(view: ConversationView) -> str:

@@ -13,6 +13,8 @@ from domain.events import (
     AnyEvent,
     ContentPartAdded,
     ContentPartDone,
+    CustomToolCallInputDelta,
+    CustomToolCallInputDone,
     EndFacts,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
@@ -38,7 +40,7 @@ from domain.events import (
     ResponseQueued,
 )
 from domain.fold import evolve, project
-from domain.objects import FunctionCall, OutputItem, ResponseObject, Usage
+from domain.objects import CustomToolCall, FunctionCall, OutputItem, ResponseObject, Usage
 from domain.state import ResponseState
 from service.ports import StoredEvent
 
@@ -64,8 +66,9 @@ def _kind(value: msgspec.Struct) -> str:
 
 
 def _item(item: OutputItem) -> str:
-    if isinstance(item, FunctionCall):
-        return f"function_call {item.name} {item.call_id}"
+    if isinstance(item, FunctionCall | CustomToolCall):
+        ns = f"{item.namespace}." if isinstance(item.namespace, str) else ""
+        return f"{_kind(item)} {ns}{item.name} {item.call_id}"
     return f"{_kind(item)} {item.id}"
 
 
@@ -113,8 +116,14 @@ def summary(event: AnyEvent) -> str:
             return f"#{i}.{c} {_kind(p)} done"
         case OutputTextDelta(delta=d) | ReasoningTextDelta(delta=d) | OutputRefusalDelta(delta=d):
             return clip(d)
-        case FunctionCallArgumentsDelta(delta=d) | ReasoningSummaryTextDelta(delta=d):
+        case (
+            FunctionCallArgumentsDelta(delta=d)
+            | ReasoningSummaryTextDelta(delta=d)
+            | CustomToolCallInputDelta(delta=d)
+        ):
             return clip(d)
+        case CustomToolCallInputDone(input=t):
+            return f"{len(t)} chars {clip(t)}"
         case OutputTextDone(text=t) | ReasoningTextDone(text=t) | ReasoningSummaryTextDone(text=t):
             return f"{len(t)} chars {clip(t)}"
         case OutputRefusalDone(refusal=t):

@@ -10,6 +10,7 @@ from service.wire.decode import (
     Limits,
     check_response_id,
     parse_create_body,
+    with_client_headers,
 )
 from service.wire.errors import ErrorBody, ErrorDetail
 from service.wire.request import CreateResponseBody
@@ -25,4 +26,5 @@ __all__ = [
     "Limits",
     "check_response_id",
     "parse_create_body",
+    "with_client_headers",
 ]

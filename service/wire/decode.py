@@ -6,25 +6,30 @@ OpenAI's `param` and `code`; nothing is written for a rejected request.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import msgspec
 
 from domain.errors import InvalidRequest
 from domain.objects import (
     AllowedToolsChoice,
+    CustomToolCallOutput,
+    CustomToolChoice,
     FormatJsonObject,
     FormatJsonSchema,
     FormatText,
     FunctionCallOutput,
     FunctionTool,
     FunctionToolChoice,
+    InputCustomToolCall,
     InputFunctionCall,
     InputItem,
     InputMessage,
     InputPart,
     InputReasoning,
     InputText,
+    ItemReference,
     OutputText,
     ReasoningConfig,
     Refusal,
@@ -33,26 +38,36 @@ from domain.objects import (
     TextFormat,
     ToolChoice,
 )
+from domain.tools import HOSTED_TOOL_TYPES, not_offered, offered
 from service.wire.depth import check_nesting
 from service.wire.rejection import rejection
 from service.wire.request import (
     ContentPartParam,
     CreateResponseBody,
+    CustomToolCallOutputParam,
+    CustomToolCallParam,
+    CustomToolParam,
     FormatJsonObjectParam,
     FormatJsonSchemaParam,
     FunctionCallOutputParam,
     FunctionCallParam,
     FunctionToolParam,
+    HostedToolParam,
     InputItemParam,
+    ItemReferenceParam,
     MessageParam,
+    NamespaceToolParam,
     OutputTextParam,
     ReasoningItemParam,
     ReasoningParam,
     RefusalParam,
     TextParam,
     ToolChoiceAllowedParam,
+    ToolChoiceCustomParam,
     ToolChoiceFunctionParam,
     ToolChoiceParam,
+    ToolParam,
+    ToolSearchToolParam,
 )
 
 
@@ -70,6 +85,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     # Deepest nesting of arrays and objects in a body: far inside what every reader of the
     # stored log can render back (Python's recursion limit is about 1000).
     max_json_depth: int = 128
+    # Hosted tools (domain.tools.HOSTED_TOOL_TYPES): accepted and not offered, or refused.
+    hosted_tools: Literal["accept", "refuse"] = "accept"
 
 
 class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,7 +98,7 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     response: ResponseObject
-    input: list[InputItem]
+    input: list[InputItem | ItemReference]  # references are resolved by the use-case
     stream: bool
     include: list[str]
     extra: dict[str, Any]  # parameters kept verbatim for audit (e.g. `stream_options`)
@@ -120,7 +137,7 @@ def parse_create_body(body: bytes, limits: Limits) -> CreateRequest:
     if not isinstance(raw, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
     _refuse_unsupported(raw)
-    raw = _tag_easy_messages(raw)
+    raw = _wrap_hosted(_tag_easy_messages(raw))
     try:
         parsed = msgspec.convert(raw, CreateResponseBody)
     except msgspec.ValidationError as exc:
@@ -129,25 +146,32 @@ def parse_create_body(body: bytes, limits: Limits) -> CreateRequest:
 
 
 def _refuse_unsupported(raw: dict[str, Any]) -> None:
-    """OpenAI fields and tool kinds resplog lacks get a 400 saying so, not "unknown"."""
+    """OpenAI fields resplog lacks get a 400 saying so, not "unknown"."""
     for name, why in UNSUPPORTED_FIELDS.items():
         if name in raw and raw[name] is not None:
             raise InvalidRequest(
                 f"Unsupported parameter: '{name}': {why}.", param=name, code="unsupported_parameter"
             )
+
+
+def _wrap_hosted(raw: dict[str, Any]) -> dict[str, Any]:
+    """Put each hosted tool (`web_search`, ...) under the `hosted` tag, as sent, so that
+    msgspec reads every tool kind through one tagged union."""
     tools = raw.get("tools")
-    for i, tool in enumerate(tools if isinstance(tools, list) else []):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if isinstance(kind, str) and kind != "function":
-            raise InvalidRequest(
-                f"Unsupported tool type '{kind}' at tools[{i}]: resplog supports function tools.",
-                param=f"tools[{i}].type",
-                code="unsupported_parameter",
-            )
+    if not isinstance(tools, list):
+        return raw
+    wrapped = [
+        {"type": "hosted", "tool": t}
+        if isinstance(t, dict) and t.get("type") in HOSTED_TOOL_TYPES
+        else t
+        for t in tools
+    ]
+    return {**raw, "tools": wrapped}
 
 
 def _tag_easy_messages(raw: dict[str, Any]) -> dict[str, Any]:
-    """Give `type: "message"` to input items that have a `role` and no `type`.
+    """Give `type: "message"` to input items without a `type` (`item_reference` to one that
+    is only an id).
 
     OpenAI lets a message omit its type (openai-python `EasyInputMessageParam`), but a
     msgspec tagged union needs the tag to pick a Struct, so it is filled in here; nothing
@@ -156,13 +180,16 @@ def _tag_easy_messages(raw: dict[str, Any]) -> dict[str, Any]:
     items = raw.get("input")
     if not isinstance(items, list):
         return raw
-    tagged = [
-        {"type": "message", **item}
-        if isinstance(item, dict) and "type" not in item and "role" in item
-        else item
-        for item in items
-    ]
-    return {**raw, "input": tagged}
+    return {**raw, "input": [_easy(item) for item in items]}
+
+
+def _easy(item: object) -> object:
+    if not isinstance(item, dict) or "type" in item:
+        return item
+    if "role" in item:
+        return {"type": "message", **item}
+    # openai-python `ItemReference` may omit its type too: an item that is only an id.
+    return {"type": "item_reference", **item} if set(item) == {"id"} else item
 
 
 # --- the body in domain terms -----------------------------------------------------------------
@@ -232,15 +259,41 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         input=items,
         stream=bool(p.stream),
         include=list(p.include or []),
-        extra={
-            k: v
-            for k, v in (
-                ("stream_options", p.stream_options),
-                ("prompt_cache_retention", p.prompt_cache_retention),
-            )
-            if v is not None
-        },
+        extra=_extra(p, tools, limits),
     )
+
+
+def _extra(p: CreateResponseBody, tools: list[dict[str, Any]], limits: Limits) -> dict[str, Any]:
+    """What the request's facts keep for audit beside the echoed response: parameters not
+    echoed, and the hosted tools the model was not offered."""
+    _check_size("client_metadata", p.client_metadata, limits)
+    return {
+        k: v
+        for k, v in (
+            ("stream_options", p.stream_options),
+            ("prompt_cache_retention", p.prompt_cache_retention),
+            ("client_metadata", p.client_metadata),
+            ("tools_not_offered", not_offered(tools) or None),
+        )
+        if v is not None
+    }
+
+
+# Request headers agent clients send that say which session or thread a request belongs to
+# (Codex CLI: `session-id`, `thread-id`, `originator`): kept in the facts for the audit view.
+CLIENT_HEADERS = ("session-id", "thread-id", "originator")
+MAX_HEADER_FACT_CHARS = 256
+
+
+def with_client_headers(req: CreateRequest, headers: Mapping[str, str]) -> CreateRequest:
+    """The request with the client headers it came with recorded in its facts (cut to
+    `MAX_HEADER_FACT_CHARS`); a header is never a reason to refuse a request."""
+    found = {
+        name: headers[name][:MAX_HEADER_FACT_CHARS] for name in CLIENT_HEADERS if name in headers
+    }
+    if not found:
+        return req
+    return msgspec.structs.replace(req, extra={**req.extra, "client_headers": found})
 
 
 def check_response_id(value: str, *, param: str = "response_id") -> str:
@@ -282,37 +335,99 @@ def _check_text(param: str, text: str | None, limits: Limits) -> None:
         )
 
 
-def _tools(tools: list[FunctionToolParam], limits: Limits) -> list[FunctionTool]:
+def _tools(tools: list[ToolParam], limits: Limits) -> list[dict[str, Any]]:
+    """The tools as the response echoes them: function tools in `FunctionTool`'s form (as
+    every stored log has them), the others as sent, less the fields resplog ignores."""
     if len(tools) > limits.max_tools:
         raise InvalidRequest(
             f"Too many tools: {len(tools)} (the limit is {limits.max_tools}).",
             param="tools",
             code="array_above_max_length",
         )
-    seen: set[str] = set()
-    out = []
-    for i, t in enumerate(tools):
-        if not _TOOL_NAME.match(t.name):
+    names = _Names()
+    return [_tool(t, f"tools[{i}]", limits, names) for i, t in enumerate(tools)]
+
+
+class _Names:
+    """Tool names seen so far, per namespace: a name must be unique where it is called."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[str | None, str]] = set()
+
+    def add(self, name: str, param: str, namespace: str | None = None) -> None:
+        if not _TOOL_NAME.match(name):
             raise InvalidRequest(
-                f"Invalid 'tools[{i}].name': '{t.name[:80]}' must match ^[a-zA-Z0-9_-]{{1,64}}$.",
-                param=f"tools[{i}].name",
+                f"Invalid '{param}.name': '{name[:80]}' must match ^[a-zA-Z0-9_-]{{1,64}}$.",
+                param=f"{param}.name",
                 code="invalid_value",
             )
-        if t.name in seen:
+        if (namespace, name) in self.seen:
             raise InvalidRequest(
-                f"Duplicate tool name '{t.name}' at tools[{i}].",
-                param=f"tools[{i}].name",
+                f"Duplicate tool name '{name}' at {param}.",
+                param=f"{param}.name",
                 code="invalid_value",
             )
-        seen.add(t.name)
-        _check_size(f"tools[{i}].parameters", t.parameters, limits)
-        _check_text(f"tools[{i}].description", t.description, limits)
-        out.append(
-            FunctionTool(
-                name=t.name, description=t.description, parameters=t.parameters, strict=t.strict
-            )
+        self.seen.add((namespace, name))
+
+
+def _tool(t: ToolParam, param: str, limits: Limits, names: _Names) -> dict[str, Any]:
+    match t:
+        case FunctionToolParam() | CustomToolParam():
+            return _callable_tool(t, param, limits, names)
+        case NamespaceToolParam(name=name, description=about, tools=inner):
+            names.add(name, param, namespace="")
+            _check_text(f"{param}.description", about, limits)
+            return {
+                "type": "namespace",
+                "name": name,
+                "description": about,
+                "tools": [
+                    _callable_tool(u, f"{param}.tools[{j}]", limits, names, namespace=name)
+                    for j, u in enumerate(inner)
+                ],
+            }
+        case ToolSearchToolParam():
+            _check_size(f"{param}.parameters", t.parameters, limits)
+            _check_text(f"{param}.description", t.description, limits)
+            fields: dict[str, Any] = {"execution": t.execution, "description": t.description}
+            fields["parameters"] = t.parameters
+            return {"type": "tool_search", **{k: v for k, v in fields.items() if v is not None}}
+        case HostedToolParam(tool=tool):
+            if limits.hosted_tools == "refuse":
+                raise InvalidRequest(
+                    f"Unsupported tool type '{tool['type']}' at {param}: this server does not "
+                    "run hosted tools.",
+                    param=f"{param}.type",
+                    code="unsupported_parameter",
+                )
+            _check_size(param, tool, limits)
+            return tool
+    raise AssertionError(f"unhandled tool {type(t).__name__}")
+
+
+def _callable_tool(
+    t: FunctionToolParam | CustomToolParam,
+    param: str,
+    limits: Limits,
+    names: _Names,
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    names.add(t.name, param, namespace)
+    _check_text(f"{param}.description", t.description, limits)
+    if isinstance(t, FunctionToolParam):
+        _check_size(f"{param}.parameters", t.parameters, limits)
+        tool = FunctionTool(
+            name=t.name, description=t.description, parameters=t.parameters, strict=t.strict
         )
-    return out
+        out: dict[str, Any] = msgspec.to_builtins(tool)
+        return out
+    _check_size(f"{param}.format", t.format, limits)
+    custom: dict[str, Any] = {"type": "custom", "name": t.name}
+    if t.description is not None:
+        custom["description"] = t.description
+    if t.format is not None:
+        custom["format"] = msgspec.to_builtins(t.format)
+    return custom
 
 
 def _check_size(param: str, value: object, limits: Limits) -> None:
@@ -327,31 +442,29 @@ def _check_size(param: str, value: object, limits: Limits) -> None:
 
 
 def _tool_choice(
-    choice: ToolChoiceParam | None, tools: list[FunctionTool], limits: Limits
+    choice: ToolChoiceParam | None, tools: list[dict[str, Any]], limits: Limits
 ) -> ToolChoice:
-    names = {t.name for t in tools}
+    callable_ = {("custom" if t.custom else "function", t.name) for t in offered(tools)}
     match choice:
         case None:
             return "auto"
-        case ToolChoiceFunctionParam(name=name):
-            if name not in names:
+        case ToolChoiceFunctionParam(name=name) | ToolChoiceCustomParam(name=name):
+            kind = "function" if isinstance(choice, ToolChoiceFunctionParam) else "custom"
+            if (kind, name) not in callable_:
                 raise InvalidRequest(
-                    f"Invalid 'tool_choice': function '{name}' is not among the request's tools.",
+                    f"Invalid 'tool_choice': {kind} '{name}' is not among the request's tools.",
                     param="tool_choice",
                     code="invalid_value",
                 )
+            if kind == "custom":
+                return CustomToolChoice(name=name)
             return FunctionToolChoice(name=name)
         case ToolChoiceAllowedParam(mode=mode, tools=allowed):
             _check_size("tool_choice.tools", allowed, limits)
             for j, entry in enumerate(allowed):
-                if entry.get("type") != "function" or entry.get("name") not in names:
-                    raise InvalidRequest(
-                        f"Invalid 'tool_choice.tools[{j}]': not a function among the tools.",
-                        param=f"tool_choice.tools[{j}]",
-                        code="invalid_value",
-                    )
+                _check_allowed(entry, callable_, j)
             return AllowedToolsChoice(mode=mode, tools=allowed)
-        case "required" if not tools:
+        case "required" if not callable_:
             raise InvalidRequest(
                 "tool_choice 'required' needs at least one tool.",
                 param="tool_choice",
@@ -359,6 +472,19 @@ def _tool_choice(
             )
         case _:
             return choice
+
+
+def _check_allowed(entry: dict[str, Any], callable_: set[tuple[str, str]], j: int) -> None:
+    """An `allowed_tools` entry names a function or custom tool of the request, or a hosted
+    tool kind (which, not being offered, narrows nothing)."""
+    kind = entry.get("type")
+    if kind in HOSTED_TOOL_TYPES or (kind, entry.get("name")) in callable_:
+        return
+    raise InvalidRequest(
+        f"Invalid 'tool_choice.tools[{j}]': not a tool among the request's tools.",
+        param=f"tool_choice.tools[{j}]",
+        code="invalid_value",
+    )
 
 
 def _reasoning(r: ReasoningParam | None) -> ReasoningConfig:
@@ -413,7 +539,9 @@ def _metadata(meta: dict[str, str] | None, limits: Limits) -> dict[str, str]:
 # --- input items ------------------------------------------------------------------------------
 
 
-def _input(value: str | list[InputItemParam] | None, limits: Limits) -> list[InputItem]:
+def _input(
+    value: str | list[InputItemParam] | None, limits: Limits
+) -> list[InputItem | ItemReference]:
     """OpenAI's input forms (a string, messages, typed items) as domain items, with the
     size limits msgspec cannot know (they are configurable)."""
     if value is None:
@@ -433,7 +561,7 @@ def _input(value: str | list[InputItemParam] | None, limits: Limits) -> list[Inp
     return items
 
 
-def _refuse_duplicate_ids(items: list[InputItem]) -> None:
+def _refuse_duplicate_ids(items: list[InputItem | ItemReference]) -> None:
     """OpenAI's 400 for two items with one id: the input items list pages by id, so an id
     must name one item (else `after=<that id>` never advances)."""
     seen: set[str] = set()
@@ -448,9 +576,17 @@ def _refuse_duplicate_ids(items: list[InputItem]) -> None:
         seen.add(item.id)
 
 
-def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem:
+def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemReference:
     iid = item.id or ""
     match item:
+        case ItemReferenceParam():
+            if not iid:
+                raise InvalidRequest(
+                    f"Missing required parameter: '{param}.id'.",
+                    param=f"{param}.id",
+                    code="missing_required_parameter",
+                )
+            return ItemReference(id=iid)
         case MessageParam(role=role, content=str() as text):
             _check_text(f"{param}.content", text, limits)
             part = OutputText(text=text) if role == "assistant" else InputText(text=text)
@@ -459,10 +595,20 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem:
             content = [_part(c, f"{param}.content[{j}]", limits) for j, c in enumerate(parts)]
             return InputMessage(id=iid, role=role, content=content)
         case FunctionCallParam(call_id=call_id, name=name, arguments=arguments):
-            return InputFunctionCall(id=iid, call_id=call_id, name=name, arguments=arguments)
+            return InputFunctionCall(
+                id=iid, call_id=call_id, name=name, arguments=arguments, namespace=_ns(item)
+            )
         case FunctionCallOutputParam(call_id=call_id, output=output):
             text = _tool_output(output, f"{param}.output", limits)
             return FunctionCallOutput(id=iid, call_id=call_id, output=text)
+        case CustomToolCallParam(call_id=call_id, name=name, input=text):
+            _check_text(f"{param}.input", text, limits)
+            return InputCustomToolCall(
+                id=iid, call_id=call_id, name=name, input=text, namespace=_ns(item)
+            )
+        case CustomToolCallOutputParam(call_id=call_id, output=output):
+            text = _tool_output(output, f"{param}.output", limits)
+            return CustomToolCallOutput(id=iid, call_id=call_id, output=text)
         case ReasoningItemParam(summary=summary, content=content, encrypted_content=enc):
             return InputReasoning(
                 id=iid,
@@ -471,6 +617,10 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem:
                 encrypted_content=enc if isinstance(enc, str) else None,
             )
     raise AssertionError(f"unhandled input item {type(item).__name__}")
+
+
+def _ns(item: FunctionCallParam | CustomToolCallParam) -> str | msgspec.UnsetType:
+    return msgspec.UNSET if item.namespace is None else item.namespace
 
 
 def _part(part: ContentPartParam, param: str, limits: Limits) -> InputPart:

@@ -18,14 +18,63 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 # --- tools, tool choice, text format, reasoning ---------------------------------------------
 
 
-class FunctionToolParam(_Strict, frozen=True, kw_only=True):
-    # `type` is a plain field, not a tag: other tool kinds are refused with their own
-    # message before decoding (decode._refuse_unsupported).
-    type: Literal["function"]
+class FunctionToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="function"):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    # Accepted and ignored (openai-python `FunctionToolParam`): resplog has no deferred
+    # loading or programmatic callers, and does not check outputs against a schema.
+    defer_loading: Any = None
+    allowed_callers: Any = None
+    output_schema: Any = None
+    async_: Any = msgspec.field(default=None, name="async")
+
+
+class GrammarFormatParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="grammar"):
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+class TextFormatParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="text"):
+    pass
+
+
+class CustomToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="custom"):
+    """A tool whose input is free-form text (openai-python `CustomToolParam`)."""
+
+    name: str
+    description: str | None = None
+    format: TextFormatParam | GrammarFormatParam | None = None
+    defer_loading: Any = None
+    allowed_callers: Any = None
+    async_: Any = msgspec.field(default=None, name="async")
+
+
+class NamespaceToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="namespace"):
+    """A named group of function and custom tools (openai-python `NamespaceToolParam`)."""
+
+    name: str
+    description: str
+    tools: list[FunctionToolParam | CustomToolParam]
+
+
+class ToolSearchToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="tool_search"):
+    execution: Literal["server", "client"] | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class HostedToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="hosted"):
+    """A tool OpenAI runs itself (`web_search`, `file_search`, ...): decode wraps it, as
+    sent, under this tag, so any of its fields is accepted (domain.tools.HOSTED_TOOL_TYPES)."""
+
+    tool: dict[str, Any]
+
+
+ToolParam = (
+    FunctionToolParam | CustomToolParam | NamespaceToolParam | ToolSearchToolParam | HostedToolParam
+)
 
 
 class ToolChoiceFunctionParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="function"):
@@ -39,8 +88,15 @@ class ToolChoiceAllowedParam(
     tools: list[dict[str, Any]]
 
 
+class ToolChoiceCustomParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="custom"):
+    name: str
+
+
 ToolChoiceParam = (
-    Literal["none", "auto", "required"] | ToolChoiceFunctionParam | ToolChoiceAllowedParam
+    Literal["none", "auto", "required"]
+    | ToolChoiceFunctionParam
+    | ToolChoiceCustomParam
+    | ToolChoiceAllowedParam
 )
 
 
@@ -113,6 +169,8 @@ class _Item(_Strict, frozen=True, kw_only=True, tag_field="type"):
     # Passed-back items carry a status (openai-python types it optional); it is accepted
     # as is and not kept: a stored input item is always "completed".
     status: Any = None
+    # Codex CLI's built-in provider sends this on input items; accepted and not kept.
+    internal_chat_message_metadata_passthrough: Any = None
 
 
 class MessageParam(_Item, frozen=True, kw_only=True, tag="message"):
@@ -128,11 +186,36 @@ class FunctionCallParam(_Item, frozen=True, kw_only=True, tag="function_call"):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None
+    caller: Any = None  # programmatic callers: accepted, not kept
+    async_: Any = msgspec.field(default=None, name="async")
 
 
 class FunctionCallOutputParam(_Item, frozen=True, kw_only=True, tag="function_call_output"):
     call_id: str
     output: str | list[ContentPartParam]  # parts: their text is joined
+    namespace: Any = None  # accepted, not kept: the call names its namespace
+    caller: Any = None
+
+
+class CustomToolCallParam(_Item, frozen=True, kw_only=True, tag="custom_tool_call"):
+    call_id: str
+    name: str
+    input: str
+    namespace: str | None = None
+    caller: Any = None
+    async_: Any = msgspec.field(default=None, name="async")
+
+
+class CustomToolCallOutputParam(_Item, frozen=True, kw_only=True, tag="custom_tool_call_output"):
+    call_id: str
+    output: str | list[ContentPartParam]
+    caller: Any = None
+
+
+class ItemReferenceParam(_Item, frozen=True, kw_only=True, tag="item_reference"):
+    """An item of an earlier response of the same owner, named by its id; the use-case
+    puts the item itself in its place (service/references.py)."""
 
 
 class ReasoningItemParam(_Item, frozen=True, kw_only=True, tag="reasoning"):
@@ -142,7 +225,15 @@ class ReasoningItemParam(_Item, frozen=True, kw_only=True, tag="reasoning"):
     encrypted_content: Any = None  # kept when it is a string, else dropped (as ever)
 
 
-InputItemParam = MessageParam | FunctionCallParam | FunctionCallOutputParam | ReasoningItemParam
+InputItemParam = (
+    MessageParam
+    | FunctionCallParam
+    | FunctionCallOutputParam
+    | ReasoningItemParam
+    | CustomToolCallParam
+    | CustomToolCallOutputParam
+    | ItemReferenceParam
+)
 
 
 class CreateResponseBody(_Strict, frozen=True, kw_only=True):
@@ -153,7 +244,7 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     input: str | list[InputItemParam] | None = None
     instructions: str | None = None
     previous_response_id: str | None = None
-    tools: list[FunctionToolParam] | None = None
+    tools: list[ToolParam] | None = None
     tool_choice: ToolChoiceParam | None = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: int | None = None
@@ -175,3 +266,6 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
+    # Not in openai-python's params, sent by Codex CLI (its turn, session and thread ids):
+    # kept in the request's facts for audit, never echoed.
+    client_metadata: dict[str, Any] | None = None

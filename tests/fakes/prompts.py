@@ -8,7 +8,6 @@ from domain.generation import Prompt, Turn
 from domain.objects import (
     FunctionCall,
     FunctionCallOutput,
-    FunctionTool,
     InputFunctionCall,
     InputItem,
     InputMessage,
@@ -23,8 +22,9 @@ from domain.objects import (
     TextConfig,
     ToolChoice,
 )
+from domain.tools import OfferedTool
 
-WEATHER = FunctionTool(
+WEATHER = OfferedTool(
     name="get_weather",
     description="Gets the current weather in a city.",
     parameters={
@@ -72,7 +72,7 @@ def make_prompt(
     *,
     history: list[Turn] | None = None,
     instructions: str | None = None,
-    tools: list[FunctionTool] | None = None,
+    tools: list[OfferedTool] | None = None,
     tool_choice: ToolChoice = "auto",
     max_output_tokens: int | None = None,
     temperature: float | None = None,

@@ -16,6 +16,7 @@ from domain.generation import (
     EndItem,
     Finished,
     FunctionCallStart,
+    InputDelta,
     ReasoningDelta,
     RefusalDelta,
     SummaryDelta,
@@ -126,6 +127,9 @@ def every_tag_script(rid: str | None = None) -> list[Append]:
         FunctionCallStart(name="get_weather", call_id="call_1"),
         ArgumentsDelta(text='{"city":'),
         ArgumentsDelta(text='"Paris"}'),
+        EndItem(),
+        FunctionCallStart(name="apply_patch", namespace="edit", custom=True),
+        InputDelta(text="*** Begin Patch"),
         EndItem(),
     ):
         decision = emit(state, delta)

@@ -21,6 +21,7 @@ from domain.generation import (
     Finished,
     FinishReason,
     FunctionCallStart,
+    InputDelta,
     ReasoningDelta,
     RefusalDelta,
     SummaryDelta,
@@ -52,10 +53,12 @@ def make_response(*, background: bool = False, **changes: Any) -> ResponseObject
         model="gpt-oss-20b",
         instructions="Be brief.",
         tools=[
-            FunctionTool(
-                name="get_weather",
-                description="Weather for a city",
-                parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+            msgspec.to_builtins(
+                FunctionTool(
+                    name="get_weather",
+                    description="Weather for a city",
+                    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+                )
             )
         ],
         max_output_tokens=256,
@@ -143,6 +146,22 @@ def _rich_completed() -> Stream:
     return s
 
 
+def _custom_tool_called() -> Stream:
+    """A namespaced function call, then a custom tool's call with free-form input."""
+    s = Stream.new()
+    s.emit(
+        FunctionCallStart(name="lookup", namespace="crm"),
+        ArgumentsDelta(text='{"id": 7}'),
+        EndItem(),
+        FunctionCallStart(name="apply_patch", custom=True),
+        InputDelta(text="*** Begin Patch\n"),
+        InputDelta(text="*** End Patch"),
+        EndItem(),
+    )
+    s.finish()
+    return s
+
+
 def _background_completed() -> Stream:
     s = Stream.new(background=True)
     s.start()
@@ -204,6 +223,7 @@ def _streaming() -> Stream:
 
 SCENARIOS: dict[str, Callable[[], Stream]] = {
     "rich_completed": _rich_completed,
+    "custom_tool_called": _custom_tool_called,
     "background_completed": _background_completed,
     "incomplete_length": _incomplete_length,
     "incomplete_content_filter": _incomplete_content_filter,

@@ -62,6 +62,8 @@ GOLDEN_TAGS = [
     "response.content_part.added",
     "response.content_part.done",
     "response.created",
+    "response.custom_tool_call_input.delta",
+    "response.custom_tool_call_input.done",
     "response.failed",
     "response.function_call_arguments.delta",
     "response.function_call_arguments.done",

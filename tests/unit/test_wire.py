@@ -301,11 +301,11 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Invalid 'prompt_cache_key': string too long (max 512 characters).",
     ),
     (
-        "tool_unsupported_type",
-        {"tools": [{"type": "web_search"}]},
+        "tool_unknown_type",
+        {"tools": [{"type": "web_serch"}]},
         "tools[0].type",
-        "unsupported_parameter",
-        "Unsupported tool type 'web_search' at tools[0]: resplog supports function tools.",
+        "invalid_value",
+        "Invalid value for 'tools[0].type': Invalid value 'web_serch'.",
     ),
     (
         "tool_missing_type",
@@ -432,7 +432,7 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         },
         "tool_choice.tools[0]",
         "invalid_value",
-        "Invalid 'tool_choice.tools[0]': not a function among the tools.",
+        "Invalid 'tool_choice.tools[0]': not a tool among the request's tools.",
     ),
     (
         "text_format_bad_type",
@@ -526,11 +526,11 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Invalid 'input[0].type': unsupported input item type None.",
     ),
     (
-        "item_reference",
-        item(type="item_reference", id="x"),
-        "input[0].type",
-        "unsupported_parameter",
-        "Invalid 'input[0].type': item references are not supported; send the item.",
+        "item_reference_without_id",
+        item(type="item_reference"),
+        "input[0].id",
+        "missing_required_parameter",
+        "Missing required parameter: 'input[0].id'.",
     ),
     (
         "item_unknown_field",
@@ -969,8 +969,11 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
     (_, defs) = msgspec.json.schema_components([CreateResponseBody])
     items = defs["CreateResponseBody"]["properties"]["input"]["anyOf"][1]["items"]
     assert sorted(items["discriminator"]["mapping"]) == [
+        "custom_tool_call",
+        "custom_tool_call_output",
         "function_call",
         "function_call_output",
+        "item_reference",
         "message",
         "reasoning",
     ]
@@ -1043,5 +1046,5 @@ def test_nesting_up_to_the_limit_is_accepted_and_brackets_inside_strings_do_not_
         '{"model": "m", "input": ' + inside_string + ', "tools": [{"type": "function", '
         f'"name": "f", "parameters": {{"d": {schema}}}}}]}}'
     )
-    assert parse(body.encode()).response.tools[0].parameters is not None
+    assert parse(body.encode()).response.tools[0]["parameters"] is not None
     assert rejected(body.encode(), Limits(max_json_depth=100)).code == "invalid_json"

@@ -25,19 +25,17 @@ from openai_harmony import (
     SystemContent,
     TextContent,
     ToolDescription,
+    ToolNamespaceConfig,
 )
 
 from adapters.engines.harmony.encoding import gpt_oss_encoding, stop_token_ids
 from domain.errors import EngineError
 from domain.generation import Prompt
 from domain.objects import (
-    AllowedToolsChoice,
     FormatJsonObject,
     FormatJsonSchema,
     FunctionCall,
     FunctionCallOutput,
-    FunctionTool,
-    FunctionToolChoice,
     InputFunctionCall,
     InputItem,
     InputMessage,
@@ -47,6 +45,7 @@ from domain.objects import (
     ReasoningItem,
     Refusal,
 )
+from domain.tools import OfferedTool, function_view, narrowed
 
 DEFAULT_IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
 DEFAULT_CUTOFF = "2024-06"
@@ -122,18 +121,29 @@ class HarmonyRenderer:
 # --- developer message ------------------------------------------------------------------
 
 
-def announced_tools(prompt: Prompt) -> list[FunctionTool]:
-    """The function tools the model is told about; `tool_choice` narrows them (harmony has no
-    way to force a call, so "required" announces them all)."""
-    choice = prompt.tool_choice
-    if choice == "none":
+def announced_tools(prompt: Prompt) -> list[OfferedTool]:
+    """The tools the model is told about; `tool_choice` narrows them (harmony has no way to
+    force a call, so "required" announces them all)."""
+    if prompt.tool_choice == "none":
         return []
-    if isinstance(choice, FunctionToolChoice):
-        return [t for t in prompt.tools if t.name == choice.name]
-    if isinstance(choice, AllowedToolsChoice):
-        allowed = {t.get("name") for t in choice.tools}
-        return [t for t in prompt.tools if t.name in allowed]
-    return list(prompt.tools)
+    return narrowed(prompt.tools, prompt.tool_choice)
+
+
+def _namespaces(tools: list[OfferedTool]) -> list[ToolNamespaceConfig]:
+    """Plain tools in harmony's `functions` namespace, namespaced ones in their own (the
+    model calls them `namespace.name`); a custom tool is a function of one string."""
+    spaces: dict[str, ToolNamespaceConfig] = {}
+    for t in tools:
+        name = t.namespace or "functions"
+        about = t.namespace_description if t.namespace else None
+        space = spaces.setdefault(name, ToolNamespaceConfig(name=name, description=about, tools=[]))
+        space.tools.append(ToolDescription.new(t.name, t.description or "", t.parameters))
+    return list(spaces.values())
+
+
+def _recipient(name: str) -> str:
+    """A qualified name (`namespace.name`, from `function_view`) is its own recipient."""
+    return name if "." in name else f"functions.{name}"
 
 
 def _response_format(prompt: Prompt) -> str | None:
@@ -158,10 +168,8 @@ def _developer(prompt: Prompt) -> Message | None:
     content = DeveloperContent.new()
     if sections:
         content = content.with_instructions("\n\n".join(sections))
-    if tools:
-        content = content.with_function_tools(
-            [ToolDescription.new(t.name, t.description or "", t.parameters) for t in tools]
-        )
+    for space in _namespaces(tools):
+        content = content.with_tools(space)
     return Message.from_role_and_content(Role.DEVELOPER, content)
 
 
@@ -180,7 +188,8 @@ def _items(prompt: Prompt) -> list[InputItem | OutputItem]:
 
 
 def _call_names(items: Iterable[InputItem | OutputItem]) -> dict[str, str]:
-    return {i.call_id: i.name for i in items if isinstance(i, InputFunctionCall | FunctionCall)}
+    views = (function_view(i, ".") for i in items)
+    return {v.call_id: v.name for v in views if isinstance(v, InputFunctionCall | FunctionCall)}
 
 
 def _body(prompt: Prompt) -> list[Message]:
@@ -207,7 +216,7 @@ def _call(name: str, arguments: str) -> Message:
     return (
         Message.from_role_and_content(Role.ASSISTANT, arguments)
         .with_channel("commentary")
-        .with_recipient(f"functions.{name}")
+        .with_recipient(_recipient(name))
         .with_content_type(JSON_CONTENT_TYPE)
     )
 
@@ -219,7 +228,7 @@ def _tool_result(item: FunctionCallOutput, names: dict[str, str]) -> Message:
             f"function_call_output {item.id} answers call_id {item.call_id!r}, "
             "but no function_call with that call_id is in the conversation"
         )
-    author = Author.new(Role.TOOL, f"functions.{name}")
+    author = Author.new(Role.TOOL, _recipient(name))
     return (
         Message.from_author_and_content(author, item.output)
         .with_channel("commentary")
@@ -244,7 +253,8 @@ def _reasoning(item: InputReasoning | ReasoningItem) -> list[Message]:
     return [_assistant(text, "analysis")] if text else []
 
 
-def _messages(item: InputItem | OutputItem, names: dict[str, str]) -> list[Message]:
+def _messages(original: InputItem | OutputItem, names: dict[str, str]) -> list[Message]:
+    item = function_view(original, ".")
     match item:
         case InputMessage():
             return _input_message(item)

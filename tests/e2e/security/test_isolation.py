@@ -98,3 +98,24 @@ def test_the_owner_reaches_every_endpoint_of_its_own_response(
         assert chained.status_code == 200
         assert own.post(f"/v1/responses/{alice['bg']}/cancel").json()["status"] == "completed"
         assert own.delete(f"/v1/responses/{alice['bg']}").json()["deleted"] is True
+
+
+def test_another_owners_items_cannot_be_referenced(
+    keyed: Server, key_of: Callable[[str], str], alice: dict[str, str]
+) -> None:
+    """`item_reference` reads an item from the log: Bob naming one of Alice's items gets
+    the answer for an id that never existed, and nothing is written."""
+    suffix = alice["done"].removeprefix("resp_")
+    own_items = [f"msg_{suffix}_in0", f"msg_{suffix}_1"]
+    with http(keyed, alice["key"]) as own:
+        for item in own_items:  # they exist: Alice can reference them
+            body = {"model": "scripted", "input": [{"type": "item_reference", "id": item}]}
+            assert own.post("/v1/responses", json=body).status_code == 200
+    with http(keyed, key_of("bob")) as bob:
+        for item in [*own_items, "msg_" + "0" * 32 + "_1"]:
+            before = log_state(keyed, running=alice["running"])
+            body = {"model": "scripted", "input": [{"type": "item_reference", "id": item}]}
+            answer = bob.post("/v1/responses", json=body)
+            assert answer.status_code == 404, answer.text
+            assert answer.json()["error"]["message"].startswith(f"Item with id '{item}' not found")
+            assert log_state(keyed, running=alice["running"]) == before

@@ -22,12 +22,12 @@ from domain.generation import (
 from domain.objects import (
     AllowedToolsChoice,
     FormatJsonSchema,
-    FunctionTool,
     FunctionToolChoice,
     InputMessage,
     InputText,
     TextConfig,
 )
+from domain.tools import OfferedTool
 from tests.fakes.prompts import (
     WEATHER,
     answer,
@@ -132,7 +132,7 @@ def test_unset_parameters_are_not_sent() -> None:
 
 
 def test_tool_choices_map_to_chat() -> None:
-    other = FunctionTool(name="get_time")
+    other = OfferedTool(name="get_time")
     named = chat_request(
         make_prompt(tools=[WEATHER, other], tool_choice=FunctionToolChoice(name="get_time")), "m"
     )

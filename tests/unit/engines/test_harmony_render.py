@@ -21,12 +21,12 @@ from domain.errors import EngineError
 from domain.objects import (
     AllowedToolsChoice,
     FormatJsonSchema,
-    FunctionTool,
     FunctionToolChoice,
     InputMessage,
     InputText,
     TextConfig,
 )
+from domain.tools import OfferedTool, offered
 from tests.fakes.prompts import (
     WEATHER,
     answer,
@@ -50,7 +50,7 @@ def system(effort: ReasoningEffort = ReasoningEffort.MEDIUM) -> Message:
     return Message.from_role_and_content(Role.SYSTEM, content)
 
 
-def developer(instructions: str | None, tools: list[FunctionTool]) -> Message:
+def developer(instructions: str | None, tools: list[OfferedTool]) -> Message:
     content = DeveloperContent.new()
     if instructions:
         content = content.with_instructions(instructions)
@@ -276,7 +276,7 @@ def test_tool_choice_none_announces_no_tools(renderer: HarmonyRenderer) -> None:
 
 
 def test_a_named_or_allowed_tool_choice_announces_only_those(renderer: HarmonyRenderer) -> None:
-    other = FunctionTool(name="get_time", description="Time.", parameters=None)
+    other = OfferedTool(name="get_time", description="Time.", parameters=None)
     named = text(
         renderer,
         make_prompt(tools=[WEATHER, other], tool_choice=FunctionToolChoice(name="get_time")),
@@ -301,3 +301,23 @@ def test_stop_tokens_are_return_and_call(renderer: HarmonyRenderer) -> None:
         enc.encode(t, allowed_special="all")[0] for t in ("<|return|>", "<|call|>")
     )
     assert renderer.stop_token_ids == [200002, 200012]
+
+
+def test_harmony_announces_namespaces_of_their_own(renderer: HarmonyRenderer) -> None:
+    prompt = make_prompt(
+        input=[InputMessage(id="m", role="user", content=[InputText(text="hi")])],
+        tools=offered(
+            [
+                {
+                    "type": "namespace",
+                    "name": "crm",
+                    "description": "Customer records.",
+                    "tools": [{"type": "function", "name": "lookup", "parameters": None}],
+                },
+                {"type": "custom", "name": "apply_patch"},
+            ]
+        ),
+    )
+    text = str(renderer.encoding.decode(renderer.render(prompt)))
+    assert "namespace crm {" in text and "namespace functions {" in text
+    assert "type lookup = " in text and "type apply_patch = " in text

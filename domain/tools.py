@@ -1,0 +1,195 @@
+"""The tools a response offers the model, read from what it echoes.
+
+A response echoes every tool the client sent (`ResponseObject.tools`, plain JSON). Only some
+are offered to the model: `function` tools, `custom` tools (free-form text input), the
+function and custom tools inside a `namespace`, and a client-executed `tool_search`. Hosted
+tools (`web_search`, `file_search`, `image_generation`, ...) need a tool server this
+deployment does not have: they are echoed, recorded as not offered, and never shown to the
+model (docs/api.md, "Tools").
+
+Every engine renders an offered tool as a function: a custom tool as a function of one string
+parameter `input` (the text the model writes), a namespaced tool under its namespace (harmony
+has namespaces of its own; a chat upstream sees `namespace__name`). `custom_input` reads a
+custom tool's text back out of such a call (service/toolcalls.py streams it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from domain.objects import (
+    AllowedToolsChoice,
+    CustomToolCall,
+    CustomToolCallOutput,
+    CustomToolChoice,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionToolChoice,
+    InputCustomToolCall,
+    InputFunctionCall,
+    InputItem,
+    OutputItem,
+    ToolChoice,
+)
+
+# What a function rendering of a custom tool takes: the tool's whole input as one string.
+CUSTOM_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The tool's input, as text."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+
+# Tool types OpenAI runs itself (openai-python `ToolParam`): accepted and echoed, not offered.
+HOSTED_TOOL_TYPES: frozenset[str] = frozenset(
+    {
+        "web_search",
+        "web_search_2025_08_26",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "computer",
+        "computer_use_preview",
+        "code_interpreter",
+        "image_generation",
+        "mcp",
+        "local_shell",
+        "shell",
+        "apply_patch",
+        "programmatic_tool_calling",
+    }
+)
+
+
+class OfferedTool(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool the model is told about, in the terms every engine renders."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+    namespace: str | None = None
+    namespace_description: str | None = None
+    custom: bool = False  # free-form text input; `parameters` is then CUSTOM_PARAMETERS
+    format: dict[str, Any] | None = None  # a custom tool's input format (grammar), as sent
+
+    def qualified(self, separator: str) -> str:
+        """The name an engine without namespaces uses: `namespace<sep>name`."""
+        return f"{self.namespace}{separator}{self.name}" if self.namespace else self.name
+
+
+def offered(tools: list[dict[str, Any]]) -> list[OfferedTool]:
+    """The echoed tools the model may call, in order; namespaces flattened."""
+    out: list[OfferedTool] = []
+    for tool in tools:
+        kind = tool.get("type")
+        if kind == "namespace":
+            ns, about = str(tool.get("name")), tool.get("description")
+            out.extend(
+                _one(t, namespace=ns, about=about if isinstance(about, str) else None)
+                for t in tool.get("tools") or []
+            )
+        elif kind in ("function", "custom"):
+            out.append(_one(tool))
+        elif kind == "tool_search" and tool.get("execution") == "client":
+            out.append(
+                OfferedTool(
+                    name="tool_search",
+                    description=tool.get("description"),
+                    parameters=tool.get("parameters"),
+                )
+            )
+    return out
+
+
+def not_offered(tools: list[dict[str, Any]]) -> list[str]:
+    """The types of the echoed tools the model is not told about (hosted tools)."""
+    return [
+        str(t.get("type"))
+        for t in tools
+        if t.get("type") in HOSTED_TOOL_TYPES
+        or (t.get("type") == "tool_search" and t.get("execution") != "client")
+    ]
+
+
+def _one(
+    tool: dict[str, Any], *, namespace: str | None = None, about: str | None = None
+) -> OfferedTool:
+    custom = tool.get("type") == "custom"
+    return OfferedTool(
+        name=str(tool.get("name")),
+        description=tool.get("description"),
+        parameters=CUSTOM_PARAMETERS if custom else tool.get("parameters"),
+        strict=None if custom else tool.get("strict"),
+        namespace=namespace,
+        namespace_description=about,
+        custom=custom,
+        format=tool.get("format") if custom else None,
+    )
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool's text from the arguments of its function rendering; arguments that
+    are not that shape (a model that wrote plain text) are the text itself."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if isinstance(value, dict) and isinstance(value.get("input"), str):
+        return str(value["input"])
+    return arguments
+
+
+# How engines qualify a namespaced tool's name: harmony's own `namespace.name`, and
+# `namespace__name` where a name may not hold a dot (chat-completions function names).
+SEPARATORS = (".", "__")
+
+
+def resolve(tools: list[OfferedTool], called: str) -> OfferedTool | None:
+    """The offered tool an engine's call names by its qualified name, if any."""
+    for tool in tools:
+        if any(tool.qualified(sep) == called for sep in SEPARATORS):
+            return tool
+    return None
+
+
+def function_view(item: InputItem | OutputItem, separator: str) -> InputItem | OutputItem:
+    """An item as an engine that knows only functions sees it: a custom tool's call is a
+    call of its function rendering, its output a function's output, and a namespaced
+    call names its function by the qualified name."""
+    match item:
+        case InputCustomToolCall() | CustomToolCall():
+            return InputFunctionCall(
+                id=item.id or "",
+                call_id=item.call_id,
+                name=_qualified(item.name, item.namespace, separator),
+                arguments=json.dumps({"input": item.input}),
+            )
+        case CustomToolCallOutput(id=iid, call_id=cid, output=out):
+            return FunctionCallOutput(id=iid, call_id=cid, output=out)
+        case InputFunctionCall(namespace=str(ns)) | FunctionCall(namespace=str(ns)):
+            return msgspec.structs.replace(
+                item, name=_qualified(item.name, ns, separator), namespace=msgspec.UNSET
+            )
+    return item
+
+
+def _qualified(name: str, namespace: str | msgspec.UnsetType, separator: str) -> str:
+    return f"{namespace}{separator}{name}" if isinstance(namespace, str) else name
+
+
+def narrowed(tools: list[OfferedTool], choice: ToolChoice) -> list[OfferedTool]:
+    """The tools a `tool_choice` leaves the model (all of them for "auto", "required" and
+    "none": an engine that can say "none" says it itself)."""
+    match choice:
+        case FunctionToolChoice(name=name):
+            return [t for t in tools if t.name == name and not t.custom]
+        case CustomToolChoice(name=name):
+            return [t for t in tools if t.name == name and t.custom]
+        case AllowedToolsChoice(tools=entries):
+            allowed = {(e.get("type"), e.get("name")) for e in entries}
+            return [t for t in tools if ("custom" if t.custom else "function", t.name) in allowed]
+    return list(tools)

@@ -1,0 +1,54 @@
+"""Tool calls as OpenAI streams them, whatever the engine rendered.
+
+Engines announce every offered tool as a function (domain/tools.py): a namespaced one by its
+qualified name, a custom one as a function of one string parameter. `tool_calls` turns the
+engine's calls back into the client's terms: the tool's own name and namespace, and for a
+custom tool a `custom_tool_call` whose input is the text, so its arguments are held until
+the call ends and sent as one `InputDelta`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+
+import msgspec
+
+from domain.generation import AnyDelta, ArgumentsDelta, FunctionCallStart, InputDelta
+from domain.tools import OfferedTool, custom_input, resolve
+
+
+async def tool_calls(
+    deltas: AsyncGenerator[AnyDelta, None], tools: list[OfferedTool]
+) -> AsyncGenerator[AnyDelta, None]:
+    """The engine's deltas with each call named as the client declared the tool (an
+    engine that knows custom tools itself, like the scripted one, yields
+    `FunctionCallStart(custom=True)` and `InputDelta` directly: those pass through).
+    Closing this generator closes the engine's, which aborts the generation there."""
+    try:
+        async for delta in _named(deltas, tools):
+            yield delta
+    finally:
+        await deltas.aclose()
+
+
+async def _named(
+    deltas: AsyncIterator[AnyDelta], tools: list[OfferedTool]
+) -> AsyncGenerator[AnyDelta, None]:
+    held: list[str] | None = None
+    async for delta in deltas:
+        if held is not None and isinstance(delta, ArgumentsDelta):
+            held.append(delta.text)
+            continue
+        if held is not None:
+            yield InputDelta(text=custom_input("".join(held)))
+            held = None
+        if isinstance(delta, FunctionCallStart) and not delta.custom and delta.namespace is None:
+            tool = resolve(tools, delta.name)
+            if tool is not None:
+                delta = msgspec.structs.replace(
+                    delta, name=tool.name, namespace=tool.namespace, custom=tool.custom
+                )
+                held = [] if tool.custom else None
+        yield delta
+    if held is not None:
+        yield InputDelta(text=custom_input("".join(held)))

@@ -1,0 +1,224 @@
+"""What agent clients send, end to end: the tool kinds beside `function` (namespace, custom,
+tool_search, hosted tools), `client_metadata` and client headers, and `item_reference`
+(issue: the agent clients people use work unmodified). A real server with the scripted
+engine, driven by the official SDK or raw HTTP; every test runs on both stores.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.e2e.conftest import RESPLOG, Server
+
+# Codex CLI's first request, as its tools and fields are shaped (trimmed to what matters).
+CODEX_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "namespace",
+        "name": "multi_agent_v1",
+        "description": "Spawn and talk to sub-agents.",
+        "tools": [
+            {
+                "type": "function",
+                "name": "spawn_agent",
+                "description": "Start a sub-agent.",
+                "strict": False,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"task": {"type": "string"}},
+                    "required": ["task"],
+                },
+            }
+        ],
+    },
+    {"type": "web_search", "external_web_access": False},
+]
+APPLY_PATCH: dict[str, Any] = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/s"},
+}
+
+
+def facts(server: Server, rid: str) -> dict[str, Any]:
+    """The request facts of a response's first event, read with the admin CLI."""
+    out = subprocess.run(
+        [RESPLOG, "events", rid, "--json", "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    first: dict[str, Any] = json.loads(out.stdout.splitlines()[0])
+    return dict(first["facts"])
+
+
+def test_codex_first_request_is_answered_and_its_extras_are_facts(
+    http: httpx.Client, server: Server
+) -> None:
+    body = {
+        "model": "scripted",
+        "instructions": "You are Codex.",
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "hello there"}],
+                "internal_chat_message_metadata_passthrough": {"turn": 1},
+            }
+        ],
+        "tools": CODEX_TOOLS,
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "store": True,
+        "stream": False,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "thread-1",
+        "client_metadata": {"session_id": "s-1", "turn_id": "t-9"},
+    }
+    headers = {"session-id": "s-1", "thread-id": "th-1", "originator": "codex_exec"}
+    got = http.post("/v1/responses", json=body, headers=headers)
+    assert got.status_code == 200, got.text
+    response = got.json()
+    assert response["tools"][0]["type"] == "namespace"
+    assert response["tools"][0]["tools"][0]["name"] == "spawn_agent"
+    assert response["tools"][1] == {"type": "web_search", "external_web_access": False}
+    assert "client_metadata" not in response
+    # The scripted engine calls the first tool it is offered: the namespaced function.
+    call = response["output"][-1]
+    assert (call["type"], call["name"], call["namespace"]) == (
+        "function_call",
+        "spawn_agent",
+        "multi_agent_v1",
+    )
+    recorded = facts(server, response["id"])
+    assert recorded["extra"]["client_metadata"] == {"session_id": "s-1", "turn_id": "t-9"}
+    assert recorded["extra"]["client_headers"] == headers
+    assert recorded["extra"]["tools_not_offered"] == ["web_search"]
+
+
+def test_hosted_tools_are_echoed_and_never_offered(client: openai.OpenAI) -> None:
+    """LangChain's `bind_tools([{"type": "web_search_preview"}])`: accepted, echoed, and the
+    model (which cannot run it here) answers without calling anything."""
+    r = client.responses.create(
+        model="scripted", input="hi", tools=[{"type": "web_search_preview"}]
+    )
+    assert r.status == "completed"
+    assert [t.type for t in r.tools] == ["web_search_preview"]
+    assert r.output_text == "You said: hi"
+
+
+def test_a_custom_tool_call_streams_its_input_and_round_trips(
+    client: openai.OpenAI, http: httpx.Client, server: Server
+) -> None:
+    tools: Any = [APPLY_PATCH]
+    with client.responses.stream(model="scripted", input="*** Begin Patch", tools=tools) as s:
+        kinds = [e.type for e in s]
+        first = s.get_final_response()
+    assert "response.custom_tool_call_input.delta" in kinds
+    assert "response.custom_tool_call_input.done" in kinds
+    call = first.output[-1]
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.input) == ("apply_patch", "*** Begin Patch")
+    assert first.tools[0].type == "custom"
+    # The stored log replays what the client saw.
+    replay = http.get(f"/v1/responses/{first.id}/events").text
+    assert "response.custom_tool_call_input.done" in replay
+    second = client.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        tools=tools,
+        input=[{"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done!"}],
+    )
+    assert second.output_text == "The function returned: Done!"
+    # The audit CLI renders the custom call and its output.
+    shown = subprocess.run(
+        [RESPLOG, "conversation", second.id, "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"custom_tool_call apply_patch ({call.call_id}): *** Begin Patch" in shown
+    assert f"custom_tool_call_output ({call.call_id}): Done!" in shown
+
+
+def test_store_false_history_with_custom_and_namespaced_calls_is_accepted(
+    client: openai.OpenAI,
+) -> None:
+    """Codex's `store: false` turns pass the whole history back, its calls included."""
+    history: Any = [
+        {"role": "user", "content": "patch it"},
+        {
+            "type": "custom_tool_call",
+            "call_id": "c1",
+            "name": "apply_patch",
+            "input": "*** Begin Patch",
+        },
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"},
+        {
+            "type": "function_call",
+            "call_id": "c2",
+            "name": "spawn_agent",
+            "namespace": "multi_agent_v1",
+            "arguments": "{}",
+        },
+        {"type": "function_call_output", "call_id": "c2", "output": "spawned"},
+    ]
+    r = client.responses.create(
+        model="scripted",
+        store=False,
+        input=history,
+        tools=[APPLY_PATCH, *CODEX_TOOLS],  # type: ignore[list-item]
+    )
+    assert r.output_text == "The function returned: spawned"
+
+
+def test_item_reference_resolves_an_earlier_item_of_the_same_owner(
+    client: openai.OpenAI,
+) -> None:
+    """The Vercel AI SDK's second step: earlier output items sent by reference."""
+    tools: Any = [
+        {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    ]
+    first = client.responses.create(model="scripted", input="go", tools=tools)
+    reasoning, call = first.output[0], first.output[-1]
+    assert reasoning.type == "reasoning" and call.type == "function_call"
+    second = client.responses.create(
+        model="scripted",
+        tools=tools,
+        input=[
+            {"role": "user", "content": "go"},
+            {"type": "item_reference", "id": reasoning.id},
+            {"id": call.id},  # openai-python `ItemReference`: the type may be left out
+            {"type": "function_call_output", "call_id": call.call_id, "output": "42"},
+        ],
+    )
+    assert second.output_text == "The function returned: 42"
+    items = client.responses.input_items.list(second.id, order="asc").data
+    assert [i.type for i in items] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert items[1].id == reasoning.id and items[2].id == call.id
+
+
+@pytest.mark.parametrize("ref", ["rs_doesnotexist_0", "msg_00000000000000000000000000000000_0"])
+def test_an_unknown_item_reference_is_openais_404_and_writes_nothing(
+    client: openai.OpenAI, server: Server, ref: str
+) -> None:
+    before = server.count_rows("responses")
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.responses.create(model="scripted", input=[{"type": "item_reference", "id": ref}])
+    body: Any = caught.value.body
+    assert body["param"] == "input"
+    assert body["message"].startswith(f"Item with id '{ref}' not found.")
+    assert server.count_rows("responses") == before

@@ -1,0 +1,301 @@
+"""The tool policy: what agent clients send decodes, is echoed as sent, and reaches the
+engine as documented (domain/tools.py, service/toolcalls.py, the engines' renderings)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import msgspec
+import pytest
+
+from adapters.engines.openai_chat import chat_request
+from domain.errors import InvalidRequest
+from domain.generation import (
+    AnyDelta,
+    ArgumentsDelta,
+    EndItem,
+    FunctionCallStart,
+    InputDelta,
+    TextDelta,
+)
+from domain.objects import (
+    CustomToolCallOutput,
+    CustomToolChoice,
+    InputCustomToolCall,
+    InputFunctionCall,
+    InputMessage,
+    InputText,
+    ItemReference,
+)
+from domain.tools import custom_input, function_view, not_offered, offered, resolve
+from service.toolcalls import tool_calls
+from service.wire import Limits, parse_create_body, with_client_headers
+from tests.fakes.prompts import make_prompt
+
+NAMESPACE: dict[str, Any] = {
+    "type": "namespace",
+    "name": "crm",
+    "description": "Customer records.",
+    "tools": [
+        {"type": "function", "name": "lookup", "parameters": {"type": "object"}},
+        {"type": "custom", "name": "note"},
+    ],
+}
+CUSTOM: dict[str, Any] = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+}
+
+
+def parse(**body: Any) -> Any:
+    return parse_create_body(json.dumps({"model": "m", "input": "hi", **body}).encode(), Limits())
+
+
+# --- the decoder ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        {"type": "web_search", "external_web_access": False},
+        {"type": "web_search_preview"},
+        {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        {"type": "image_generation", "quality": "low"},
+        {"type": "computer_use_preview", "display_width": 1, "display_height": 1},
+        {"type": "code_interpreter", "container": {"type": "auto"}},
+        {"type": "mcp", "server_label": "x", "server_url": "https://x"},
+        {"type": "tool_search"},
+    ],
+)
+def test_hosted_tools_are_accepted_echoed_as_sent_and_recorded_as_not_offered(
+    tool: dict[str, Any],
+) -> None:
+    req = parse(tools=[tool])
+    assert req.response.tools == [tool]
+    assert offered(req.response.tools) == []
+    assert req.extra["tools_not_offered"] == [tool["type"]]
+
+
+def test_namespace_custom_and_client_tool_search_are_offered() -> None:
+    search = {"type": "tool_search", "execution": "client", "description": "Find tools."}
+    req = parse(tools=[NAMESPACE, CUSTOM, search])
+    assert req.response.tools[0] == {
+        "type": "namespace",
+        "name": "crm",
+        "description": "Customer records.",
+        "tools": [
+            {
+                "type": "function",
+                "name": "lookup",
+                "description": None,
+                "parameters": {"type": "object"},
+                "strict": None,
+            },
+            {"type": "custom", "name": "note"},
+        ],
+    }
+    assert req.response.tools[1] == CUSTOM
+    assert req.response.tools[2] == search
+    tools = offered(req.response.tools)
+    assert [(t.namespace, t.name, t.custom) for t in tools] == [
+        ("crm", "lookup", False),
+        ("crm", "note", True),
+        (None, "apply_patch", True),
+        (None, "tool_search", False),
+    ]
+    assert "tools_not_offered" not in req.extra
+
+
+def test_the_codex_request_extras_are_facts_not_echoes() -> None:
+    req = parse(
+        client_metadata={"session_id": "s"},
+        input=[
+            {
+                "role": "user",
+                "content": "hi",
+                "internal_chat_message_metadata_passthrough": {"a": 1},
+            }
+        ],
+    )
+    assert req.extra["client_metadata"] == {"session_id": "s"}
+    assert req.input == [InputMessage(id="", role="user", content=[InputText(text="hi")])]
+    headed = with_client_headers(req, {"session-id": "s" * 300, "thread-id": "t", "x": "y"})
+    assert headed.extra["client_headers"] == {"session-id": "s" * 256, "thread-id": "t"}
+    assert with_client_headers(req, {"accept": "*/*"}) is req
+
+
+def test_input_items_agents_pass_back_decode() -> None:
+    req = parse(
+        input=[
+            {"type": "item_reference", "id": "rs_abc_0"},
+            {"id": "msg_abc_1"},
+            {
+                "type": "custom_tool_call",
+                "call_id": "c",
+                "name": "apply_patch",
+                "input": "x",
+                "namespace": "edit",
+            },
+            {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"},
+            {"type": "function_call", "call_id": "d", "name": "f", "arguments": "{}", "async": 0},
+        ]
+    )
+    assert req.input[:2] == [ItemReference(id="rs_abc_0"), ItemReference(id="msg_abc_1")]
+    assert req.input[2] == InputCustomToolCall(
+        id="", call_id="c", name="apply_patch", input="x", namespace="edit"
+    )
+    assert req.input[3] == CustomToolCallOutput(id="", call_id="c", output="ok")
+    assert isinstance(req.input[4], InputFunctionCall)
+
+
+@pytest.mark.parametrize(
+    ("tools", "param", "message"),
+    [
+        ([{"type": "nope"}], "tools[0].type", "Invalid value for 'tools[0].type'"),
+        ([{"type": "custom"}], "tools[0].name", "Missing required parameter: 'tools[0].name'."),
+        (
+            [{"type": "namespace", "name": "n", "tools": []}],
+            "tools[0].description",
+            "Missing required parameter",
+        ),
+        (
+            [{**NAMESPACE, "tools": [{"type": "web_search"}]}],
+            "tools[0].tools[0].type",
+            "Invalid value",
+        ),
+        ([CUSTOM, CUSTOM], "tools[1].name", "Duplicate tool name 'apply_patch'"),
+        (
+            [{"type": "custom", "name": "x", "format": {"type": "grammar", "syntax": "peg"}}],
+            "tools[0].format.syntax",
+            "Invalid value",
+        ),
+    ],
+)
+def test_bad_tools_are_openai_400s(tools: list[Any], param: str, message: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse(tools=tools)
+    assert caught.value.param == param
+    assert message in caught.value.message
+
+
+def test_the_same_name_in_two_namespaces_is_two_tools() -> None:
+    other = {**NAMESPACE, "name": "billing"}
+    assert len(offered(parse(tools=[NAMESPACE, other]).response.tools)) == 4
+
+
+def test_tool_choice_names_a_custom_tool_and_allowed_tools_may_name_hosted_kinds() -> None:
+    assert parse(
+        tools=[CUSTOM], tool_choice={"type": "custom", "name": "apply_patch"}
+    ).response.tool_choice == CustomToolChoice(name="apply_patch")
+    allowed = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "custom", "name": "apply_patch"}, {"type": "web_search"}],
+    }
+    assert parse(tools=[CUSTOM, {"type": "web_search"}], tool_choice=allowed).response.tools
+    with pytest.raises(InvalidRequest):
+        parse(tools=[CUSTOM], tool_choice={"type": "function", "name": "apply_patch"})
+    with pytest.raises(InvalidRequest):
+        parse(tools=[{"type": "web_search"}], tool_choice="required")
+
+
+# --- what the engines see ----------------------------------------------------------------------
+
+
+def test_a_chat_upstream_sees_qualified_function_names_and_custom_tools_as_functions() -> None:
+    prompt = make_prompt(tools=offered(parse(tools=[NAMESPACE, CUSTOM]).response.tools))
+    body = chat_request(prompt, "m")
+    names = [t["function"]["name"] for t in body["tools"]]
+    assert names == ["crm__lookup", "crm__note", "apply_patch"]
+    assert body["tools"][2]["function"]["parameters"]["required"] == ["input"]
+
+
+def test_history_calls_are_shown_to_function_only_engines_as_functions() -> None:
+    call = InputCustomToolCall(id="i", call_id="c", name="note", input="hi", namespace="crm")
+    view = function_view(call, "__")
+    assert isinstance(view, InputFunctionCall)
+    assert (view.name, json.loads(view.arguments)) == ("crm__note", {"input": "hi"})
+    namespaced = InputFunctionCall(id="i", call_id="c", name="f", arguments="{}", namespace="n")
+    assert function_view(namespaced, ".") == InputFunctionCall(
+        id="i", call_id="c", name="n.f", arguments="{}"
+    )
+
+
+def test_resolve_and_custom_input() -> None:
+    tools = offered([NAMESPACE, CUSTOM])
+    for called in ("crm.note", "crm__note"):
+        found = resolve(tools, called)
+        assert found is not None and (found.namespace, found.name) == ("crm", "note")
+    assert resolve(tools, "unknown") is None
+    assert custom_input('{"input": "a\\nb"}') == "a\nb"
+    assert custom_input("not json") == "not json"
+    assert custom_input('{"other": 1}') == '{"other": 1}'
+    assert not_offered([NAMESPACE, {"type": "web_search"}]) == ["web_search"]
+
+
+async def test_tool_calls_names_calls_as_declared_and_unwraps_custom_input() -> None:
+    closed: list[bool] = []
+
+    async def engine() -> AsyncGenerator[AnyDelta, None]:
+        try:
+            for d in (
+                FunctionCallStart(name="crm__lookup", call_id="a"),
+                ArgumentsDelta(text='{"id":1}'),
+                EndItem(),
+                FunctionCallStart(name="apply_patch", call_id="b"),
+                ArgumentsDelta(text='{"input": "*** Begin'),
+                ArgumentsDelta(text=' Patch"}'),
+                EndItem(),
+                TextDelta(text="done"),
+            ):
+                yield d
+        finally:
+            closed.append(True)
+
+    got = [d async for d in tool_calls(engine(), offered([NAMESPACE, CUSTOM]))]
+    assert got == [
+        FunctionCallStart(name="lookup", call_id="a", namespace="crm"),
+        ArgumentsDelta(text='{"id":1}'),
+        EndItem(),
+        FunctionCallStart(name="apply_patch", call_id="b", custom=True),
+        InputDelta(text="*** Begin Patch"),
+        EndItem(),
+        TextDelta(text="done"),
+    ]
+    assert closed == [True]
+
+
+async def test_closing_tool_calls_closes_the_engine_at_once() -> None:
+    closed: list[bool] = []
+
+    async def engine() -> AsyncGenerator[AnyDelta, None]:
+        try:
+            while True:
+                yield TextDelta(text="x")
+        finally:
+            closed.append(True)
+
+    calls = tool_calls(engine(), [])
+    assert await anext(calls) == TextDelta(text="x")
+    await calls.aclose()
+    assert closed == [True]
+
+
+def test_an_echoed_function_tool_keeps_the_bytes_stored_logs_have() -> None:
+    tool = {"type": "function", "name": "f", "parameters": None}
+    echoed = parse(tools=[tool]).response.tools[0]
+    assert msgspec.json.encode(echoed) == (
+        b'{"type":"function","name":"f","description":null,"parameters":null,"strict":null}'
+    )
+
+
+def test_hosted_tools_can_be_refused_by_the_operator() -> None:
+    body = json.dumps({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}).encode()
+    with pytest.raises(InvalidRequest) as caught:
+        parse_create_body(body, Limits(hosted_tools="refuse"))
+    assert (caught.value.param, caught.value.code) == ("tools[0].type", "unsupported_parameter")
+    assert "web_search" in caught.value.message
