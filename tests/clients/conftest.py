@@ -36,12 +36,6 @@ WEATHER_PROMPT = "What's the weather in Tokyo? [fake:function_call]"
 ANSWER = "It is 20°C and sunny in Tokyo."  # the fake's answer once a tool has answered
 
 
-def awaiting_issue_18(what: str) -> pytest.MarkDecorator:
-    """A client scenario that resplog answers 400 until issue 18's server side lands; strict,
-    so the mark must go when it passes."""
-    return pytest.mark.xfail(strict=True, reason=f"issue 18: resplog refuses {what} (400)")
-
-
 @pytest.fixture(scope="session")
 def node_modules() -> Path:
     """tests/clients/node_modules, installed from the lock file (`npm ci`) when absent or
@@ -101,16 +95,33 @@ class ClientServer:
     def base_url(self) -> str:
         return f"{self.proxy.url}/v1"
 
-    def verify(self) -> dict[str, Any]:
-        """`resplog verify --all` of the log, as an operator runs it."""
+    def cli(self, *args: str) -> Any:
+        """`resplog ARGS --json` on this server's database, as an operator runs it: the
+        document, or the first line of JSON Lines."""
         result = subprocess.run(
-            [RESPLOG, "verify", "--all", "--json", "--database-url", self.server.database_url],
+            [RESPLOG, *args, "--json", "--database-url", self.server.database_url],
             capture_output=True,
             text=True,
             timeout=60,
         )
         assert result.returncode == 0, (result.stdout, result.stderr)
-        report: dict[str, Any] = json.loads(result.stdout)
+        try:
+            return json.loads(result.stdout)
+        except ValueError:
+            return json.loads(result.stdout.splitlines()[0])
+
+    def newest(self, n: int) -> list[str]:
+        """The ids of the last n responses created, oldest first."""
+        listed = self.cli("responses", "list", "--limit", str(n))
+        return [r["id"] for r in reversed(listed["data"])]
+
+    def facts(self, rid: str) -> dict[str, Any]:
+        """The request facts of a response's first event (the audit view)."""
+        return dict(self.cli("events", rid)["facts"])
+
+    def verify(self) -> dict[str, Any]:
+        """`resplog verify --all` of the log, as an operator runs it."""
+        report: dict[str, Any] = self.cli("verify", "--all")
         return report
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import ANSWER, HERE, WEATHER_PROMPT, ClientServer, awaiting_issue_18
+from tests.clients.conftest import ANSWER, HERE, WEATHER_PROMPT, ClientServer
 
 
 def tool_loop(node_modules: Path, srv: ClientServer, mode: str) -> dict[str, Any]:
@@ -31,7 +31,6 @@ def tool_loop(node_modules: Path, srv: ClientServer, mode: str) -> dict[str, Any
     return result
 
 
-@awaiting_issue_18("item_reference input items")
 @pytest.mark.parametrize("mode", ["generate", "stream"])
 def test_multi_step_tool_loop_with_default_options(
     node_modules: Path, resplog_for_clients: ClientServer, mode: str

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.conftest import ANSWER, ClientServer, awaiting_issue_18
+from tests.clients.conftest import ANSWER, ClientServer
 
 CONFIG = """\
 model = "{model}"
@@ -68,7 +68,6 @@ def codex_exec(
 MODELS = ["gpt-oss-120b", "gpt-5.5"]
 
 
-@awaiting_issue_18("namespace/custom/tool_search/web_search tools and client_metadata")
 @pytest.mark.parametrize("model", MODELS)
 def test_codex_exec_runs_a_tool_and_answers(
     node_modules: Path,
@@ -92,5 +91,11 @@ def test_codex_exec_runs_a_tool_and_answers(
     assert call["name"] == "exec_command"
     result = next(i for i in replayed if i["type"] == "function_call_output")
     assert result["call_id"] == call["call_id"] and TOOL_MARK in result["output"]
+    for rid, request in zip(srv.newest(2), sent, strict=True):  # the audit view of each turn
+        extra = srv.facts(rid)["extra"]
+        assert extra["client_metadata"] == request["body"]["client_metadata"]
+        headers = extra["client_headers"]
+        assert headers["session-id"] == headers["thread-id"] == request["headers"]["session-id"]
+        assert extra["tools_not_offered"] == ["web_search"]  # hosted: not offered to the model
     report = srv.verify()
     assert report["ok"] is True and report["streams"] >= len(sent), json.dumps(report)[:2000]

@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.clients.conftest import ANSWER, WEATHER_PROMPT, ClientServer, awaiting_issue_18
+from tests.clients.conftest import ANSWER, WEATHER_PROMPT, ClientServer
 
 
 @tool
@@ -37,7 +37,6 @@ def test_a_bound_function_tool_round_trip(resplog_for_clients: ClientServer) -> 
     assert srv.verify()["ok"] is True
 
 
-@awaiting_issue_18("hosted tools (web_search_preview)")
 def test_a_hosted_web_search_tool_is_accepted(resplog_for_clients: ClientServer) -> None:
     srv = resplog_for_clients
     llm = chat(srv).bind_tools([{"type": "web_search_preview"}])
