@@ -1,6 +1,7 @@
 """A logging reverse proxy between an agent client and `resplog serve`: it passes every
 request through unchanged (SSE streamed as it comes) and appends one JSON line per request,
-`{"method", "path", "headers", "body", "status", "error"}`, to a file.
+`{"method", "path", "headers", "body", "status", "error"}` (and, for a response, its
+`response_id` and `output_ids`), to a file.
 
 The server logs no access lines, so this is how a test knows what a client sent and that
 every answer was 200. Run: `python -m tests.clients.proxy UPSTREAM LOG [--strip]`; it
@@ -55,6 +56,22 @@ def _stripped(raw: bytes) -> bytes:
     return json.dumps(body).encode()
 
 
+def _answered(raw: bytes) -> dict[str, Any]:
+    """The response id and its output item ids, from a JSON response or the last SSE event
+    that carries the response (so a replay can map the ids a client refers to later)."""
+    response: Any = None
+    for line in raw.decode(errors="replace").splitlines():
+        event = _body(line.removeprefix("data: ").encode()) if line.startswith("data: ") else None
+        if isinstance(event, dict) and isinstance(event.get("response"), dict):
+            response = event["response"]
+    if response is None:
+        response = _body(raw)
+    try:
+        return {"response_id": response["id"], "output_ids": [i["id"] for i in response["output"]]}
+    except (TypeError, KeyError):  # not a response (a models list, say)
+        return {}
+
+
 class Proxy:
     def __init__(self, upstream: str, log: Path, strip: bool = False) -> None:
         self.upstream = upstream.rstrip("/")
@@ -81,6 +98,7 @@ class Proxy:
         if self.session is None:
             self.session = ClientSession(timeout=ClientTimeout(total=120), auto_decompress=False)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        chunks: list[bytes] = []
         if self.strip:
             raw = _stripped(raw)
         try:
@@ -93,15 +111,14 @@ class Proxy:
                     if k.lower() not in _HOP:
                         out.headers[k] = v
                 await out.prepare(request)
-                chunks = []
                 async for chunk in up.content.iter_any():
                     chunks.append(chunk)
                     await out.write(chunk)
-                if up.status != 200:
-                    entry["error"] = _body(b"".join(chunks))
                 await out.write_eof()
                 return out
         finally:
+            got = b"".join(chunks)
+            entry |= {"error": _body(got)} if entry.get("status") != 200 else _answered(got)
             self.record(entry)
 
 

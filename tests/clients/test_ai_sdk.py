@@ -25,7 +25,7 @@ def tool_loop(node_modules: Path, srv: ClientServer, mode: str) -> dict[str, Any
         text=True,
         timeout=60,
     )
-    sent = [(r["status"], r.get("error")) for r in srv.traffic.responses_requests()]
+    sent = [(r.get("status"), r.get("error")) for r in srv.traffic.responses_requests()]
     assert done.returncode == 0, (sent, done.stderr[-3000:])
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

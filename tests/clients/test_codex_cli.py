@@ -80,7 +80,7 @@ def test_codex_exec_runs_a_tool_and_answers(
         node_modules, tmp_path, srv.base_url, srv.model, "Run echo, please. [fake:codex_exec]"
     )
     sent = srv.traffic.responses_requests()
-    statuses = [(r["status"], r.get("error")) for r in sent]
+    statuses = [(r.get("status"), r.get("error")) for r in sent]
     assert done.returncode == 0, (statuses, done.stderr[-3000:])
     assert done.stdout.strip().splitlines()[-1] == ANSWER
     srv.traffic.assert_all_ok()
