@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
@@ -79,6 +80,12 @@ class SqlEventStore(ReadModel):
         self.settings = settings
         self.hub = Hub(settings.tail_buffer)
         self.bells = Bells(settings.lease_owner)
+        # The rows tails have read and still hold, by (stream, position): many readers of
+        # one stream (a replay fanned out to many clients) then share one copy of each
+        # event instead of pinning one each. A row never changes once written.
+        self._held: weakref.WeakValueDictionary[tuple[str, int], StoredEvent] = (
+            weakref.WeakValueDictionary()
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -132,6 +139,45 @@ class SqlEventStore(ReadModel):
             return [_stored(stream_id, row) for row in result]
 
     @guarded
+    async def read_page(
+        self, stream_id: str, after: int, limit: int, max_bytes: int
+    ) -> tuple[list[StoredEvent], bool]:
+        """Up to `limit` events after `after`, cut once they hold `max_bytes` (the first row
+        always comes, however large), and whether more may follow (the page is full or was
+        cut). The running size is summed over the limited rows only, so a page costs the
+        same however long the stream is."""
+        first = (
+            sa.select(*_READ_COLUMNS)
+            .where(t_events.c.stream_id == stream_id, t_events.c.position > after)
+            .order_by(t_events.c.position)
+            .limit(limit)
+            .subquery()
+        )
+        size = sa.func.length(first.c.data) + sa.func.coalesce(sa.func.length(first.c.facts), 0)
+        sized = sa.select(
+            *first.c,
+            (sa.func.sum(size).over(order_by=first.c.position) - size).label("before"),
+            sa.func.count().over().label("fetched"),
+        ).subquery()
+        query = (
+            sa.select(*(sized.c[c.name] for c in _READ_COLUMNS), sized.c.fetched)
+            .where(sized.c.before < max_bytes)
+            .order_by(sized.c.position)
+        )
+        async with self.engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        fetched = rows[0].fetched if rows else 0
+        page = [self._shared(stream_id, row) for row in rows]
+        return page, fetched == limit or len(rows) < fetched
+
+    def _shared(self, stream_id: str, row: Any) -> StoredEvent:
+        key = (stream_id, row[0])
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = _stored(stream_id, row[:5])
+        return held
+
+    @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
         """For each (stream, after): up to `limit` of its events with position > after. Each
         stream's events are in order; streams are not (PostgreSQL does it in one query)."""
@@ -159,13 +205,15 @@ class SqlEventStore(ReadModel):
             page=self.settings.read_page,
         )
 
-    async def _tail_read(self, stream_id: str, after: int, limit: int) -> list[StoredEvent]:
+    async def _tail_read(
+        self, stream_id: str, after: int, limit: int
+    ) -> tuple[list[StoredEvent], bool]:
         """A tail's read: a transient error (the server restarted, the connection dropped)
         is waited out rather than ending the tail; it resumes from where it was."""
         delay = 0.05
         while True:
             try:
-                return await self.read(stream_id, after, limit)
+                return await self.read_page(stream_id, after, limit, self.settings.read_page_bytes)
             except StoreUnavailable as exc:
                 log.warning("tail of %s: read failed (%s); retrying", stream_id, exc)
             await asyncio.sleep(delay)
