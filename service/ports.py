@@ -17,8 +17,9 @@ from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
 
 
-class StoredEvent(msgspec.Struct, frozen=True):
-    """One row of the log. `data` is the exact JSON a client receives for it."""
+class StoredEvent(msgspec.Struct, frozen=True, weakref=True):
+    """One row of the log. `data` is the exact JSON a client receives for it. (Weakly
+    referable, so that a store can hand every reader of a row the same object.)"""
 
     stream_id: str
     position: int

@@ -13,6 +13,7 @@ import click
 from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
+from adapters.cli.memory import return_freed_memory
 from service.settings import Settings
 
 
@@ -43,6 +44,7 @@ def serve(database_url: str, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
+    return_freed_memory()
     signals: list[int] = []
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(_serve(settings, signals))

@@ -13,6 +13,7 @@ import click
 
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
+from adapters.cli.memory import return_freed_memory
 from service.settings import Settings
 
 
@@ -24,6 +25,7 @@ def worker(database_url: str, **options: Any) -> None:
     settings = generation_settings(database_url, **options)
     if settings.workers < 1:
         raise click.BadParameter("a worker needs at least one slot", param_hint="--workers")
+    return_freed_memory()
     asyncio.run(run_worker(settings))
 
 

@@ -15,8 +15,9 @@ from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
+from adapters.http import sse
 from adapters.http.auth import principal_of
-from adapters.http.sse import frames, jsonl_line, sse_frame
+from adapters.http.sse import frames
 from domain.errors import InvalidRequest
 from domain.objects import ResponseObject
 from service import reads, responses, status, stopping
@@ -195,8 +196,8 @@ async def response_events(
     jsonl = format == "jsonl" or (format is None and JSONL in request.headers.get("accept", ""))
     slot = _open_stream(request, access)
     if jsonl:
-        return _stream(frames(events, keepalive_s=None, frame=jsonl_line, done=None), slot, JSONL)
-    return _stream(frames(events, keepalive_s=settings.keepalive_s, frame=sse_frame), slot)
+        return _stream(frames(events, keepalive_s=None, framing=sse.JSONL, done=None), slot, JSONL)
+    return _stream(frames(events, keepalive_s=settings.keepalive_s, framing=sse.SSE), slot)
 
 
 @post(

@@ -13,23 +13,99 @@ comments while the stream is idle without cancelling the tail mid-read.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from typing import NamedTuple
 
 from service.ports import StoredEvent
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]\n\n"
 MAX_WRITE = 64 * 1024
+# Events the pump may read ahead of a writer that waits on its client: at most this many,
+# and past the first, at most this many bytes (event JSON and facts), so that a client that
+# stopped reading pins little more than the event being written (bench/stalled_bench.py).
+MAX_QUEUED = 64
+MAX_QUEUED_BYTES = 256 * 1024
 _END = object()
 
 
+def _size(item: object) -> int:
+    if isinstance(item, StoredEvent):
+        return len(item.data) + len(item.facts or b"")
+    return 0
+
+
+class _Pipe:
+    """A queue from the pump to the writer, bounded by count and by bytes; one item always
+    fits, however large."""
+
+    def __init__(self, max_items: int = MAX_QUEUED, max_bytes: int = MAX_QUEUED_BYTES) -> None:
+        self._items: collections.deque[object] = collections.deque()
+        self._bytes = 0
+        self._max_items, self._max_bytes = max_items, max_bytes
+        self._readable = asyncio.Event()
+        self._writable = asyncio.Event()
+
+    def _full(self) -> bool:
+        return bool(self._items) and (
+            len(self._items) >= self._max_items or self._bytes >= self._max_bytes
+        )
+
+    async def put(self, item: object) -> None:
+        while self._full():
+            self._writable.clear()
+            await self._writable.wait()
+        self._items.append(item)
+        self._bytes += _size(item)
+        self._readable.set()
+
+    async def get(self) -> object:
+        while not self._items:
+            self._readable.clear()
+            await self._readable.wait()
+        return self.get_nowait()
+
+    def get_nowait(self) -> object:
+        item = self._items.popleft()
+        self._bytes -= _size(item)
+        self._writable.set()
+        return item
+
+    def empty(self) -> bool:
+        return not self._items
+
+
+class Framing(NamedTuple):
+    """How an event goes on the wire: `head(event)`, its stored JSON, then `tail`."""
+
+    head: Callable[[StoredEvent], bytes]
+    tail: bytes
+
+    def whole(self, event: StoredEvent) -> bytes:
+        return self.head(event) + event.data + self.tail
+
+    def pieces(self, event: StoredEvent, cap: int = MAX_WRITE) -> Iterator[bytes]:
+        """A large event in writes of at most `cap` bytes, cut from its stored JSON without
+        copying it whole first (a stalled client pins the event, not a second copy)."""
+        view = memoryview(event.data)
+        yield self.head(event)
+        for start in range(0, len(view), cap):
+            yield bytes(view[start : start + cap])
+        yield self.tail
+
+
+SSE = Framing(lambda e: b"event: " + e.type.encode() + b"\ndata: ", b"\n\n")
+JSONL = Framing(lambda e: b"", b"\n")
+
+
 def sse_frame(event: StoredEvent) -> bytes:
-    return b"event: " + event.type.encode() + b"\ndata: " + event.data + b"\n\n"
+    return SSE.whole(event)
 
 
 def jsonl_line(event: StoredEvent) -> bytes:
-    return event.data + b"\n"
+    return JSONL.whole(event)
 
 
 def pack(frames: list[bytes], cap: int = MAX_WRITE) -> Iterator[bytes]:
@@ -49,7 +125,7 @@ def pack(frames: list[bytes], cap: int = MAX_WRITE) -> Iterator[bytes]:
         yield b"".join(batch)
 
 
-async def _pump(source: AsyncIterator[StoredEvent], queue: asyncio.Queue[object]) -> None:
+async def _pump(source: AsyncIterator[StoredEvent], queue: _Pipe) -> None:
     try:
         async for event in source:
             await queue.put(event)
@@ -63,12 +139,12 @@ async def frames(
     source: AsyncGenerator[StoredEvent, None],
     *,
     keepalive_s: float | None,
-    frame: Callable[[StoredEvent], bytes] = sse_frame,
+    framing: Framing = SSE,
     done: bytes | None = DONE,
     on_close: Callable[[bool], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """Frame a tail for the wire; `on_close(finished)` runs however the stream ends."""
-    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
+    queue = _Pipe()
     pump = asyncio.create_task(_pump(source, queue))
     finished = ended = False
     try:
@@ -87,9 +163,16 @@ async def frames(
                 if isinstance(item, Exception):
                     raise item
                 assert isinstance(item, StoredEvent)
-                chunk.append(frame(item))
-                size += len(chunk[-1])
                 finished = item.terminal
+                if len(item.data) > MAX_WRITE:  # alone, in pieces, after what is packed
+                    for write in pack(chunk):
+                        yield write
+                    chunk, size = [], 0
+                    for write in framing.pieces(item):
+                        yield write
+                else:
+                    chunk.append(framing.whole(item))
+                    size += len(chunk[-1])
                 if queue.empty() or size >= MAX_WRITE:
                     break
                 item = queue.get_nowait()

@@ -20,7 +20,7 @@ from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, Listener, doorbell_payload
 from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
-from adapters.store.sql import SqlEventStore
+from adapters.store.sql import PAGE_SQL, SqlEventStore
 from adapters.store.transient import guarded
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
@@ -124,6 +124,7 @@ class PostgresEventStore(SqlEventStore):
     """The event store on PostgreSQL; tails hear other processes through LISTEN/NOTIFY."""
 
     dialect = "postgresql"
+    _PAGE = PAGE_SQL.format("$1", "$2", "$3", "$4")
 
     def __init__(self, url: URL, settings: StoreSettings) -> None:
         engine: AsyncEngine = create_async_engine(

@@ -11,6 +11,10 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     poll_interval: float = 1.0  # a tail re-reads at least this often (lost doorbells)
     tail_buffer: int = 1024  # events a subscriber may have waiting before it must re-read
     read_page: int = 1000  # rows per catch-up read of a tail
+    # ...and bytes (event JSON and facts) per catch-up read, past its first row: what a
+    # tail holds while its reader is slow is a page, so a stalled reader of a response
+    # whose events are megabytes pins about this much, not the whole log.
+    read_page_bytes: int = 256 * 1024
     listen: bool = True  # PostgreSQL: run the LISTEN connection (cross-process doorbell)
     check_migrated: bool = True  # refuse to open a database that is not at the head revision
     # None: the dialect's own default. PostgreSQL keeps 20: every live tail reads the log

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
-from adapters.store.sql import SqlEventStore
+from adapters.store.sql import PAGE_SQL, SqlEventStore
 from adapters.store.tables import responses as t_responses
 from adapters.store.urls import ensure_sqlite_directory
 from domain.objects import TERMINAL_STATUSES
@@ -90,6 +90,7 @@ class SqliteEventStore(SqlEventStore):
     """The event store on one SQLite file; tails are woken in-process only."""
 
     dialect = "sqlite"
+    _PAGE = PAGE_SQL.format("?", "?", "?", "?")
 
     def __init__(self, url: URL, settings: StoreSettings) -> None:
         super().__init__(url, _engine(url, settings), settings)

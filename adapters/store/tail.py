@@ -17,7 +17,8 @@ from adapters.store.hub import Hub
 from domain.errors import CorruptEvent
 from service.ports import StoredEvent
 
-ReadFn = Callable[[str, int, int], Awaitable[list[StoredEvent]]]
+# (stream, after, limit) -> (a page of events, whether more may follow it now)
+ReadFn = Callable[[str, int, int], Awaitable[tuple[list[StoredEvent], bool]]]
 EndedFn = Callable[[str, int], Awaitable[bool]]
 
 
@@ -62,14 +63,14 @@ async def follow(
         reread, check_end = True, True
         while True:
             if reread:
-                rows = await read(stream_id, cursor.last, page)
+                rows, more = await read(stream_id, cursor.last, page)
                 for event in rows:
                     if not cursor.accept(event):
                         raise _hole(stream_id, cursor.last + 1, event.position)
                     yield event
                     if cursor.done:
                         return
-                if len(rows) == page:
+                if more:
                     continue
                 if not rows and check_end and await ended(stream_id, cursor.last):
                     return

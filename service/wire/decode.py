@@ -156,16 +156,22 @@ def _refuse_unsupported(raw: dict[str, Any]) -> None:
 
 def _wrap_hosted(raw: dict[str, Any]) -> dict[str, Any]:
     """Put each hosted tool (`web_search`, ...) under the `hosted` tag, as sent, so that
-    msgspec reads every tool kind through one tagged union."""
+    msgspec reads every tool kind through one tagged union. `hosted` is resplog's own
+    word, never a client's."""
     tools = raw.get("tools")
     if not isinstance(tools, list):
         return raw
-    wrapped = [
-        {"type": "hosted", "tool": t}
-        if isinstance(t, dict) and t.get("type") in HOSTED_TOOL_TYPES
-        else t
-        for t in tools
-    ]
+    wrapped = []
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "hosted":
+            raise InvalidRequest(
+                f"Invalid value for 'tools[{i}].type': Invalid value 'hosted'.",
+                param=f"tools[{i}].type",
+                code="invalid_value",
+            )
+        hosted = isinstance(kind, str) and kind in HOSTED_TOOL_TYPES
+        wrapped.append({"type": "hosted", "tool": tool} if hosted else tool)
     return {**raw, "tools": wrapped}
 
 

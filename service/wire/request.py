@@ -67,7 +67,9 @@ class ToolSearchToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", 
 
 class HostedToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="hosted"):
     """A tool OpenAI runs itself (`web_search`, `file_search`, ...): decode wraps it, as
-    sent, under this tag, so any of its fields is accepted (domain.tools.HOSTED_TOOL_TYPES)."""
+    sent, under this tag, so any of its fields is accepted (domain.tools.HOSTED_TOOL_TYPES).
+    Clients send the tool itself (`{"type": "web_search"}`), never this wrapper, which is
+    refused."""
 
     tool: dict[str, Any]
 

@@ -133,14 +133,14 @@ async def test_an_open_transaction_is_neither_skipped_nor_seen_by_a_tail(
     rival = emit(state, TextDelta(text="rival"))
 
     reads = 0
-    real_read = store.read
+    real_read = store.read_page
 
     async def counting_read(*args: object, **kwargs: object) -> object:
         nonlocal reads
         reads += 1
         return await real_read(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store, "read", counting_read)
+    monkeypatch.setattr(store, "read_page", counting_read)
     yielded: list[int] = []
 
     async def tail() -> None:
@@ -359,3 +359,38 @@ async def test_a_tail_and_a_writer_ride_out_killed_connections(
 
 async def collect_rest(tail: AsyncIterator[object]) -> list[tuple[int, bytes]]:
     return [(e.position, e.data) async for e in tail]  # type: ignore[attr-defined]
+
+
+async def test_a_tail_reads_pages_bounded_by_bytes_and_misses_nothing(extra: Opener) -> None:
+    """A page stops once it holds `read_page_bytes` (its first row always comes), and the
+    tail goes on at once: a slow reader of large events holds about a page, and a replay
+    still yields every event once, in order."""
+    tail_store = await extra(read_page_bytes=300, poll_interval=5.0)
+    appends = streams.script(deltas=40)
+    rid = rid_of(appends)
+    for expected, batch in appends:
+        await tail_store.append(rid, expected, batch)
+    page, more = await tail_store.read_page(rid, -1, 1000, 300)
+    assert 1 <= len(page) < 10 and more
+    sizes = [len(e.data) + len(e.facts or b"") for e in page]
+    assert sum(sizes[:-1]) < 300
+    last, more = await tail_store.read_page(rid, len(wire(appends)) - 2, 1000, 300)
+    assert len(last) == 1 and not more
+    async with asyncio.timeout(4):  # well inside the poll interval: no waiting between pages
+        assert await collect(tail_store, rid) == wire(appends)
+
+
+async def test_readers_of_one_stream_share_each_event(store: SqlEventStore) -> None:
+    """Two tails of one stream hold the same event objects (one copy of a large log for
+    any number of readers), and a row no reader holds any more is read afresh."""
+    appends = streams.script(deltas=3)
+    rid = rid_of(appends)
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+    first, _ = await store.read_page(rid, -1, 1000, 1 << 20)
+    second, _ = await store.read_page(rid, -1, 1000, 1 << 20)
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    data = [e.data for e in first]
+    del first, second
+    again, _ = await store.read_page(rid, -1, 1000, 1 << 20)
+    assert [e.data for e in again] == data

@@ -5,7 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from adapters.http.sse import DONE, KEEPALIVE, MAX_WRITE, frames, jsonl_line, pack, sse_frame
+from adapters.http.sse import (
+    DONE,
+    JSONL,
+    KEEPALIVE,
+    MAX_QUEUED_BYTES,
+    MAX_WRITE,
+    frames,
+    jsonl_line,
+    pack,
+    sse_frame,
+)
 from service.ports import StoredEvent
 
 
@@ -102,3 +112,34 @@ def test_pack_cuts_only_a_frame_larger_than_a_write() -> None:
         small,
     ]
     assert list(pack([b"xy", b"z", b"w"], cap=3)) == [b"xyz", b"w"]
+
+
+async def test_a_waiting_writer_lets_the_pump_read_ahead_a_bounded_number_of_bytes() -> None:
+    """A client that stopped reading: the tail is read only a little past the event being
+    written (`MAX_QUEUED_BYTES`), not to the end of a log of large events."""
+    big = [event(i, pad=MAX_QUEUED_BYTES // 3) for i in range(40)]
+    taken: list[int] = []
+
+    async def counted() -> AsyncIterator[StoredEvent]:
+        for e in big:
+            taken.append(e.position)
+            yield e
+
+    stream = frames(counted(), keepalive_s=None)
+    await stream.__anext__()  # the writer now "waits on its client"
+    await asyncio.sleep(0.05)
+    assert 2 <= len(taken) <= 6  # the one in flight, about MAX_QUEUED_BYTES queued, one waiting
+    rest = [chunk async for chunk in stream]
+    assert len(taken) == 40 and rest
+
+
+async def test_a_large_event_goes_out_in_pieces_of_its_own_bytes() -> None:
+    """An event over a write is cut from its stored bytes (no whole second copy), the
+    pieces joined are its frame, and the frames around it are whole."""
+    events = [event(0), event(1, pad=3 * MAX_WRITE), event(2, "response.completed")]
+    chunks = await collect(frames(source(events), keepalive_s=None, done=None))
+    assert max(len(c) for c in chunks) <= MAX_WRITE
+    assert b"".join(chunks) == b"".join(sse_frame(e) for e in events)
+    assert chunks[0] == sse_frame(events[0]) and chunks[-1] == sse_frame(events[2])
+    lines = await collect(frames(source(events), keepalive_s=None, framing=JSONL, done=None))
+    assert b"".join(lines) == b"".join(jsonl_line(e) for e in events)

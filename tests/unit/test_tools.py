@@ -156,6 +156,12 @@ def test_input_items_agents_pass_back_decode() -> None:
     ("tools", "param", "message"),
     [
         ([{"type": "nope"}], "tools[0].type", "Invalid value for 'tools[0].type'"),
+        ([{"type": {}, "tool": {}}], "tools[0].type", "Invalid value for 'tools[0].type'"),
+        (
+            [{"type": "hosted", "tool": {"type": "function"}}],
+            "tools[0].type",
+            "Invalid value 'hosted'",
+        ),
         ([{"type": "custom"}], "tools[0].name", "Missing required parameter: 'tools[0].name'."),
         (
             [{"type": "namespace", "name": "n", "tools": []}],
