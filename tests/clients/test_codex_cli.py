@@ -12,6 +12,7 @@ fetched, and it does not try WebSockets with a custom provider.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -39,20 +40,20 @@ TOOL_MARK = "resplog-tool-ran"  # what the fake's `exec_command` call echoes
 
 
 def codex_exec(
-    node_modules: Path, tmp_path: Path, base_url: str, model: str, prompt: str
+    node_modules: Path, tmp_path: Path, srv: ClientServer, prompt: str, *options: str
 ) -> subprocess.CompletedProcess[str]:
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    (home / "config.toml").write_text(CONFIG.format(model=model, base_url=base_url))
+    (home / "config.toml").write_text(CONFIG.format(model=srv.model, base_url=srv.base_url))
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),  # its login shell reads no profile of this machine's user
         "CODEX_HOME": str(home),
         "LANG": "C.UTF-8",
     }
     return subprocess.run(
-        [str(node_modules / ".bin" / "codex"), "exec", "--skip-git-repo-check", prompt],
+        [str(node_modules / ".bin" / "codex"), "exec", "--skip-git-repo-check", *options, prompt],
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -76,9 +77,7 @@ def test_codex_exec_runs_a_tool_and_answers(
     model: str,
 ) -> None:
     srv = serve_for_clients(model)
-    done = codex_exec(
-        node_modules, tmp_path, srv.base_url, srv.model, "Run echo, please. [fake:codex_exec]"
-    )
+    done = codex_exec(node_modules, tmp_path, srv, "Run echo, please. [fake:codex_exec]")
     sent = srv.traffic.responses_requests()
     statuses = [(r.get("status"), r.get("error")) for r in sent]
     assert done.returncode == 0, (statuses, done.stderr[-3000:])
@@ -99,3 +98,25 @@ def test_codex_exec_runs_a_tool_and_answers(
         assert extra["tools_not_offered"] == ["web_search"]  # hosted: not offered to the model
     report = srv.verify()
     assert report["ok"] is True and report["streams"] >= len(sent), json.dumps(report)[:2000]
+
+
+def test_codex_applies_a_patch_through_its_custom_tool(
+    node_modules: Path, serve_for_clients: Callable[[str], ClientServer], tmp_path: Path
+) -> None:
+    """`apply_patch` is a `custom` tool (free-form text, a lark grammar) that Codex offers a
+    model it knows: the model's call reaches Codex as a `custom_tool_call`, Codex applies the
+    patch in its workspace and answers with a `custom_tool_call_output`."""
+    srv = serve_for_clients("gpt-5.5")
+    prompt = "Create hello.txt. [fake:codex_apply_patch]"
+    done = codex_exec(node_modules, tmp_path, srv, prompt, "--sandbox", "workspace-write")
+    sent = srv.traffic.responses_requests()
+    assert done.returncode == 0, ([r.get("status") for r in sent], done.stderr[-3000:])
+    assert done.stdout.strip().splitlines()[-1] == ANSWER
+    assert (tmp_path / "work" / "hello.txt").read_text() == "hello from resplog\n"
+    srv.traffic.assert_all_ok()
+    replayed = sent[-1]["body"]["input"]
+    call = next(i for i in replayed if i["type"] == "custom_tool_call")
+    assert call["name"] == "apply_patch" and call["input"].startswith("*** Begin Patch")
+    result = next(i for i in replayed if i["type"] == "custom_tool_call_output")
+    assert result["call_id"] == call["call_id"]
+    assert srv.verify()["ok"] is True
