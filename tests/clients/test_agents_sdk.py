@@ -56,3 +56,21 @@ async def test_run_with_a_function_tool(resplog_for_clients: ClientServer, strea
             result = await Runner.run(agent, WEATHER_PROMPT, run_config=config)  # type: ignore[assignment]
     assert_tool_loop(srv, result.final_output)
     assert json.dumps(result.to_input_list())
+
+
+async def test_run_chained_by_previous_response_id(resplog_for_clients: ClientServer) -> None:
+    """`auto_previous_response_id`: the second model call sends only the tool's output and
+    `previous_response_id`; resplog continues the stored response from its log."""
+    srv = resplog_for_clients
+    located.clear()
+    config = RunConfig(tracing_disabled=True)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        result = await Runner.run(
+            weather_agent(srv, c), WEATHER_PROMPT, run_config=config, auto_previous_response_id=True
+        )
+    assert located == ["Tokyo"] and result.final_output == ANSWER
+    srv.traffic.assert_all_ok()
+    first, second = srv.traffic.responses_requests()
+    assert second["body"]["previous_response_id"] == first["response_id"]
+    assert [i["type"] for i in second["body"]["input"]] == ["function_call_output"]
+    assert srv.verify()["ok"] is True

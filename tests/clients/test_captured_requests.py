@@ -3,8 +3,9 @@ tests with RESPLOG_CAPTURE=1) replayed, in order and with its headers, to a real
 the same engine: each one is accepted and the log verifies. Needs no Node: it keeps the
 clients' shapes under test where the clients themselves are not installed.
 
-The ids a later request refers to (`item_reference`, `previous_response_id`) are mapped from
-the captured responses' ids to the replayed ones, by position.
+The ids a later request refers to (`item_reference`, `previous_response_id`, call ids) are
+mapped to the replay's: resplog's ids all carry their response's id (`resp_<hex>`,
+`rs_<hex>_0`, `call_<hex>_1`), so the captured hex is replaced by the replayed one.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ SKIP_HEADERS = {"accept-encoding", "user-agent"}
 
 
 def replayed(body: Any, ids: dict[str, str]) -> Any:
-    """The body with each captured id it refers to replaced by the replayed one."""
+    """The body with each captured response's hex replaced by its replay's."""
     text = json.dumps(body)
     for old, new in ids.items():
-        text = text.replace(f'"{old}"', f'"{new}"')
+        text = text.replace(old, new)
     return json.loads(text)
 
 
@@ -60,9 +61,9 @@ def test_a_captured_client_conversation_is_accepted(
             )
             assert got.status_code == 200, (n, got.text)
             response = answered(got)
-            assert response["status"] == "completed"
+            assert response["status"] == "completed", response.get("error")
             output = [item["id"] for item in response["output"]]
-            assert len(output) == len(sent["output_ids"])
-            ids |= dict(zip(sent["output_ids"], output, strict=True))
-            ids[sent["response_id"]] = response["id"]
+            old, new = sent["response_id"].removeprefix("resp_"), response["id"][len("resp_") :]
+            assert output == [i.replace(old, new) for i in sent["output_ids"]]
+            ids[old] = new
     assert srv is not None and srv.verify()["ok"] is True

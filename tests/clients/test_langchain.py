@@ -4,7 +4,13 @@ dict (`web_search_preview`), which resplog accepts and does not offer to the mod
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
+from typing import Any
+
+import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
@@ -23,15 +29,25 @@ def chat(srv: ClientServer) -> ChatOpenAI:
     )
 
 
-def test_a_bound_function_tool_round_trip(resplog_for_clients: ClientServer) -> None:
+def ask(llm: Runnable[Any, Any], history: list[Any], streamed: bool) -> Any:
+    """The model's message, from `invoke` or from `stream`'s chunks added up."""
+    if not streamed:
+        return llm.invoke(history)
+    return reduce(operator.add, llm.stream(history))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
+def test_a_bound_function_tool_round_trip(
+    resplog_for_clients: ClientServer, streamed: bool
+) -> None:
     srv = resplog_for_clients
     llm = chat(srv).bind_tools([get_weather])
-    history = [HumanMessage(WEATHER_PROMPT)]
-    asked = llm.invoke(history)
-    (call,) = asked.tool_calls  # type: ignore[attr-defined]
+    history: list[Any] = [HumanMessage(WEATHER_PROMPT)]
+    asked = ask(llm, history, streamed)
+    (call,) = asked.tool_calls
     assert call["name"] == "get_weather" and call["args"] == {"location": "Tokyo"}
     history += [asked, ToolMessage(get_weather.invoke(call["args"]), tool_call_id=call["id"])]
-    answered = llm.invoke(history)
+    answered = ask(llm, history, streamed)
     assert answered.text == ANSWER
     srv.traffic.assert_all_ok()
     assert srv.verify()["ok"] is True
