@@ -232,6 +232,10 @@ class ScriptedEngine:
     async def ready(self) -> bool:
         return True
 
+    async def count_tokens(self, prompt: Prompt) -> int:
+        """The words of the prompt: what this engine reports as `input_tokens`."""
+        return _prompt_words(prompt)[0]
+
     def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         """The script, one delta at a time, paced by its own clock."""
         return self._play(prompt)
