@@ -235,6 +235,12 @@ class Engine(Protocol):
 
     def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]: ...
 
+    async def count_tokens(self, prompt: Prompt) -> int:
+        """The prompt tokens a generation of `prompt` would take, as the engine counts them
+        (its usage's `input_tokens`); `EngineError` with code `tokens_uncountable` if it
+        has no way to count."""
+        ...
+
     async def ready(self) -> bool:
         """Whether the engine answers."""
         ...

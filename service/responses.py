@@ -60,14 +60,7 @@ class Started(msgspec.Struct, frozen=True):
 
 async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Started:
     """Record the request as the stream's first events, then start generating."""
-    model = req.response.model
-    if not svc.engine.serves(model):
-        raise InvalidRequest(
-            f"The model '{model}' does not exist or is not served here; this server "
-            f"serves: {', '.join(svc.engine.models())}.",
-            param="model",
-            code="model_not_found",
-        )
+    check_served(svc, req.response.model)
     history = await load_history(svc, req.response.previous_response_id, owner)
     items = await resolve_references(svc, req.input, owner)
     rid = new_response_id()
@@ -85,6 +78,16 @@ async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Starte
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
+
+
+def check_served(svc: Bundle, model: str) -> None:
+    if not svc.engine.serves(model):
+        raise InvalidRequest(
+            f"The model '{model}' does not exist or is not served here; this server "
+            f"serves: {', '.join(svc.engine.models())}.",
+            param="model",
+            code="model_not_found",
+        )
 
 
 async def _run_here(svc: Bundle, state: ResponseState, prompt: Prompt) -> Generation | None:

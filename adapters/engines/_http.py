@@ -147,6 +147,24 @@ class HttpClient:
                 code="engine_protocol_error",
             ) from e
 
+    async def post_json(self, url: str, body: Any, what: str) -> tuple[int, Any]:
+        """POST a short JSON call: its status and, for a 2xx, its JSON body (else None);
+        `EngineError` if it failed below HTTP or a 2xx body is not JSON."""
+        try:
+            async with self.session().post(url, json=body, timeout=self._short()) as response:
+                status, content = response.status, await response.read()
+        except TRANSPORT_ERRORS as e:
+            raise transport_error(what, e) from e
+        if status >= 300:
+            return status, None
+        try:
+            return status, json.loads(content)
+        except ValueError as e:
+            raise EngineError(
+                f"{what} at {url} did not answer JSON: {preview(content)}",
+                code="engine_protocol_error",
+            ) from e
+
     async def status(self, method: str, url: str, json_body: Any = None) -> int | None:
         """The status of a short call (health, abort), or None if it failed below HTTP."""
         timeout = self._short(self.timeouts.abort if method == "POST" else None)

@@ -21,6 +21,7 @@ from adapters.engines._http import (
     preview,
     protocol_error,
     read_deltas,
+    status_error,
 )
 from domain.errors import EngineError
 from domain.generation import (
@@ -414,6 +415,25 @@ class OpenAIChatEngine(HttpEngine):
         if prompt.model in self.served or not (self.model or self.served):
             return prompt.model
         return self.model or self.served[0]
+
+    async def count_tokens(self, prompt: Prompt) -> int:
+        """The upstream's own count of the chat prompt (vLLM's `POST /tokenize` with the
+        messages and tools, as its chat template renders them); an upstream without that
+        endpoint cannot count."""
+        request = chat_request(prompt, self.upstream_model(prompt))
+        body: dict[str, Any] = {
+            k: request[k] for k in ("model", "messages", "tools") if k in request
+        }
+        body["add_generation_prompt"] = True
+        status, data = await self._http.post_json(self.base_url + "/tokenize", body, self._what)
+        if status in (404, 405):
+            raise EngineError(f"{self._what} has no /tokenize endpoint", code="tokens_uncountable")
+        if status >= 300:
+            raise status_error(self._what, status, b"")
+        count = data.get("count") if isinstance(data, dict) else None
+        if not isinstance(count, int):
+            raise protocol_error(self._what, f"/tokenize answered no count: {data!r}"[:200])
+        return count
 
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}

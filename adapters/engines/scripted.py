@@ -33,6 +33,8 @@ from domain.generation import (
 )
 from domain.objects import (
     CustomToolCallOutput,
+    FormatJsonObject,
+    FormatJsonSchema,
     FunctionCallOutput,
     InputItem,
     InputMessage,
@@ -173,11 +175,51 @@ def script(prompt: Prompt, tokens: int | None) -> Iterator[AnyDelta]:
         answer = f"The function returned: {last.output}"
     else:
         answer = f"You said: {text}" if text else "Hello from the scripted engine."
-    words: Iterator[str] = iter(_words(answer))
-    if tokens is not None:
+    structured = structured_answer(prompt, answer)
+    words: Iterator[str] = iter(_words(structured or answer))
+    if tokens is not None and structured is None:  # JSON is never cut or repeated
         words = itertools.islice(itertools.cycle(_words(answer)), tokens)
     yield from (TextDelta(text=w) for w in words)
     yield EndItem()
+
+
+def structured_answer(prompt: Prompt, answer: str) -> str | None:
+    """For a `json_schema` text format, a JSON document valid against the schema (built
+    from it: required and optional properties, `$ref`s, enums, the first branch of a
+    union); for `json_object`, `{"answer": ...}`; else None."""
+    fmt = prompt.text.format
+    if isinstance(fmt, FormatJsonSchema):
+        defs = {**fmt.schema.get("$defs", {}), **fmt.schema.get("definitions", {})}
+        return json.dumps(_instance(fmt.schema, defs, answer, 0))
+    if isinstance(fmt, FormatJsonObject):
+        return json.dumps({"answer": answer})
+    return None
+
+
+def _instance(schema: Any, defs: dict[str, Any], text: str, depth: int) -> object:
+    if not isinstance(schema, dict) or depth > 16:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        return _instance(defs.get(ref.rsplit("/", 1)[-1]), defs, text, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = [b for b in schema.get(key) or [] if b.get("type") != "null"]
+        if branches:
+            return _instance(branches[0], defs, text, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: _instance(v, defs, text, depth + 1) for k, v in props.items()}
+    if kind == "array":
+        return [_instance(schema.get("items"), defs, text, depth + 1)]
+    simple = {"integer": len(text.split()), "number": 1.5, "boolean": True, "null": None}
+    return simple.get(str(kind), text)
 
 
 def _finite(key: str, value: str | None) -> float | None:
@@ -231,6 +273,10 @@ class ScriptedEngine:
 
     async def ready(self) -> bool:
         return True
+
+    async def count_tokens(self, prompt: Prompt) -> int:
+        """The words of the prompt: what this engine reports as `input_tokens`."""
+        return _prompt_words(prompt)[0]
 
     def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         """The script, one delta at a time, paced by its own clock."""

@@ -205,6 +205,10 @@ class SglangEngine(HttpEngine):
 
     # --- generation ----------------------------------------------------------------------
 
+    async def count_tokens(self, prompt: Prompt) -> int:
+        """The harmony rendering's length: the very ids `generate` would send."""
+        return len(self.renderer.render(prompt))
+
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         ids = self.renderer.render(prompt)
         rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*

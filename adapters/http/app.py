@@ -131,6 +131,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
     return Litestar(
         route_handlers=[
             routes.create_response,
+            routes.count_input_tokens,
             routes.retrieve_response,
             routes.response_events,
             routes.cancel_response,

@@ -20,7 +20,7 @@ from adapters.http.auth import principal_of
 from adapters.http.sse import frames
 from domain.errors import InvalidRequest
 from domain.objects import ResponseObject
-from service import reads, responses, status, stopping
+from service import reads, responses, status, stopping, tokens
 from service.access import Access
 from service.bundle import Bundle
 from service.ports import StoredEvent
@@ -31,6 +31,7 @@ from service.wire import (
     ErrorBody,
     check_response_id,
     parse_create_body,
+    parse_input_tokens_body,
     with_client_headers,
 )
 
@@ -198,6 +199,23 @@ async def response_events(
     if jsonl:
         return _stream(frames(events, keepalive_s=None, framing=sse.JSONL, done=None), slot, JSONL)
     return _stream(frames(events, keepalive_s=settings.keepalive_s, framing=sse.SSE), slot)
+
+
+@post(
+    "/v1/responses/input_tokens",
+    status_code=200,
+    responses=_ERRORS,
+    summary="Count the input tokens a create with this body would take (writes nothing)",
+)
+async def count_input_tokens(
+    request: Request[Any, Any, Any], bundle: Bundle, settings: Settings
+) -> tokens.InputTokens:
+    models = bundle.engine.models()
+    req = parse_input_tokens_body(
+        await json_body(request), settings.limits, models[0] if models else ""
+    )
+    count = await tokens.count_input_tokens(bundle, req, owner_of(request))
+    return tokens.InputTokens(input_tokens=count)
 
 
 @post(

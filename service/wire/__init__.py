@@ -10,6 +10,7 @@ from service.wire.decode import (
     Limits,
     check_response_id,
     parse_create_body,
+    parse_input_tokens_body,
     with_client_headers,
 )
 from service.wire.errors import ErrorBody, ErrorDetail
@@ -26,5 +27,6 @@ __all__ = [
     "Limits",
     "check_response_id",
     "parse_create_body",
+    "parse_input_tokens_body",
     "with_client_headers",
 ]

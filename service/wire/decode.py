@@ -127,6 +127,44 @@ _json = msgspec.json.Decoder()
 
 def parse_create_body(body: bytes, limits: Limits) -> CreateRequest:
     """Decode and validate a create body; raises `InvalidRequest` with OpenAI's param."""
+    return _parse(_object(body, limits), limits)
+
+
+# The body of `POST /v1/responses/input_tokens` (openai-python `InputTokenCountParams`): the
+# create fields that shape the prompt. `personality` is accepted and ignored (no engine here
+# has one); `model` may be left out (the server's first model counts).
+INPUT_TOKENS_FIELDS = frozenset(
+    {
+        "conversation",
+        "input",
+        "instructions",
+        "model",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "reasoning",
+        "text",
+        "tool_choice",
+        "tools",
+        "truncation",
+    }
+)
+
+
+def parse_input_tokens_body(body: bytes, limits: Limits, default_model: str) -> CreateRequest:
+    """Decode a token-count body into the create request it would be (never stored)."""
+    raw = _object(body, limits)
+    raw.pop("personality", None)
+    for name in raw:
+        if name not in INPUT_TOKENS_FIELDS:
+            raise InvalidRequest(
+                f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter"
+            )
+    if raw.get("model") is None:
+        raw["model"] = default_model
+    return _parse(raw, limits)
+
+
+def _object(body: bytes, limits: Limits) -> dict[str, Any]:
     check_nesting(body, limits.max_json_depth)
     try:
         raw = _json.decode(body)
@@ -136,6 +174,10 @@ def parse_create_body(body: bytes, limits: Limits) -> CreateRequest:
         ) from exc
     if not isinstance(raw, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
+    return raw
+
+
+def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     _refuse_unsupported(raw)
     raw = _wrap_hosted(_tag_easy_messages(raw))
     try:

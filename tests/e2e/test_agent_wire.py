@@ -222,3 +222,31 @@ def test_an_unknown_item_reference_is_openais_404_and_writes_nothing(
     assert body["param"] == "input"
     assert body["message"].startswith(f"Item with id '{ref}' not found.")
     assert server.count_rows("responses") == before
+
+
+def test_input_tokens_counts_what_a_create_would_take_and_writes_nothing(
+    client: openai.OpenAI, server: Server
+) -> None:
+    first = client.responses.create(model="scripted", input="one two three")
+    body: Any = {
+        "model": "scripted",
+        "instructions": "Be brief.",
+        "previous_response_id": first.id,
+        "input": [
+            {"type": "item_reference", "id": first.output[-1].id},
+            {"role": "user", "content": "four five"},
+        ],
+        "tools": [{"type": "web_search"}],
+    }
+    before = server.count_rows("responses"), server.count_rows("events")
+    counted = client.responses.input_tokens.count(**body)
+    assert (server.count_rows("responses"), server.count_rows("events")) == before
+    made = client.responses.create(**body)
+    assert made.usage is not None and counted.input_tokens == made.usage.input_tokens
+    # `model` may be left out (the server's model counts); `personality` is ignored.
+    assert client.responses.input_tokens.count(input="a b", personality="friendly").input_tokens
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.input_tokens.count(input="a", extra_body={"stream": True})
+    assert bad.value.code == "unknown_parameter"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_tokens.count(input="a", previous_response_id="resp_" + "1" * 32)

@@ -215,3 +215,37 @@ def test_chat_upstream_reasoning_becomes_a_reasoning_item(chat_resplog: Server) 
     r = client.responses.create(model="tiny-chat", input="Hi [fake:reasoning]")
     assert [i.type for i in r.output] == ["reasoning", "message"]
     assert r.output_text == "Hello! Nice to meet you."
+
+
+def test_input_tokens_is_what_sglang_is_sent(
+    sglang_resplog: Server, fake_sglang: FakeProcess
+) -> None:
+    """The count is the harmony rendering's length: the prompt_tokens the engine reports
+    for a create with the same body, continuation included."""
+    client = sdk(sglang_resplog)
+    model = served_model(client)
+    one = client.responses.create(model=model, input="Hello there", instructions="Be brief.")
+    counted = client.responses.input_tokens.count(
+        model=model, input="And again?", previous_response_id=one.id
+    )
+    two = client.responses.create(model=model, input="And again?", previous_response_id=one.id)
+    assert one.usage is not None and two.usage is not None
+    assert counted.object == "response.input_tokens"
+    assert counted.input_tokens == two.usage.input_tokens
+
+
+def test_input_tokens_through_a_chat_upstream(chat_resplog: Server, fake_chat: FakeProcess) -> None:
+    """Counted by the upstream's /tokenize; an upstream without one is a clear 400."""
+    client = sdk(chat_resplog)
+    model = served_model(client)
+    counted = client.responses.input_tokens.count(model=model, input="one two three")
+    made = client.responses.create(model=model, input="one two three")
+    assert made.usage is not None and counted.input_tokens == made.usage.input_tokens
+    assert fake_chat.log()["tokenize"][-1]["add_generation_prompt"] is True
+    fake_chat.configure(tokenize=False)
+    try:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.input_tokens.count(model=model, input="x")
+        assert "cannot count tokens" in caught.value.message
+    finally:
+        fake_chat.configure(tokenize=True)

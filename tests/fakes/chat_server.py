@@ -34,6 +34,7 @@ class Config:
     token_delay: float = 0.0
     cached_tokens: int = 0
     long_words: int = 200
+    tokenize: bool = True  # serve vLLM's `POST /tokenize` (off: 404, as upstreams without it)
 
 
 def _words(text: str) -> list[str]:
@@ -63,6 +64,16 @@ def _plan(name: str, config: Config) -> list[tuple[str, Any]]:
     return [("content", w) for w in _words("Hello! How can I help you today?")]
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The fake's tokenizer: words of each message's text plus 3 for its template; what
+    both its usage and its `/tokenize` report."""
+    return sum(
+        len(_words(m["content"])) + 3
+        for m in body.get("messages", [])
+        if isinstance(m.get("content"), str)
+    )
+
+
 class FakeChat:
     def __init__(self, config: Config) -> None:
         self.initial = config
@@ -70,7 +81,12 @@ class FakeChat:
 
     def reset(self) -> None:
         self.config = dataclasses.replace(self.initial)
-        self.log: dict[str, Any] = {"requests": [], "disconnected": [], "finished": {}}
+        self.log: dict[str, Any] = {
+            "requests": [],
+            "disconnected": [],
+            "finished": {},
+            "tokenize": [],
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -94,6 +110,11 @@ class FakeChat:
             return await r.json(200, {"object": "list", "data": data})
         if (r.method, r.path) == ("POST", "/v1/chat/completions"):
             return await self.completions(r)
+        if (r.method, r.path) == ("POST", "/tokenize") and self.config.tokenize:
+            body = json.loads(await r.body())
+            self.log["tokenize"].append(body)
+            count = prompt_tokens(body)
+            return await r.json(200, {"count": count, "max_model_len": 2048, "tokens": []})
         await r.json(404, {"detail": "Not Found"})
 
     async def control(self, r: Request) -> None:
@@ -149,11 +170,7 @@ class Completion:
         self.created = int(time.time())
         self.max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         self.usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
-        self.prompt_tokens = sum(
-            len(_words(m["content"])) + 3
-            for m in body.get("messages", [])
-            if isinstance(m.get("content"), str)
-        )
+        self.prompt_tokens = prompt_tokens(body)
         self.tokens = 0
         self.reasoning = 0
 

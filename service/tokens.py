@@ -1,0 +1,43 @@
+"""`POST /v1/responses/input_tokens`: the prompt tokens a create with the same body would
+take, counted by the engine from the very prompt it would be given (history, references,
+tools and all). Nothing is written."""
+
+from __future__ import annotations
+
+import msgspec
+
+from domain.errors import EngineError, InvalidRequest
+from service.bundle import Bundle
+from service.history import load_history
+from service.references import resolve_references
+from service.responses import assign_ids, build_prompt, check_served
+from service.wire import CreateRequest
+
+# A prompt is made for a response id; this one is never stored, nor given out.
+_UNSTORED = "resp_" + "0" * 32
+
+
+async def count_input_tokens(svc: Bundle, req: CreateRequest, owner: str) -> int:
+    model = req.response.model
+    check_served(svc, model)
+    history = await load_history(svc, req.response.previous_response_id, owner)
+    items = assign_ids(_UNSTORED, await resolve_references(svc, req.input, owner))
+    response = msgspec.structs.replace(req.response, id=_UNSTORED)
+    try:
+        return await svc.engine.count_tokens(build_prompt(response, items, history))
+    except EngineError as exc:
+        if exc.code != "tokens_uncountable":
+            raise
+        raise InvalidRequest(
+            f"The engine serving '{model}' cannot count tokens (its upstream has no "
+            "tokenizer endpoint).",
+            param="model",
+            code="unsupported_value",
+        ) from exc
+
+
+class InputTokens(msgspec.Struct, frozen=True, kw_only=True):
+    """openai-python `InputTokenCountResponse`."""
+
+    object: str = "response.input_tokens"
+    input_tokens: int
