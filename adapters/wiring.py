@@ -16,6 +16,7 @@ from typing import Any
 from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
+from adapters.sealing import AesGcmSealer
 from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
@@ -25,6 +26,7 @@ from service.bundle import Bundle
 from service.leases import LeaseKeeper
 from service.ports import Engine
 from service.runner import Runner
+from service.sealing import SealedReasoning
 from service.settings import Settings
 
 log = logging.getLogger("resplog.wiring")
@@ -99,6 +101,13 @@ async def open_database(
 
 def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundle:
     """The bundle of one process over its database and engine (nothing is started)."""
+    sealer, made_here = AesGcmSealer.from_setting(settings.reasoning_key)
+    if made_here:
+        log.info(
+            "no --reasoning-key: reasoning sealed for stateless clients opens only in this "
+            "process, until it restarts"
+        )
+    engine = SealedReasoning(engine, sealer)
     runner = Runner(database.writer, engine)
     keeper = LeaseKeeper(
         database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3
@@ -115,6 +124,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         runner=runner,
         keeper=keeper,
         cancel_wait_s=settings.cancel_wait_s,
+        sealer=sealer,
     )
 
 

@@ -20,6 +20,7 @@ from service.ports import (
     ResponseIndex,
 )
 from service.runner import Runner
+from service.sealing import Sealer
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,3 +41,5 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     # that process to record the cancellation before answering with what is there.
     cancel_wait_s: float = 10.0
     clock: Callable[[], float] = time.time
+    # Seals reasoning for stateless clients; the engine above opens and seals through it.
+    sealer: Sealer

@@ -39,6 +39,7 @@ from service.ports import (
 from service.reads import close_tail
 from service.references import resolve_references
 from service.runner import Generation
+from service.sealing import check_sealed
 from service.wire import CreateRequest
 
 
@@ -63,6 +64,7 @@ async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Starte
     check_served(svc, req.response.model)
     history = await load_history(svc, req.response.previous_response_id, owner)
     items = await resolve_references(svc, req.input, owner)
+    check_sealed(svc.sealer, items)
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
@@ -74,7 +76,7 @@ async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Starte
     )
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)
-    prompt = build_prompt(response, facts.input, history)
+    prompt = build_prompt(response, facts.input, history, facts.include)
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
@@ -180,7 +182,12 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
     ]
 
 
-def build_prompt(response: ResponseObject, items: list[InputItem], history: list[Turn]) -> Prompt:
+def build_prompt(
+    response: ResponseObject,
+    items: list[InputItem],
+    history: list[Turn],
+    include: list[str] | None = None,
+) -> Prompt:
     """What an engine is asked: the settings the response echoes, the request's input items
     (from its facts) and the conversation before it. The one place a `Prompt` is made."""
     return Prompt(
@@ -198,4 +205,5 @@ def build_prompt(response: ResponseObject, items: list[InputItem], history: list
         reasoning=response.reasoning,
         text=response.text,
         metadata=response.metadata,
+        include=list(include or []),
     )

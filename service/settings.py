@@ -32,6 +32,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     lease_ttl_s: float = 15.0  # a generation's lease lasts this long unless renewed
     claim_poll_s: float = 1.0  # idle workers look for queued work at least this often
     cancel_wait_s: float = 10.0  # a cancel of a response running elsewhere waits this long
+    # Keys that seal reasoning for stateless clients (service/sealing.py); a secret: never
+    # logged. None: a key of this process's own.
+    reasoning_key: str | None = None
     # PostgreSQL: seconds to connect, and the most one statement may take (a frozen
     # database is then a quick 503, not a hang).
     db_connect_timeout_s: float = 5.0

@@ -11,6 +11,7 @@ from service.bundle import Bundle
 from service.history import load_history
 from service.references import resolve_references
 from service.responses import assign_ids, build_prompt, check_served
+from service.sealing import check_sealed
 from service.wire import CreateRequest
 
 # A prompt is made for a response id; this one is never stored, nor given out.
@@ -22,6 +23,7 @@ async def count_input_tokens(svc: Bundle, req: CreateRequest, owner: str) -> int
     check_served(svc, model)
     history = await load_history(svc, req.response.previous_response_id, owner)
     items = assign_ids(_UNSTORED, await resolve_references(svc, req.input, owner))
+    check_sealed(svc.sealer, items)
     response = msgspec.structs.replace(req.response, id=_UNSTORED)
     try:
         return await svc.engine.count_tokens(build_prompt(response, items, history))

@@ -73,7 +73,7 @@ class Worker:
         except DomainError as exc:
             await _unstartable(svc, state, exc)
             return
-        prompt = build_prompt(state.response, state.facts.input, history)
+        prompt = build_prompt(state.response, state.facts.input, history, state.facts.include)
         if svc.keeper.closed:  # shutting down: its claim lapses and another process takes it
             log.info("not launching %s: shutting down", claim.response_id)
             return

@@ -38,6 +38,7 @@ from domain.objects import (
     FunctionCallOutput,
     InputItem,
     InputMessage,
+    InputReasoning,
     InputText,
     OutputMessage,
     OutputText,
@@ -60,6 +61,8 @@ def _item_text(item: InputItem) -> str:
         return " ".join(p.text for p in item.content if isinstance(p, InputText | OutputText))
     if isinstance(item, FunctionCallOutput | CustomToolCallOutput):
         return item.output
+    if isinstance(item, InputReasoning):  # what the engine was given of it
+        return "".join(t.text for t in item.content)
     return ""
 
 
