@@ -156,6 +156,16 @@ class InputReasoning(_Obj, frozen=True, kw_only=True, tag_field="type", tag="rea
     status: ItemStatus | None = None
 
 
+class InputCompaction(_Obj, frozen=True, kw_only=True, tag_field="type", tag="compaction"):
+    """A compaction item (`POST /v1/responses/compact`) passed back as input: the sealed
+    summary of the conversation it replaces. Its id, `cmp_<suffix>`, names the response
+    that wrote the summary (`resp_<suffix>`), whose log shows what was summarised."""
+
+    id: str
+    encrypted_content: str
+    created_by: str | None = None
+
+
 InputItem = (
     InputMessage
     | FunctionCallOutput
@@ -163,6 +173,7 @@ InputItem = (
     | InputReasoning
     | InputCustomToolCall
     | CustomToolCallOutput
+    | InputCompaction
 )
 
 

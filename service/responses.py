@@ -21,6 +21,7 @@ from domain.generation import Prompt, Turn
 from domain.objects import (
     CustomToolCallOutput,
     FunctionCallOutput,
+    InputCompaction,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
@@ -173,6 +174,7 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         InputReasoning: "rs",
         InputCustomToolCall: "ctc",
         CustomToolCallOutput: "ctco",
+        InputCompaction: "cmp",
     }
     return [
         item

@@ -26,24 +26,36 @@ from domain.generation import (
     ReasoningSealed,
     SummaryDelta,
 )
-from domain.objects import InputItem, InputReasoning, ReasoningText, SummaryText
+from domain.objects import (
+    InputCompaction,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    InputText,
+    ReasoningText,
+    SummaryText,
+)
 from service.ports import Engine
 
 INCLUDE = "reasoning.encrypted_content"
 
 
 class Sealed(msgspec.Struct, frozen=True):
-    """What a blob holds: a reasoning item's summary and content."""
+    """What a blob holds: a reasoning item's summary and content (for a compaction: the
+    summary of the conversation as its content, and the response that wrote it)."""
 
     summary: list[SummaryText]
     content: list[ReasoningText]
+    source: str | None = None
 
 
 class Sealer(Protocol):
     """Seals reasoning into an opaque, authenticated blob, and opens such blobs (the port;
     adapters/sealing has the AES-GCM implementation and the key handling)."""
 
-    def seal(self, summary: list[SummaryText], content: list[ReasoningText]) -> str: ...
+    def seal(
+        self, summary: list[SummaryText], content: list[ReasoningText], source: str | None = None
+    ) -> str: ...
 
     def open(self, blob: str) -> Sealed | None:
         """The reasoning in `blob`, or None if it is not one this server sealed."""
@@ -54,6 +66,15 @@ def check_sealed(sealer: Sealer, items: Sequence[object]) -> None:
     """Refuse, before anything is written, a reasoning item whose blob does not open here
     (OpenAI's 400 `invalid_encrypted_content`)."""
     for item in items:
+        if isinstance(item, InputCompaction):
+            if sealer.open(item.encrypted_content) is None:
+                raise InvalidRequest(
+                    f"The encrypted content for item {item.id or 'compaction'} could not be "
+                    "verified.",
+                    param="input",
+                    code="invalid_encrypted_content",
+                )
+            continue
         if not isinstance(item, InputReasoning) or not item.encrypted_content or item.content:
             continue
         if sealer.open(item.encrypted_content) is None:
@@ -100,12 +121,22 @@ class SealedReasoning:
         return [self._item(i) for i in items]
 
     def _item(self, item: InputItem) -> InputItem:
+        if isinstance(item, InputCompaction):
+            return compaction_message(item, self.sealer.open(item.encrypted_content))
         if isinstance(item, InputReasoning) and item.encrypted_content and not item.content:
             found = self.sealer.open(item.encrypted_content)
             if found is not None:
                 summary = item.summary or found.summary
                 return msgspec.structs.replace(item, summary=summary, content=found.content)
         return item
+
+
+def compaction_message(item: InputCompaction, found: Sealed | None) -> InputItem:
+    """What an engine is given for a compaction: its summary, as a developer message in
+    the place of the conversation it replaced."""
+    summary = "".join(t.text for t in found.content) if found else ""
+    text = f"Summary of the conversation before this point:\n{summary}"
+    return InputMessage(id=item.id, role="developer", content=[InputText(text=text)])
 
 
 async def _sealing(

@@ -132,6 +132,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
         route_handlers=[
             routes.create_response,
             routes.count_input_tokens,
+            routes.compact_conversation,
             routes.retrieve_response,
             routes.response_events,
             routes.cancel_response,

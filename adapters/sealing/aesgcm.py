@@ -50,9 +50,11 @@ class AesGcmSealer:
             raise ValueError("--reasoning-key: not base64") from exc
         return cls(keys), False
 
-    def seal(self, summary: list[SummaryText], content: list[ReasoningText]) -> str:
+    def seal(
+        self, summary: list[SummaryText], content: list[ReasoningText], source: str | None = None
+    ) -> str:
         nonce = os.urandom(12)
-        plain = msgspec.json.encode(Sealed(summary, content))
+        plain = msgspec.json.encode(Sealed(summary, content, source))
         sealed = self._keys[self._current].encrypt(nonce, plain, None)
         return PREFIX + base64.urlsafe_b64encode(self._current + nonce + sealed).decode()
 

@@ -22,6 +22,7 @@ from domain.objects import (
     FunctionCallOutput,
     FunctionTool,
     FunctionToolChoice,
+    InputCompaction,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
@@ -42,6 +43,7 @@ from domain.tools import HOSTED_TOOL_TYPES, not_offered, offered
 from service.wire.depth import check_nesting
 from service.wire.rejection import rejection
 from service.wire.request import (
+    CompactionItemParam,
     ContentPartParam,
     CreateResponseBody,
     CustomToolCallOutputParam,
@@ -161,6 +163,35 @@ def parse_input_tokens_body(body: bytes, limits: Limits, default_model: str) -> 
             )
     if raw.get("model") is None:
         raw["model"] = default_model
+    return _parse(raw, limits)
+
+
+# The body of `POST /v1/responses/compact` (openai-python `ResponseCompactParams`, the Open
+# Responses `CompactResponseMethodPublicBody`): what shapes the conversation; the cache and
+# tier hints are accepted and ignored.
+COMPACT_FIELDS = frozenset({"model", "input", "instructions", "previous_response_id"})
+COMPACT_IGNORED = frozenset(
+    {
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "safety_identifier",
+        "service_tier",
+        "image",
+    }
+)
+
+
+def parse_compact_body(body: bytes, limits: Limits) -> CreateRequest:
+    """Decode a compaction body into the create request of its summarising response."""
+    raw = _object(body, limits)
+    for name in list(raw):
+        if name in COMPACT_IGNORED:
+            del raw[name]
+        elif name not in COMPACT_FIELDS:
+            raise InvalidRequest(
+                f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter"
+            )
     return _parse(raw, limits)
 
 
@@ -654,6 +685,8 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemR
             return InputCustomToolCall(
                 id=iid, call_id=call_id, name=name, input=text, namespace=_ns(item)
             )
+        case CompactionItemParam(encrypted_content=blob):
+            return InputCompaction(id=iid, encrypted_content=blob)
         case CustomToolCallOutputParam(call_id=call_id, output=output):
             text = _tool_output(output, f"{param}.output", limits)
             return CustomToolCallOutput(id=iid, call_id=call_id, output=text)

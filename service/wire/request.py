@@ -215,6 +215,13 @@ class CustomToolCallOutputParam(_Item, frozen=True, kw_only=True, tag="custom_to
     caller: Any = None
 
 
+class CompactionItemParam(_Item, frozen=True, kw_only=True, tag="compaction"):
+    """openai-python `ResponseCompactionItemParam`: a compaction passed back."""
+
+    encrypted_content: str
+    created_by: Any = None  # accepted, not kept
+
+
 class ItemReferenceParam(_Item, frozen=True, kw_only=True, tag="item_reference"):
     """An item of an earlier response of the same owner, named by its id; the use-case
     puts the item itself in its place (service/references.py)."""
@@ -234,6 +241,7 @@ InputItemParam = (
     | ReasoningItemParam
     | CustomToolCallParam
     | CustomToolCallOutputParam
+    | CompactionItemParam
     | ItemReferenceParam
 )
 

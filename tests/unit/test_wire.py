@@ -969,6 +969,7 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
     (_, defs) = msgspec.json.schema_components([CreateResponseBody])
     items = defs["CreateResponseBody"]["properties"]["input"]["anyOf"][1]["items"]
     assert sorted(items["discriminator"]["mapping"]) == [
+        "compaction",
         "custom_tool_call",
         "custom_tool_call_output",
         "function_call",
