@@ -24,7 +24,7 @@ from domain.errors import InvalidRequest, StoreError
 from service.background import Background
 from service.bundle import Bundle
 from service.leases import LeaseKeeper
-from service.ports import Engine
+from service.ports import Engine, LogObserver
 from service.runner import Runner
 from service.sealing import SealedReasoning
 from service.settings import Settings
@@ -153,6 +153,12 @@ class Process:
         self._background = background
         self._grace_s = grace_s
         self._loop = asyncio.get_running_loop()
+
+    def observe_log(self, observer: LogObserver) -> None:
+        """Tell `observer` of every flush of this process's log writer (metrics)."""
+        writer = self.bundle.writer
+        if isinstance(writer, GroupCommitWriter):
+            writer.observer = observer
 
     def begin_shutdown(self) -> None:
         """Stop claiming work and give running generations the grace period, now. Safe

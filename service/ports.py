@@ -94,6 +94,15 @@ class EventStore(Protocol):
         ...
 
 
+class LogObserver(Protocol):
+    """What the log writer reports after each flush (for metrics): the events it committed,
+    how long the commit took, how many appends failed, and how many events wait."""
+
+    def flushed(
+        self, committed: Sequence[StoredEvent], seconds: float, failed: int, queued: int
+    ) -> None: ...
+
+
 class EventWriter(Protocol):
     """The write side: appends are group-committed with other streams' appends."""
 

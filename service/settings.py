@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from service.access import AccessPolicy
@@ -44,3 +46,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # A response body write that cannot be handed to the socket within this many seconds
     # (a client that stopped reading) ends the response.
     send_timeout_s: float = 30.0
+    # GET /metrics: who may scrape it (adapters/metrics); the key is a secret, never logged.
+    metrics: Literal["open", "key", "off"] = "off"
+    metrics_key: str | None = None

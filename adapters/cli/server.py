@@ -62,6 +62,7 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
     from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.http.app import announce_ready, create_app
     from adapters.http.backpressure import send_deadline
+    from adapters.metrics import Metrics
     from adapters.wiring import running_process
 
     async with running_process(settings) as process:
@@ -71,8 +72,11 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
             log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
         await announce(settings.access, process.bundle.keys)
         app = create_app(settings, process=process)
+        metrics = Metrics()
+        process.observe_log(metrics)
+        measured = metrics.asgi(app, settings.metrics, settings.metrics_key)
         config = uvicorn.Config(
-            send_deadline(app, settings.send_timeout_s),
+            send_deadline(measured, settings.send_timeout_s),
             host=settings.host,
             port=settings.port,
             log_level="warning",

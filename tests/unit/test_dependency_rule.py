@@ -29,9 +29,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"sqlalchemy", "asyncpg", "aiosqlite", "alembic", "migrations", "adapters.store"},
     "adapters/engines": INNER | {"aiohttp", "openai_harmony", "adapters.engines"},
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
+    "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
-    | {"adapters.wiring", "adapters.sealing"},
+    | {"adapters.wiring", "adapters.sealing", "adapters.metrics"},
     "migrations": frozenset({"sqlalchemy", "alembic", "migrations", "adapters.store.tables"})
     | {"adapters.store.urls"},
 }
