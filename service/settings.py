@@ -41,3 +41,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # A response body write that cannot be handed to the socket within this many seconds
     # (a client that stopped reading) ends the response.
     send_timeout_s: float = 30.0
+    # WebSocket mode: a connection with no message and no response streaming for this long
+    # is closed (0: never); uvicorn pings every `ws_ping_interval_s` and drops a peer that
+    # does not answer within `ws_ping_timeout_s` (0: no pings).
+    ws_idle_timeout_s: float = 600.0
+    ws_ping_interval_s: float = 20.0
+    ws_ping_timeout_s: float = 20.0

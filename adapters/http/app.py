@@ -17,7 +17,7 @@ from litestar.enums import ScopeType
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http import auth, errors, routes
+from adapters.http import auth, errors, routes, sockets
 from adapters.wiring import Process, running_process
 from domain.errors import StoreUnavailable
 from service import status
@@ -131,6 +131,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
     return Litestar(
         route_handlers=[
             routes.create_response,
+            sockets.responses_socket,
             routes.retrieve_response,
             routes.response_events,
             routes.cancel_response,
