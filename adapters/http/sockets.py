@@ -159,11 +159,15 @@ class Connection:
             return data if isinstance(data, bytes) else b""
 
     async def _accept(self, data: str | bytes, settings: Settings) -> None:
-        """Queue a message's create on its lane, or answer it with an error event."""
+        """Queue a message's create on its lane, or answer it with an error event. A
+        refused `response.create` empties its lane's cache, as a failed turn does (a frame
+        that is no create at all leaves it)."""
         lane: Lane = None
+        create = False
         try:
             raw = self._decode(data, settings)
             lane = _lane_of(raw)
+            create = raw.get("type") == CLIENT_EVENT
             req = _create_of(raw, settings)
             queue = self._lane(lane)
             if queue.full():
@@ -187,6 +191,8 @@ class Connection:
                 lane,
             )
         except (InvalidRequest, RateLimited) as exc:
+            if create:
+                self.session.forget(lane)
             await self._refuse(refusal(exc, self.rid), lane)
 
     def _decode(self, data: str | bytes, settings: Settings) -> dict[str, Any]:
