@@ -43,6 +43,11 @@ MAX_QUEUED = 32  # `response.create` messages waiting on one lane
 _json = msgspec.json.Decoder()
 
 
+class Gone(Exception):
+    """The client can no longer be written to (it left, or the send deadline dropped it);
+    the receive loop sees the disconnect and ends the connection."""
+
+
 class TooLarge(Exception):
     """A message over the size a create body may have."""
 
@@ -70,6 +75,7 @@ async def responses_socket(
     socket: WebSocket[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
 ) -> None:
     rid = f"req_{uuid.uuid4().hex}"
+    socket.scope.setdefault("state", {})["request_id"] = rid  # for the send deadline's log
     try:
         principal = await access.admit(bearer(socket.headers.get("authorization")))
         slot = access.open_stream(principal)
@@ -128,6 +134,8 @@ class Connection:
         try:
             while (data := await self._next(settings.ws_idle_timeout_s)) is not None:
                 await self._accept(data, settings)
+        except Gone:
+            pass
         finally:
             tasks = [task for _, task in self.lanes.values()]
             for task in tasks:
@@ -246,6 +254,8 @@ class Connection:
             async with contextlib.aclosing(events):
                 async for event in events:
                     await self._send(with_lane(event.data, lane))
+        except Gone:
+            return
         except Exception as exc:  # the log could not be read on: say so, keep the socket
             self.session.forget(lane)
             await self._refuse(refusal(exc, self.rid), lane)
@@ -261,7 +271,10 @@ class Connection:
 
     async def _send(self, data: bytes) -> None:
         async with self._write:
-            await self.socket.send_text(data.decode())
+            try:
+                await self.socket.send_text(data.decode())
+            except Exception as exc:  # WebSocketDisconnect, ClientDisconnected, OSError
+                raise Gone from exc
 
 
 def _lane_of(raw: dict[str, Any]) -> Lane:
