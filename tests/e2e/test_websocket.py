@@ -64,11 +64,19 @@ def final_text(events: list[dict[str, Any]]) -> str:
 def test_one_response_streams_the_events_its_log_replays(
     conn: ResponsesConnection, http: httpx.Client
 ) -> None:
-    events = turn(conn, model="scripted", input="hello socket")
+    conn.response.create(model="scripted", input="hello socket")
+    frames = [conn.recv_bytes()]
+    while json.loads(frames[-1])["type"] not in TERMINAL:
+        frames.append(conn.recv_bytes())
+    events = [json.loads(f) for f in frames]
     assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert any(e["type"] == "response.output_text.delta" for e in events)
-    assert stored(http, events[0]["response"]["id"]) == events
+    rid = events[0]["response"]["id"]
+    assert stored(http, rid) == events
+    # Byte for byte: the socket carried the stored bytes.
+    params = {"format": "jsonl", "follow": "false"}
+    assert http.get(f"/v1/responses/{rid}/events", params=params).content.splitlines() == frames
 
 
 def test_the_sdk_parses_the_events(conn: ResponsesConnection) -> None:
