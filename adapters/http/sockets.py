@@ -235,28 +235,26 @@ class Connection:
             await self._turn(lane, await queue.get())
 
     async def _turn(self, lane: Lane, req: CreateRequest) -> None:
-        """One response: created, its events written as the log has them."""
-        extra = None
+        """One response: created, its events written as the log has them. Any failure
+        is an error event on the lane, which also empties the lane's cache."""
         try:
             self.access.charge(self.principal)
-            # The connection's own slot covers one response streaming; more at once cost
-            # a slot each, as the same responses over SSE would.
+            # The connection's own slot covers one response at a time; more at once cost a
+            # slot each, as the same responses over SSE would.
             extra = self.access.open_stream(self.principal) if self.streaming else None
-            events = await self.session.create(lane, req)
-        except Exception as exc:
-            if extra is not None:
-                extra.release()
+        except RateLimited as exc:
             self.session.forget(lane)
             await self._refuse(refusal(exc, self.rid), lane)
             return
         self.streaming += 1
         try:
+            events = await self.session.create(lane, req)
             async with contextlib.aclosing(events):
                 async for event in events:
                     await self._send(with_lane(event.data, lane))
         except Gone:
             return
-        except Exception as exc:  # the log could not be read on: say so, keep the socket
+        except Exception as exc:  # refused, or the log could not be read on: the socket stays
             self.session.forget(lane)
             await self._refuse(refusal(exc, self.rid), lane)
         finally:
