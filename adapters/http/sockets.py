@@ -264,7 +264,12 @@ class Connection:
                 extra.release()
 
     async def _refuse(self, refused: Refusal, lane: Lane) -> None:
-        event = WsError("error", refused.status, refused.error, stream_id=lane)
+        # The spec's `WebSocketErrorEvent` requires a code: an error that has none over
+        # HTTP (OpenAI's body allows null) is given its type as the code.
+        error = refused.error
+        if error.code is None:
+            error = msgspec.structs.replace(error, code=error.type)
+        event = WsError("error", refused.status, error, stream_id=lane)
         await self._send(msgspec.json.encode(event))
 
     async def _send(self, data: bytes) -> None:

@@ -215,6 +215,7 @@ def test_malformed_messages_get_error_events_and_write_nothing(
         error = event["error"]
         assert set(error) == {"message", "type", "param", "code"} and error["message"]
         assert error["type"] == "invalid_request_error"
+        assert isinstance(error["code"], str) and error["code"]  # the spec requires one
         assert error["param"] == param, (message, error)
         if code is not None:
             assert error["code"] == code, (message, error)
