@@ -33,11 +33,18 @@ from service.wire import CreateRequest
 Lane = str | None  # a `stream_id`; None is the lane of messages that name none
 
 
+# What one connection may hold in its cache, all lanes together (the stored JSON of the
+# requests and final objects it remembers): a client must not pin unbounded memory.
+MAX_REMEMBERED_BYTES = 64 * 1024 * 1024
+
+
 class Remembered(msgspec.Struct, frozen=True):
-    """A lane's last response and the conversation through it, oldest turn first."""
+    """A lane's last response and the conversation through it, oldest turn first, and
+    the size of that conversation as stored (its requests' facts and final objects)."""
 
     response_id: str
     history: list[Turn]
+    size: int
 
 
 def previous_not_found(previous_id: str) -> InvalidRequest:
@@ -47,8 +54,8 @@ def previous_not_found(previous_id: str) -> InvalidRequest:
         f"Previous response with id '{previous_id}' not found. A response created with "
         "store=false is not kept: it can be continued only over the WebSocket connection "
         "that created it, while it is the last response of its lane (not after a "
-        "reconnect, nor after a failed turn on that lane). Send the conversation as input "
-        "instead.",
+        "reconnect, nor after a failed turn on that lane, nor once the conversation "
+        "outgrew the connection's memory). Send the conversation as input instead.",
         param="previous_response_id",
         code="previous_response_not_found",
     )
@@ -57,15 +64,19 @@ def previous_not_found(previous_id: str) -> InvalidRequest:
 class SocketSession:
     """One connection's owner and cache; `create` is its one use-case."""
 
-    def __init__(self, svc: Bundle, owner: str) -> None:
-        self._svc, self._owner = svc, owner
+    def __init__(self, svc: Bundle, owner: str, *, max_bytes: int = MAX_REMEMBERED_BYTES) -> None:
+        self._svc, self._owner, self._max_bytes = svc, owner, max_bytes
         self._last: dict[Lane, Remembered] = {}
 
     def remembered(self, response_id: str) -> list[Turn] | None:
         """The conversation through `response_id` if some lane's last response is it."""
+        entry = self._entry(response_id)
+        return None if entry is None else entry.history
+
+    def _entry(self, response_id: str) -> Remembered | None:
         for entry in self._last.values():
             if entry.response_id == response_id:
-                return entry.history
+                return entry
         return None
 
     def forget(self, lane: Lane) -> None:
@@ -76,47 +87,56 @@ class SocketSession:
         holds it if it ends completed or incomplete; a create that is refused, or a
         response that fails or is cancelled, empties the lane's cache."""
         try:
-            history = await self._history(req.response.previous_response_id)
-            started = await responses.create_response(self._svc, req, self._owner, history=history)
+            before = await self._history(req.response.previous_response_id)
+            started = await responses.create_response(
+                self._svc, req, self._owner, history=before.history
+            )
         except BaseException:
             self.forget(lane)
             raise
-        return self._follow(lane, started.state, history, background=req.background)
+        return self._follow(lane, started.state, before, background=req.background)
 
-    async def _history(self, previous_id: str | None) -> list[Turn]:
+    async def _history(self, previous_id: str | None) -> Remembered:
+        """The conversation a create continues, from the cache or else from the log."""
         if previous_id is None:
-            return []
-        history = self.remembered(previous_id)
-        if history is None:
+            return Remembered("", [], 0)
+        entry = self._entry(previous_id)
+        if entry is None:
             try:
-                return await load_history(self._svc, previous_id, self._owner)
+                history = await load_history(self._svc, previous_id, self._owner)
             except NotFound as exc:
                 raise previous_not_found(previous_id) from exc
-        if len(history) >= MAX_CHAIN:
+            return Remembered(previous_id, history, len(msgspec.json.encode(history)))
+        if len(entry.history) >= MAX_CHAIN:
             raise InvalidRequest(
                 f"The conversation is longer than {MAX_CHAIN} responses.",
                 param="previous_response_id",
                 code="invalid_value",
             )
-        return history
+        return entry
 
     async def _follow(
-        self, lane: Lane, state: ResponseState, history: list[Turn], *, background: bool
+        self, lane: Lane, state: ResponseState, before: Remembered, *, background: bool
     ) -> AsyncGenerator[StoredEvent, None]:
         assert state.response is not None and state.facts is not None
         rid = state.response.id
         end = None
+        size = before.size
         async for event in responses.tail_new(self._svc, rid, background=background):
+            if event.position == 0 or event.terminal:  # the request's facts; the final object
+                size += len(event.data) + len(event.facts or b"")
             if event.terminal:
                 end = event.event()
             yield event
-        if isinstance(end, ResponseCompleted | ResponseIncomplete):
+        self.forget(lane)
+        others = sum(entry.size for entry in self._last.values())
+        if isinstance(end, ResponseCompleted | ResponseIncomplete) and (
+            others + size <= self._max_bytes
+        ):
             turn = Turn(
                 response_id=rid,
                 instructions=end.response.instructions,
                 input=state.facts.input,
                 output=end.response.output,
             )
-            self._last[lane] = Remembered(rid, [*history, turn])
-        else:
-            self.forget(lane)
+            self._last[lane] = Remembered(rid, [*before.history, turn], size)

@@ -95,6 +95,29 @@ async def test_a_cancelled_turn_empties_its_lane(processes: Processes) -> None:
     assert session.remembered(str(kept["id"])) is None
 
 
+async def test_the_cache_is_bounded_per_connection(processes: Processes) -> None:
+    """Past `max_bytes` (all lanes together) a response is not remembered: a stored one
+    is then continued from the log, a `store: false` one cannot be."""
+    svc = await processes.start()
+    probe = SocketSession(svc, OWNER)
+    one = await drain(await probe.create(None, request(input="a")))
+    entry = probe._entry(str(one["id"]))
+    assert entry is not None and entry.size > 0
+    session = SocketSession(svc, OWNER, max_bytes=entry.size + entry.size // 2)
+    a = await drain(await session.create("a", request(input="a", store=False)))
+    b = await drain(await session.create("b", request(input="a", store=False)))
+    assert session.remembered(str(a["id"])) is not None  # one fits
+    assert session.remembered(str(b["id"])) is None  # two do not
+    with pytest.raises(InvalidRequest) as refused:
+        await session.create("b", request(input="c", previous_response_id=b["id"]))
+    assert "outgrew the connection's memory" in refused.value.message
+    stored = await drain(await session.create("b", request(input="s")))
+    again = await drain(
+        await session.create("b", request(input="t", previous_response_id=stored["id"]))
+    )
+    assert again["status"] == "completed"  # over the bound, from the log
+
+
 def test_an_event_echoes_its_lane() -> None:
     data = b'{"type":"response.created","sequence_number":0}'
     assert with_lane(data, None) is data
