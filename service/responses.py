@@ -60,10 +60,17 @@ class Started(msgspec.Struct, frozen=True):
         return project(self.state)
 
 
-async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Started:
-    """Record the request as the stream's first events, then start generating."""
+async def create_response(
+    svc: Bundle, req: CreateRequest, owner: str, *, history: list[Turn] | None = None
+) -> Started:
+    """Record the request as the stream's first events, then start generating.
+
+    `history` is the conversation `previous_response_id` ends when the caller already
+    holds it (a WebSocket connection's cache of its last response); else it is read from
+    the log."""
     check_served(svc, req.response.model)
-    history = await load_history(svc, req.response.previous_response_id, owner)
+    if history is None:
+        history = await load_history(svc, req.response.previous_response_id, owner)
     items = await resolve_references(svc, req.input, owner)
     check_sealed(svc.sealer, items)
     rid = new_response_id()
@@ -145,12 +152,12 @@ async def create_and_stream(
     """
     started = await create_response(svc, req, owner)
     assert started.state.response is not None
-    return _tail_new(svc, started.state.response.id, background=req.background)
+    return tail_new(svc, started.state.response.id, background=req.background)
 
 
-async def _tail_new(
-    svc: Bundle, rid: str, *, background: bool
-) -> AsyncGenerator[StoredEvent, None]:
+async def tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncGenerator[StoredEvent, None]:
+    """The log of a response just created, from its first event; a reader that leaves
+    before the end stops it unless it is a background response (see `create_and_stream`)."""
     tail = svc.store.subscribe(rid, -1)
     finished = False
     try:

@@ -49,3 +49,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # GET /metrics: who may scrape it (adapters/metrics); the key is a secret, never logged.
     metrics: Literal["open", "key", "off"] = "off"
     metrics_key: str | None = None
+    # WebSocket mode: a connection with no message and no response streaming for this long
+    # is closed (0: never); uvicorn pings every `ws_ping_interval_s` and drops a peer that
+    # does not answer within `ws_ping_timeout_s` (0: no pings).
+    ws_idle_timeout_s: float = 600.0
+    ws_ping_interval_s: float = 20.0
+    ws_ping_timeout_s: float = 20.0

@@ -40,6 +40,30 @@ def migrate(database_url: str) -> None:
     type=int,
 )
 @access_options
+@click.option(
+    "--ws-idle-timeout-s",
+    envvar="RESPLOG_WS_IDLE_TIMEOUT_S",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Close a WebSocket that sent no message and streamed nothing for this long (0: never).",
+)
+@click.option(
+    "--ws-ping-interval-s",
+    envvar="RESPLOG_WS_PING_INTERVAL_S",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Ping every WebSocket client this often (0: never).",
+)
+@click.option(
+    "--ws-ping-timeout-s",
+    envvar="RESPLOG_WS_PING_TIMEOUT_S",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Drop a WebSocket client that does not answer a ping within this long (0: never).",
+)
 def serve(database_url: str, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
     access = access_settings(options["host"], options)
@@ -83,6 +107,7 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
             lifespan="on",
             http=BoundedHttpToolsProtocol,
             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+            **_websocket_options(settings),
         )
         announce_ready(settings, process)
         log.info(
@@ -92,6 +117,18 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
             redact(settings.database_url),
         )
         await _server(config, signals, on_exit=process.begin_shutdown).serve()
+
+
+def _websocket_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's WebSocket protocol (the `websockets` library): keep-alive pings, and a
+    frame cap above the largest create body, so that a message over `max_body_bytes` is
+    answered with an error event and only a far larger one closes the socket (1009)."""
+    return {
+        "ws": "websockets-sansio",
+        "ws_max_size": 2 * settings.max_body_bytes + 64 * 1024,
+        "ws_ping_interval": settings.ws_ping_interval_s or None,
+        "ws_ping_timeout": settings.ws_ping_timeout_s or None,
+    }
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

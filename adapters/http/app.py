@@ -17,7 +17,7 @@ from litestar.enums import ScopeType
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http import auth, errors, routes
+from adapters.http import auth, errors, routes, sockets
 from adapters.wiring import Process, running_process
 from domain.errors import StoreUnavailable
 from service import status
@@ -133,6 +133,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             routes.create_response,
             routes.count_input_tokens,
             routes.compact_conversation,
+            sockets.responses_socket,
             routes.retrieve_response,
             routes.response_events,
             routes.cancel_response,
