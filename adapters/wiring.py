@@ -18,6 +18,7 @@ from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
 from adapters.sealing import AesGcmSealer
 from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
+from adapters.store.conversations import SqlConversations
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest, StoreError
@@ -121,6 +122,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         bells=database.leases,
         keys=database.keys,
         engine=engine,
+        conversations=SqlConversations(database.store),
         runner=runner,
         keeper=keeper,
         cancel_wait_s=settings.cancel_wait_s,

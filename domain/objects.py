@@ -273,6 +273,12 @@ class IncompleteDetails(_Obj, frozen=True, kw_only=True):
     reason: Literal["max_output_tokens", "content_filter"]
 
 
+class ConversationRef(_Obj, frozen=True, kw_only=True):
+    """The conversation a response belongs to (openai-python `Response.conversation`)."""
+
+    id: str
+
+
 class ResponseObject(_Obj, frozen=True, kw_only=True):
     """The OpenAI `Response` object: what `GET /v1/responses/{id}` returns."""
 
@@ -309,6 +315,9 @@ class ResponseObject(_Obj, frozen=True, kw_only=True):
     usage: Usage | None = None
     user: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    # Left out of the JSON unless the response names a conversation, so the objects of
+    # logs written before conversations existed keep their bytes.
+    conversation: ConversationRef | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def terminal(self) -> bool:

@@ -11,6 +11,7 @@ import msgspec
 from service.leases import LeaseKeeper
 from service.ports import (
     ApiKeyStore,
+    Conversations,
     Database,
     Doorbells,
     Engine,
@@ -35,6 +36,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     bells: Doorbells
     keys: ApiKeyStore
     engine: Engine
+    conversations: Conversations
     runner: Runner
     keeper: LeaseKeeper
     # How long a cancel (or delete) of a response running in another process waits for

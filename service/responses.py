@@ -33,7 +33,7 @@ from domain.reasons import CancelReason
 from domain.state import ResponseState
 from domain.tools import offered
 from service.bundle import Bundle
-from service.history import load_history
+from service.history import history_for
 from service.ports import (
     StoredEvent,
 )
@@ -70,7 +70,7 @@ async def create_response(
     the log."""
     check_served(svc, req.response.model)
     if history is None:
-        history = await load_history(svc, req.response.previous_response_id, owner)
+        history = await history_for(svc, req.response, owner)
     items = await resolve_references(svc, req.input, owner)
     check_sealed(svc.sealer, items)
     rid = new_response_id()

@@ -14,6 +14,7 @@ import msgspec
 from domain.errors import InvalidRequest
 from domain.objects import (
     AllowedToolsChoice,
+    ConversationRef,
     CustomToolCallOutput,
     CustomToolChoice,
     FormatJsonObject,
@@ -45,6 +46,7 @@ from service.wire.rejection import rejection
 from service.wire.request import (
     CompactionItemParam,
     ContentPartParam,
+    ConversationParam,
     CreateResponseBody,
     CustomToolCallOutputParam,
     CustomToolCallParam,
@@ -112,7 +114,6 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 # Fields of OpenAI's API resplog refuses with a clear message instead of ignoring.
 UNSUPPORTED_FIELDS = {
-    "conversation": "conversations are not supported; use previous_response_id",
     "prompt": "prompt templates are not supported",
     "background_options": "background_options are not supported",
     "context_management": "context_management is not supported",
@@ -123,6 +124,7 @@ UNSUPPORTED_FIELDS = {
 }
 MAX_MODEL_CHARS = 256
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
+CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _json = msgspec.json.Decoder()
 
@@ -292,6 +294,7 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         )
     if p.previous_response_id is not None:
         check_response_id(p.previous_response_id, param="previous_response_id")
+    conversation = _conversation(p)
     background, store = bool(p.background), p.store is not False
     if background and not store:
         raise InvalidRequest(
@@ -332,6 +335,7 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         top_logprobs=p.top_logprobs,
         top_p=p.top_p,
         truncation=p.truncation or "disabled",
+        conversation=msgspec.UNSET if conversation is None else ConversationRef(id=conversation),
     )
     return CreateRequest(
         response=response,
@@ -373,6 +377,32 @@ def with_client_headers(req: CreateRequest, headers: Mapping[str, str]) -> Creat
     if not found:
         return req
     return msgspec.structs.replace(req, extra={**req.extra, "client_headers": found})
+
+
+def _conversation(p: CreateResponseBody) -> str | None:
+    """The conversation's id (sent as an id or as `{"id": …}`); not with a previous response
+    (OpenAI refuses both at once)."""
+    value = p.conversation.id if isinstance(p.conversation, ConversationParam) else p.conversation
+    if value is None:
+        return None
+    if p.previous_response_id is not None:
+        raise InvalidRequest(
+            "Mutually exclusive parameters: Ensure you are only providing one of: "
+            "'previous_response_id' or 'conversation'.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
+        )
+    return check_conversation_id(value, param="conversation")
+
+
+def check_conversation_id(value: str, *, param: str = "conversation_id") -> str:
+    if not re.fullmatch(CONVERSATION_ID, value):
+        raise InvalidRequest(
+            f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'conv'.",
+            param=param,
+            code="invalid_value",
+        )
+    return value
 
 
 def check_response_id(value: str, *, param: str = "response_id") -> str:

@@ -246,6 +246,10 @@ InputItemParam = (
 )
 
 
+class ConversationParam(_Strict, frozen=True, kw_only=True):
+    id: str
+
+
 class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     """The body of `POST /v1/responses`. Fields OpenAI has that resplog does not support
     are refused with a 400 naming them, never silently dropped."""
@@ -254,6 +258,7 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     input: str | list[InputItemParam] | None = None
     instructions: str | None = None
     previous_response_id: str | None = None
+    conversation: str | ConversationParam | None = None
     tools: list[ToolParam] | None = None
     tool_choice: ToolChoiceParam | None = None
     parallel_tool_calls: bool | None = None

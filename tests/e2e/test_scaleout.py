@@ -4,6 +4,7 @@ ends generations cleanly. Every log then passes the fold check."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -214,3 +215,39 @@ def test_sigterm_lets_short_generations_finish_and_ends_the_rest_with_the_shutdo
     checked = fold_check(url)  # also: no lease left held
     assert (checked.status[long.id], checked.reason[long.id]) == ("failed", "server_shutdown")
     assert checked.status[short.id] == "completed"
+
+
+async def test_responses_ending_at_once_on_two_replicas_add_their_items_whole(
+    deployment: Deployment,
+) -> None:
+    """Twelve responses on one conversation, created at once through both replicas: every
+    one succeeds, and each adds its items as one block (input, reasoning, answer), in the
+    order they ended; none is lost or interleaved."""
+    import openai as _openai
+
+    clients = [
+        _openai.AsyncOpenAI(base_url=f"{s.base_url}/v1", api_key="x", max_retries=0)
+        for s in (deployment.a, deployment.b)
+    ]
+    conv = await clients[0].conversations.create()
+    made = await asyncio.gather(
+        *(
+            clients[n % 2].responses.create(model="scripted", conversation=conv.id, input=f"q{n}")
+            for n in range(12)
+        )
+    )
+    assert all(r.status == "completed" for r in made)
+    items = [i async for i in clients[1].conversations.items.list(conv.id, order="asc", limit=100)]
+    assert len(items) == 12 * 3
+    blocks = [items[k : k + 3] for k in range(0, len(items), 3)]
+    by_response = {r.id.removeprefix("resp_"): r for r in made}
+    seen = set()
+    for block in blocks:
+        owners = {i.id.split("_")[1] for i in block}
+        assert len(owners) == 1, [i.id for i in block]  # one response's items, together
+        (owner,) = owners
+        assert owner in by_response and owner not in seen
+        seen.add(owner)
+        assert [i.type for i in block] == ["message", "reasoning", "message"]
+    for c in clients:
+        await c.close()
