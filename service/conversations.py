@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import AsyncGenerator
 
 import msgspec
 
@@ -30,7 +31,7 @@ from domain.objects import (
     InputReasoning,
 )
 from service.bundle import Bundle
-from service.ports import ConversationItems, ConversationRow
+from service.ports import ConversationItems, ConversationRow, StoredEvent
 
 _PREFIX = {
     InputMessage: "msg",
@@ -166,3 +167,21 @@ async def history_of(svc: Bundle, conversation_id: str, owner: str) -> list[Turn
     await visible(svc, conversation_id, owner)
     items = (await svc.conversations.items(conversation_id)).items
     return [Turn(response_id=conversation_id, instructions=None, input=items, output=[])]
+
+
+async def read_events(
+    svc: Bundle, conversation_id: str, owner: str, *, after: int, follow: bool
+) -> AsyncGenerator[StoredEvent, None]:
+    """The conversation's own log after `after`: with `follow`, a tail that goes on as it
+    grows (a conversation has no end; new events arrive within the store's poll interval)."""
+    await visible(svc, conversation_id, owner)
+    if follow:
+        return svc.store.subscribe(conversation_id, after)
+    return _stored(svc, conversation_id, after)
+
+
+async def _stored(
+    svc: Bundle, conversation_id: str, after: int
+) -> AsyncGenerator[StoredEvent, None]:
+    for event in await svc.store.read(conversation_id, after):
+        yield event

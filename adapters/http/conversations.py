@@ -8,12 +8,16 @@ from typing import Annotated, Any, Literal
 
 from litestar import Request, delete, get, post
 from litestar.params import Parameter
+from litestar.response import Stream
 
-from adapters.http.routes import _ERRORS, json_body, owner_of
+from adapters.http import sse
+from adapters.http.routes import _ERRORS, JSONL, _after, _open_stream, _stream, json_body, owner_of
+from adapters.http.sse import frames
 from domain.conversations import ConversationDeleted, ConversationObject
 from domain.errors import InvalidRequest
 from domain.objects import InputItem
 from service import conversations
+from service.access import Access
 from service.bundle import Bundle
 from service.reads import ItemPage
 from service.settings import Settings
@@ -154,6 +158,32 @@ async def delete_item(
     return await conversations.delete_item(bundle, conversation_id, item_id, owner_of(request))
 
 
+@get(
+    "/v1/conversations/{conversation_id:str}/events",
+    responses=_ERRORS,
+    summary="Replay a conversation's own log (SSE or JSON Lines), live-tailing",
+)
+async def conversation_events(
+    request: Request[Any, Any, Any],
+    bundle: Bundle,
+    settings: Settings,
+    access: Access,
+    conversation_id: ConvId,
+    starting_after: str | None = None,
+    format: Literal["sse", "jsonl"] | None = None,
+    follow: bool = True,
+) -> Stream:
+    check_conversation_id(conversation_id)
+    events = await conversations.read_events(
+        bundle, conversation_id, owner_of(request), after=_after(starting_after), follow=follow
+    )
+    jsonl = format == "jsonl" or (format is None and JSONL in request.headers.get("accept", ""))
+    slot = _open_stream(request, access)
+    if jsonl:
+        return _stream(frames(events, keepalive_s=None, framing=sse.JSONL, done=None), slot, JSONL)
+    return _stream(frames(events, keepalive_s=settings.keepalive_s, framing=sse.SSE), slot)
+
+
 ROUTES = [
     create_conversation,
     retrieve_conversation,
@@ -163,4 +193,5 @@ ROUTES = [
     list_items,
     get_item,
     delete_item,
+    conversation_events,
 ]

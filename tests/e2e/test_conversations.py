@@ -3,6 +3,7 @@ stream of the log; responses that name it see its items and add theirs when they
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -96,3 +97,30 @@ def test_verify_passes_on_a_log_with_conversations(client: openai.OpenAI, server
         timeout=120,
     )
     assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_the_conversations_own_log_replays_and_tails(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    conv = client.conversations.create(items=[{"role": "user", "content": "hi"}])
+    r = client.responses.create(model="scripted", conversation=conv.id, input="again")
+    lines = http.get(
+        f"/v1/conversations/{conv.id}/events", params={"format": "jsonl", "follow": "false"}
+    ).text.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["type"] for e in events] == [
+        "conversation.created",
+        "conversation.items.added",
+        "conversation.items.added",
+    ]
+    assert [e["sequence_number"] for e in events] == [0, 1, 2]
+    assert events[2]["response_id"] == r.id
+    # A live tail sees the next change, and can start after a position.
+    with http.stream(
+        "GET", f"/v1/conversations/{conv.id}/events", params={"starting_after": 2}
+    ) as tail:
+        client.conversations.update(conv.id, metadata={"k": "v"})
+        for line in tail.iter_lines():
+            if line.startswith("data: "):
+                assert json.loads(line[6:])["type"] == "conversation.updated"
+                break
