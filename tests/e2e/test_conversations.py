@@ -124,3 +124,28 @@ def test_the_conversations_own_log_replays_and_tails(
             if line.startswith("data: "):
                 assert json.loads(line[6:])["type"] == "conversation.updated"
                 break
+
+
+def test_the_admin_cli_lists_and_shows_conversations(client: openai.OpenAI, server: Server) -> None:
+    conv = client.conversations.create(items=[{"role": "user", "content": "first words"}])
+    r = client.responses.create(model="scripted", conversation=conv.id, input="second")
+    first = client.conversations.items.list(conv.id, order="asc").data[0]
+    client.conversations.items.delete(first.id, conversation_id=conv.id)
+
+    def cli(*args: str) -> str:
+        got = subprocess.run(
+            [RESPLOG, "conversations", *args, "--database-url", server.database_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        return got.stdout
+
+    listed = {c["id"]: c for c in json.loads(cli("list", "--json", "--limit", "1000"))}
+    assert listed[conv.id]["items"] == 3 and listed[conv.id]["owner"] == "anonymous"
+    shown = cli("show", conv.id)
+    assert f"{first.id} user: first words  [deleted]" in shown
+    assert f"(from {r.id})" in shown
+    view = json.loads(cli("show", conv.id, "--json"))
+    assert [e["deleted"] for e in view["items"]] == [True, False, False, False]
