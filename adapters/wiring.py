@@ -16,15 +16,18 @@ from typing import Any
 from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
+from adapters.sealing import AesGcmSealer
 from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
+from adapters.store.conversations import SqlConversations
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
 from domain.errors import InvalidRequest, StoreError
 from service.background import Background
 from service.bundle import Bundle
 from service.leases import LeaseKeeper
-from service.ports import Engine
+from service.ports import Engine, LogObserver
 from service.runner import Runner
+from service.sealing import SealedReasoning
 from service.settings import Settings
 
 log = logging.getLogger("resplog.wiring")
@@ -99,6 +102,13 @@ async def open_database(
 
 def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundle:
     """The bundle of one process over its database and engine (nothing is started)."""
+    sealer, made_here = AesGcmSealer.from_setting(settings.reasoning_key)
+    if made_here:
+        log.info(
+            "no --reasoning-key: reasoning sealed for stateless clients opens only in this "
+            "process, until it restarts"
+        )
+    engine = SealedReasoning(engine, sealer)
     runner = Runner(database.writer, engine)
     keeper = LeaseKeeper(
         database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3
@@ -112,9 +122,11 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         bells=database.leases,
         keys=database.keys,
         engine=engine,
+        conversations=SqlConversations(database.store),
         runner=runner,
         keeper=keeper,
         cancel_wait_s=settings.cancel_wait_s,
+        sealer=sealer,
     )
 
 
@@ -143,6 +155,12 @@ class Process:
         self._background = background
         self._grace_s = grace_s
         self._loop = asyncio.get_running_loop()
+
+    def observe_log(self, observer: LogObserver) -> None:
+        """Tell `observer` of every flush of this process's log writer (metrics)."""
+        writer = self.bundle.writer
+        if isinstance(writer, GroupCommitWriter):
+            writer.observer = observer
 
     def begin_shutdown(self) -> None:
         """Stop claiming work and give running generations the grace period, now. Safe

@@ -158,20 +158,32 @@ def main() -> None:
     parser.add_argument(
         "--procs", type=int, default=1, help="client processes to spread the load over"
     )
+    parser.add_argument(
+        "--server-processes",
+        default="1",
+        help="`serve --processes` values to compare, e.g. 1,2 (PostgreSQL only)",
+    )
     args = parser.parse_args()
+    for n in (int(x) for x in args.server_processes.split(",")):
+        run(args, n)
+
+
+def run(args: argparse.Namespace, processes: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="resplog-bench-"))
     name = ""
     if args.database == "postgres":
         url, name = asyncio.run(fresh_postgres())
     else:
         url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
-    server = start_server(url, args.database, tmp / "server.log")
+    extra = ("--processes", str(processes)) if processes > 1 else ()
+    server = start_server(url, args.database, tmp / "server.log", *extra)
     try:
         direct = asyncio.run(direct_first_delta(50, args.tokens, args.delay_ms))
         d50, d99 = pct(direct, 50) * 1e3, pct(direct, 99) * 1e3
         print(
             f"database={args.database} tokens/response={args.tokens} seconds={args.seconds} "
-            f"delay/delta={args.delay_ms} ms client processes={args.procs}"
+            f"delay/delta={args.delay_ms} ms client processes={args.procs} "
+            f"server processes={processes}"
         )
         print(f"direct engine first delta: p50 {d50:.3f} ms  p99 {d99:.3f} ms")
         for clients in (int(c) for c in args.clients.split(",")):

@@ -44,6 +44,7 @@ from domain.generation import (
     FunctionCallStart,
     InputDelta,
     ReasoningDelta,
+    ReasoningSealed,
     RefusalDelta,
     SummaryDelta,
     TextDelta,
@@ -258,6 +259,18 @@ def _end_item(batch: Batch, delta: EndItem) -> None:
     close_item(batch)
 
 
+def _sealed(batch: Batch, delta: ReasoningSealed) -> None:
+    """Close the open reasoning item with its sealed content in `output_item.done`."""
+    i = batch.state.open_index
+    item = batch.response.output[i] if i is not None else None
+    if not isinstance(item, ReasoningItem) or i is None:
+        raise InvalidTransition(f"response {batch.response.id}: sealed reasoning with no item")
+    _close_part(batch)
+    closed = batch.response.output[i]
+    done = replace(closed, status="completed", encrypted_content=delta.encrypted_content)
+    batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
+
+
 # A table rather than one `match`, so that each builder is typed for its own delta class.
 # `Finished` has none: `emit` refuses it, `finish` handles it.
 _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
@@ -269,6 +282,7 @@ _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     ArgumentsDelta: _arguments,
     InputDelta: _input,
     EndItem: _end_item,
+    ReasoningSealed: _sealed,
 }
 
 

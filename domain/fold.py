@@ -298,6 +298,13 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         raise _fail(state, event, "a content part is still open")
     if isinstance(item, FunctionCall | CustomToolCall):
         _must_be_closing(state, event, "call's final arguments")
+    # A reasoning item may gain its sealed content as it closes (service/sealing.py).
+    if (
+        isinstance(item, ReasoningItem)
+        and isinstance(done, ReasoningItem)
+        and not item.encrypted_content
+    ):
+        item = replace(item, encrypted_content=done.encrypted_content)
     if done.status not in ("completed", "incomplete") or replace(item, status=done.status) != done:
         raise _fail(state, event, "the final item differs from its deltas")
     return _set_item(state, i, done, version=event.sequence_number, open_index=None, closing=False)

@@ -47,6 +47,7 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     reasoning: ReasoningConfig
     text: TextConfig
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    include: list[str] = msgspec.field(default_factory=list)  # the request's `include`
 
 
 # --- semantic deltas --------------------------------------------------------------------------
@@ -99,6 +100,13 @@ class ArgumentsDelta(Delta, frozen=True, kw_only=True):
     text: str
 
 
+class ReasoningSealed(Delta, frozen=True, kw_only=True):
+    """The open reasoning item is complete, and carries its content sealed for a client
+    that keeps no state (service/sealing.py)."""
+
+    encrypted_content: str
+
+
 class EndItem(Delta, frozen=True, kw_only=True):
     """The current output item is complete (a message, a reasoning block, a call)."""
 
@@ -128,6 +136,7 @@ AnyDelta = (
     | FunctionCallStart
     | ArgumentsDelta
     | InputDelta
+    | ReasoningSealed
     | EndItem
     | Finished
 )

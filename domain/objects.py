@@ -156,6 +156,16 @@ class InputReasoning(_Obj, frozen=True, kw_only=True, tag_field="type", tag="rea
     status: ItemStatus | None = None
 
 
+class InputCompaction(_Obj, frozen=True, kw_only=True, tag_field="type", tag="compaction"):
+    """A compaction item (`POST /v1/responses/compact`) passed back as input: the sealed
+    summary of the conversation it replaces. Its id, `cmp_<suffix>`, names the response
+    that wrote the summary (`resp_<suffix>`), whose log shows what was summarised."""
+
+    id: str
+    encrypted_content: str
+    created_by: str | None = None
+
+
 InputItem = (
     InputMessage
     | FunctionCallOutput
@@ -163,6 +173,7 @@ InputItem = (
     | InputReasoning
     | InputCustomToolCall
     | CustomToolCallOutput
+    | InputCompaction
 )
 
 
@@ -262,6 +273,12 @@ class IncompleteDetails(_Obj, frozen=True, kw_only=True):
     reason: Literal["max_output_tokens", "content_filter"]
 
 
+class ConversationRef(_Obj, frozen=True, kw_only=True):
+    """The conversation a response belongs to (openai-python `Response.conversation`)."""
+
+    id: str
+
+
 class ResponseObject(_Obj, frozen=True, kw_only=True):
     """The OpenAI `Response` object: what `GET /v1/responses/{id}` returns."""
 
@@ -298,6 +315,9 @@ class ResponseObject(_Obj, frozen=True, kw_only=True):
     usage: Usage | None = None
     user: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    # Left out of the JSON unless the response names a conversation, so the objects of
+    # logs written before conversations existed keep their bytes.
+    conversation: ConversationRef | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def terminal(self) -> bool:

@@ -95,6 +95,11 @@ class Access:
         self.rate.check(principal.key_id)
         return principal
 
+    def charge(self, principal: Principal) -> None:
+        """Count one more request of an admitted principal's key (a `response.create` on
+        an open WebSocket is a request like a POST); raises `RateLimited`."""
+        self.rate.check(principal.key_id)
+
     def open_stream(self, principal: Principal) -> Slot:
         """Hold one of the key's stream slots until the stream ends (`RateLimited` if none)."""
         return self.streams.acquire(principal.key_id)

@@ -11,6 +11,7 @@ import msgspec
 from service.leases import LeaseKeeper
 from service.ports import (
     ApiKeyStore,
+    Conversations,
     Database,
     Doorbells,
     Engine,
@@ -20,6 +21,7 @@ from service.ports import (
     ResponseIndex,
 )
 from service.runner import Runner
+from service.sealing import Sealer
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,9 +36,12 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     bells: Doorbells
     keys: ApiKeyStore
     engine: Engine
+    conversations: Conversations
     runner: Runner
     keeper: LeaseKeeper
     # How long a cancel (or delete) of a response running in another process waits for
     # that process to record the cancellation before answering with what is there.
     cancel_wait_s: float = 10.0
     clock: Callable[[], float] = time.time
+    # Seals reasoning for stateless clients; the engine above opens and seals through it.
+    sealer: Sealer

@@ -13,7 +13,7 @@ import msgspec
 
 from domain.errors import InvalidRequest, NotFound
 from domain.generation import Turn
-from domain.objects import InputItem, OutputItem
+from domain.objects import ConversationRef, InputItem, OutputItem, ResponseObject
 from service.bundle import Bundle
 from service.ports import ChainLink
 
@@ -35,6 +35,16 @@ class _Asked(msgspec.Struct, frozen=True, kw_only=True):
 
 _answer = msgspec.json.Decoder(_Answer)
 _asked = msgspec.json.Decoder(_Asked)
+
+
+async def history_for(svc: Bundle, response: ResponseObject, owner: str) -> list[Turn]:
+    """What comes before a response's input: its conversation's items, or the chain its
+    `previous_response_id` ends."""
+    if isinstance(response.conversation, ConversationRef):
+        from service.conversations import history_of
+
+        return await history_of(svc, response.conversation.id, owner)
+    return await load_history(svc, response.previous_response_id, owner)
 
 
 async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list[Turn]:

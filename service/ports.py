@@ -11,9 +11,10 @@ from typing import Protocol
 
 import msgspec
 
+from domain.conversations import ConversationObject
 from domain.events import TERMINAL_TAGS, AnyEvent, decode
 from domain.generation import AnyDelta, Prompt
-from domain.objects import TERMINAL_STATUSES
+from domain.objects import TERMINAL_STATUSES, InputItem
 from domain.reasons import CancelReason
 
 
@@ -92,6 +93,15 @@ class EventStore(Protocol):
         """Every committed event with position > `after`, exactly once, in order, live;
         the iterator ends after the terminal event."""
         ...
+
+
+class LogObserver(Protocol):
+    """What the log writer reports after each flush (for metrics): the events it committed,
+    how long the commit took, how many appends failed, and how many events wait."""
+
+    def flushed(
+        self, committed: Sequence[StoredEvent], seconds: float, failed: int, queued: int
+    ) -> None: ...
 
 
 class EventWriter(Protocol):
@@ -248,6 +258,60 @@ class Engine(Protocol):
     async def aclose(self) -> None:
         """Release the engine's connections (the process closes it once, at exit)."""
         ...
+
+
+class ConversationRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One conversation's read-model row."""
+
+    id: str
+    owner: str
+    created_at: float
+    updated_at: float
+    version: int
+    metadata: dict[str, str]
+    deleted_at: float | None = None
+
+
+class ConversationItems(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of a conversation's items, and whether more follow it."""
+
+    items: list[InputItem]
+    has_more: bool
+
+
+class Conversations(Protocol):
+    """Conversation streams and their read model; every change is an event of the
+    conversation's stream and its row updates, in one transaction."""
+
+    async def create(
+        self, conversation: ConversationObject, owner: str, items: list[InputItem], now: float
+    ) -> None: ...
+
+    async def get(self, conversation_id: str) -> ConversationRow | None:
+        """The row, deleted or not (the use-case decides who sees it)."""
+        ...
+
+    async def update(self, conversation_id: str, metadata: dict[str, str], now: float) -> bool:
+        """False if the conversation is gone."""
+        ...
+
+    async def delete(self, conversation_id: str, now: float) -> bool: ...
+
+    async def add_items(self, conversation_id: str, items: list[InputItem], now: float) -> bool: ...
+
+    async def items(
+        self,
+        conversation_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        order: str = "asc",
+    ) -> ConversationItems:
+        """The visible items in the conversation's order (`desc`: newest first), after the
+        item `after` (which must exist: else none)."""
+        ...
+
+    async def delete_item(self, conversation_id: str, item_id: str, now: float) -> bool: ...
 
 
 class ApiKey(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ from domain.generation import Prompt, Turn
 from domain.objects import (
     CustomToolCallOutput,
     FunctionCallOutput,
+    InputCompaction,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
@@ -32,13 +33,14 @@ from domain.reasons import CancelReason
 from domain.state import ResponseState
 from domain.tools import offered
 from service.bundle import Bundle
-from service.history import load_history
+from service.history import history_for
 from service.ports import (
     StoredEvent,
 )
 from service.reads import close_tail
 from service.references import resolve_references
 from service.runner import Generation
+from service.sealing import check_sealed
 from service.wire import CreateRequest
 
 
@@ -58,11 +60,19 @@ class Started(msgspec.Struct, frozen=True):
         return project(self.state)
 
 
-async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Started:
-    """Record the request as the stream's first events, then start generating."""
+async def create_response(
+    svc: Bundle, req: CreateRequest, owner: str, *, history: list[Turn] | None = None
+) -> Started:
+    """Record the request as the stream's first events, then start generating.
+
+    `history` is the conversation `previous_response_id` ends when the caller already
+    holds it (a WebSocket connection's cache of its last response); else it is read from
+    the log."""
     check_served(svc, req.response.model)
-    history = await load_history(svc, req.response.previous_response_id, owner)
+    if history is None:
+        history = await history_for(svc, req.response, owner)
     items = await resolve_references(svc, req.input, owner)
+    check_sealed(svc.sealer, items)
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
@@ -74,7 +84,7 @@ async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Starte
     )
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)
-    prompt = build_prompt(response, facts.input, history)
+    prompt = build_prompt(response, facts.input, history, facts.include)
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
@@ -142,12 +152,12 @@ async def create_and_stream(
     """
     started = await create_response(svc, req, owner)
     assert started.state.response is not None
-    return _tail_new(svc, started.state.response.id, background=req.background)
+    return tail_new(svc, started.state.response.id, background=req.background)
 
 
-async def _tail_new(
-    svc: Bundle, rid: str, *, background: bool
-) -> AsyncGenerator[StoredEvent, None]:
+async def tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncGenerator[StoredEvent, None]:
+    """The log of a response just created, from its first event; a reader that leaves
+    before the end stops it unless it is a background response (see `create_and_stream`)."""
     tail = svc.store.subscribe(rid, -1)
     finished = False
     try:
@@ -171,6 +181,7 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         InputReasoning: "rs",
         InputCustomToolCall: "ctc",
         CustomToolCallOutput: "ctco",
+        InputCompaction: "cmp",
     }
     return [
         item
@@ -180,7 +191,12 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
     ]
 
 
-def build_prompt(response: ResponseObject, items: list[InputItem], history: list[Turn]) -> Prompt:
+def build_prompt(
+    response: ResponseObject,
+    items: list[InputItem],
+    history: list[Turn],
+    include: list[str] | None = None,
+) -> Prompt:
     """What an engine is asked: the settings the response echoes, the request's input items
     (from its facts) and the conversation before it. The one place a `Prompt` is made."""
     return Prompt(
@@ -198,4 +214,5 @@ def build_prompt(response: ResponseObject, items: list[InputItem], history: list
         reasoning=response.reasoning,
         text=response.text,
         metadata=response.metadata,
+        include=list(include or []),
     )

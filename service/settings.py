@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from service.access import AccessPolicy
@@ -32,6 +34,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     lease_ttl_s: float = 15.0  # a generation's lease lasts this long unless renewed
     claim_poll_s: float = 1.0  # idle workers look for queued work at least this often
     cancel_wait_s: float = 10.0  # a cancel of a response running elsewhere waits this long
+    # Keys that seal reasoning for stateless clients (service/sealing.py); a secret: never
+    # logged. None: a key of this process's own.
+    reasoning_key: str | None = None
     # PostgreSQL: seconds to connect, and the most one statement may take (a frozen
     # database is then a quick 503, not a hang).
     db_connect_timeout_s: float = 5.0
@@ -41,3 +46,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # A response body write that cannot be handed to the socket within this many seconds
     # (a client that stopped reading) ends the response.
     send_timeout_s: float = 30.0
+    # GET /metrics: who may scrape it (adapters/metrics); the key is a secret, never logged.
+    metrics: Literal["open", "key", "off"] = "off"
+    metrics_key: str | None = None
+    # WebSocket mode: a connection with no message and no response streaming for this long
+    # is closed (0: never); uvicorn pings every `ws_ping_interval_s` and drops a peer that
+    # does not answer within `ws_ping_timeout_s` (0: no pings).
+    ws_idle_timeout_s: float = 600.0
+    ws_ping_interval_s: float = 20.0
+    ws_ping_timeout_s: float = 20.0

@@ -8,9 +8,10 @@ import msgspec
 
 from domain.errors import EngineError, InvalidRequest
 from service.bundle import Bundle
-from service.history import load_history
+from service.history import history_for
 from service.references import resolve_references
 from service.responses import assign_ids, build_prompt, check_served
+from service.sealing import check_sealed
 from service.wire import CreateRequest
 
 # A prompt is made for a response id; this one is never stored, nor given out.
@@ -20,8 +21,9 @@ _UNSTORED = "resp_" + "0" * 32
 async def count_input_tokens(svc: Bundle, req: CreateRequest, owner: str) -> int:
     model = req.response.model
     check_served(svc, model)
-    history = await load_history(svc, req.response.previous_response_id, owner)
+    history = await history_for(svc, req.response, owner)
     items = assign_ids(_UNSTORED, await resolve_references(svc, req.input, owner))
+    check_sealed(svc.sealer, items)
     response = msgspec.structs.replace(req.response, id=_UNSTORED)
     try:
         return await svc.engine.count_tokens(build_prompt(response, items, history))

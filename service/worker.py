@@ -15,7 +15,7 @@ from domain.errors import DomainError
 from domain.reasons import FailReason
 from domain.state import ResponseState
 from service.bundle import Bundle
-from service.history import load_history
+from service.history import history_for
 from service.periodic import Periodic
 from service.ports import Claim
 from service.reads import load_state
@@ -67,13 +67,11 @@ class Worker:
         if state.status != "queued" or state.response is None or state.facts is None:
             return  # it moved on meanwhile (ended by a cancel)
         try:
-            history = await load_history(
-                svc, state.response.previous_response_id, state.facts.owner
-            )
+            history = await history_for(svc, state.response, state.facts.owner)
         except DomainError as exc:
             await _unstartable(svc, state, exc)
             return
-        prompt = build_prompt(state.response, state.facts.input, history)
+        prompt = build_prompt(state.response, state.facts.input, history, state.facts.include)
         if svc.keeper.closed:  # shutting down: its claim lapses and another process takes it
             log.info("not launching %s: shutting down", claim.response_id)
             return

@@ -1,10 +1,11 @@
 """The `resplog` command group (a composition root). Each module registers its commands on
 `main`: `server` (migrate, serve), `worker`, `keys` (API keys); the admin tools one module
-each: `responses` (list, show), `events`, `conversation`, `verify`, `archive` (export,
-import), `gc`."""
+each: `responses` (list, show), `events`, `conversation`, `conversations` (list, show),
+`verify`, `archive` (export, import), `gc`."""
 
 from adapters.cli import archive as _archive  # noqa: F401  (registers the commands)
 from adapters.cli import conversation as _conversation  # noqa: F401
+from adapters.cli import conversations as _conversations  # noqa: F401
 from adapters.cli import events as _events  # noqa: F401
 from adapters.cli import gc as _gc  # noqa: F401
 from adapters.cli import keys as _keys  # noqa: F401

@@ -111,6 +111,22 @@ def access_options(func: F) -> F:
             "(a 400 naming the tool).",
         ),
         click.option(
+            "--metrics",
+            envvar="RESPLOG_METRICS",
+            type=click.Choice(["auto", "open", "key", "off"]),
+            default="auto",
+            show_default=True,
+            help="GET /metrics (Prometheus): open, key (Authorization: Bearer "
+            "<--metrics-key>), or off; auto: open on a loopback bind, key when a metrics "
+            "key is set, else off.",
+        ),
+        click.option(
+            "--metrics-key",
+            envvar="RESPLOG_METRICS_KEY",
+            default=None,
+            help="The scrape token for --metrics key (a secret: prefer the environment).",
+        ),
+        click.option(
             "--send-timeout-s",
             envvar="RESPLOG_SEND_TIMEOUT_S",
             default=30.0,
@@ -157,7 +173,18 @@ def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
             key_cache_s=mine["key_cache_s"],
         ),
         "send_timeout_s": options.pop("send_timeout_s"),
+        **metrics_settings(host, options.pop("metrics"), options.pop("metrics_key")),
     }
+
+
+def metrics_settings(host: str, mode: str, key: str | None) -> dict[str, Any]:
+    """`--metrics` resolved: `auto` is open on a loopback bind, else key-protected when a
+    scrape key is set, else off. `key` without a key is refused."""
+    if mode == "auto":
+        mode = "open" if is_loopback(host) else ("key" if key else "off")
+    if mode == "key" and not key:
+        raise ResplogError("--metrics key needs --metrics-key (or RESPLOG_METRICS_KEY)")
+    return {"metrics": mode, "metrics_key": key}
 
 
 async def announce(policy: AccessPolicy, keys: ApiKeyStore) -> None:

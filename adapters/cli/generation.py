@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from adapters.sealing import AesGcmSealer
 from service.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -120,6 +121,15 @@ _OPTIONS = [
         "frozen or partitioned database); the log writer retries its flushes.",
     ),
     click.option(
+        "--reasoning-key",
+        envvar="RESPLOG_REASONING_KEY",
+        default=None,
+        help="Base64 32-byte keys, comma-separated, that seal reasoning for clients asking "
+        "include=['reasoning.encrypted_content'] (the first seals, all open; the same on "
+        "every process). Default: a key of this process's own. Prefer the environment "
+        "variable: a flag shows in the process list.",
+    ),
+    click.option(
         "--shutdown-grace-s",
         envvar="RESPLOG_SHUTDOWN_GRACE_S",
         default=10.0,
@@ -140,6 +150,12 @@ def generation_options(func: F) -> F:
 def generation_settings(database_url: str, **options: Any) -> Settings:
     """`Settings` from `generation_options` (plus any other `Settings` fields given)."""
     extra = options.pop("engine_extra_body", None)
+    try:
+        AesGcmSealer.from_setting(options.get("reasoning_key"))
+    except ValueError as exc:  # never echo the value: it is a secret
+        raise click.BadParameter(
+            "expected base64 keys of 32 bytes, comma-separated", param_hint="--reasoning-key"
+        ) from exc
     return Settings(
         database_url=database_url,
         engine_extra_body=_json_object("--engine-extra-body", extra),

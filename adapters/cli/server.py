@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -14,6 +15,7 @@ from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
+from domain.errors import ResplogError
 from service.settings import Settings
 
 
@@ -40,21 +42,83 @@ def migrate(database_url: str) -> None:
     type=int,
 )
 @access_options
-def serve(database_url: str, **options: Any) -> None:
+@click.option(
+    "--processes",
+    envvar="RESPLOG_PROCESSES",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Serving processes sharing the port (PostgreSQL only): one per core to use.",
+)
+@click.option(
+    "--ws-idle-timeout-s",
+    envvar="RESPLOG_WS_IDLE_TIMEOUT_S",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Close a WebSocket that sent no message and streamed nothing for this long (0: never).",
+)
+@click.option(
+    "--ws-ping-interval-s",
+    envvar="RESPLOG_WS_PING_INTERVAL_S",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Ping every WebSocket client this often (0: never).",
+)
+@click.option(
+    "--ws-ping-timeout-s",
+    envvar="RESPLOG_WS_PING_TIMEOUT_S",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Drop a WebSocket client that does not answer a ping within this long (0: never).",
+)
+def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
     return_freed_memory()
+    if processes > 1:
+        sys.exit(_serve_processes(settings, processes))
+    _serve_here(settings)
+
+
+def _serve_here(settings: Settings, fd: int | None = None) -> None:
     signals: list[int] = []
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(settings, signals))
+        runner.run(_serve(settings, signals, fd))
     # Stopped by a signal: now that the process drained and closed, let it take its
     # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
     for sig in reversed(signals):
         signal.raise_signal(sig)
 
 
-async def _serve(settings: Settings, signals: list[int]) -> None:
+def _serve_processes(settings: Settings, count: int) -> int:
+    """`--processes N` (adapters/cli/processes.py): bind here, serve in N children."""
+    from adapters.cli.processes import bind, run_children
+
+    if settings.database_url.startswith("sqlite"):
+        raise ResplogError("--processes above 1 needs PostgreSQL (SQLite has one writer)")
+    sock = bind(settings.host, settings.port)
+    log.info("resplog: %d serving processes on %s:%d", count, settings.host, settings.port)
+
+    def child() -> int:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            _serve_here(settings, sock.fileno())
+        except KeyboardInterrupt:
+            return 0
+        except ResplogError as exc:
+            log.error("%s", exc)
+            return 1
+        return 0
+
+    return run_children(count, child)
+
+
+async def _serve(settings: Settings, signals: list[int], fd: int | None = None) -> None:
     """Open the process (refused, in one line, if the database is not migrated or the
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
@@ -62,6 +126,7 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
     from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.http.app import announce_ready, create_app
     from adapters.http.backpressure import send_deadline
+    from adapters.metrics import Metrics
     from adapters.wiring import running_process
 
     async with running_process(settings) as process:
@@ -71,14 +136,19 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
             log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
         await announce(settings.access, process.bundle.keys)
         app = create_app(settings, process=process)
+        metrics = Metrics()
+        process.observe_log(metrics)
+        measured = metrics.asgi(app, settings.metrics, settings.metrics_key)
         config = uvicorn.Config(
-            send_deadline(app, settings.send_timeout_s),
+            send_deadline(measured, settings.send_timeout_s),
             host=settings.host,
             port=settings.port,
+            fd=fd,
             log_level="warning",
             lifespan="on",
             http=BoundedHttpToolsProtocol,
             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+            **_websocket_options(settings),
         )
         announce_ready(settings, process)
         log.info(
@@ -88,6 +158,18 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
             redact(settings.database_url),
         )
         await _server(config, signals, on_exit=process.begin_shutdown).serve()
+
+
+def _websocket_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's WebSocket protocol (the `websockets` library): keep-alive pings, and a
+    frame cap above the largest create body, so that a message over `max_body_bytes` is
+    answered with an error event and only a far larger one closes the socket (1009)."""
+    return {
+        "ws": "websockets-sansio",
+        "ws_max_size": 2 * settings.max_body_bytes + 64 * 1024,
+        "ws_ping_interval": settings.ws_ping_interval_s or None,
+        "ws_ping_timeout": settings.ws_ping_timeout_s or None,
+    }
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -19,6 +19,8 @@ import math
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
+import msgspec
+
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
@@ -38,6 +40,7 @@ from domain.objects import (
     FunctionCallOutput,
     InputItem,
     InputMessage,
+    InputReasoning,
     InputText,
     OutputMessage,
     OutputText,
@@ -60,6 +63,8 @@ def _item_text(item: InputItem) -> str:
         return " ".join(p.text for p in item.content if isinstance(p, InputText | OutputText))
     if isinstance(item, FunctionCallOutput | CustomToolCallOutput):
         return item.output
+    if isinstance(item, InputReasoning):  # what the engine was given of it
+        return "".join(t.text for t in item.content)
     return ""
 
 
@@ -169,7 +174,9 @@ def script(prompt: Prompt, tokens: int | None) -> Iterator[AnyDelta]:
         yield from _call(tool, text)
         return
     last = prompt.input[-1] if prompt.input else None
-    if prompt.metadata.get("scripted_mode") == "transcript":
+    if prompt.metadata.get("resplog_compaction") == "1":  # a compaction's summary
+        answer = "Summary: " + transcript(msgspec.structs.replace(prompt, input=prompt.input[:-1]))
+    elif prompt.metadata.get("scripted_mode") == "transcript":
         answer = transcript(prompt)
     elif isinstance(last, FunctionCallOutput | CustomToolCallOutput):
         answer = f"The function returned: {last.output}"

@@ -17,7 +17,8 @@ from litestar.enums import ScopeType
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http import auth, errors, routes
+from adapters.http import auth, errors, routes, sockets
+from adapters.http import conversations as conversation_routes
 from adapters.wiring import Process, running_process
 from domain.errors import StoreUnavailable
 from service import status
@@ -131,7 +132,10 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
     return Litestar(
         route_handlers=[
             routes.create_response,
+            *conversation_routes.ROUTES,
             routes.count_input_tokens,
+            routes.compact_conversation,
+            sockets.responses_socket,
             routes.retrieve_response,
             routes.response_events,
             routes.cancel_response,

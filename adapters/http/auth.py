@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from litestar.connection import ASGIConnection
+from litestar.enums import ScopeType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import Guard
 
@@ -37,7 +38,10 @@ def admission(access: Callable[[], Access]) -> Guard:
     the running process's `Access`."""
 
     async def admit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        if not protected(connection.scope["path"]):
+        socket = connection.scope["type"] == ScopeType.WEBSOCKET
+        if socket or not protected(connection.scope["path"]):
+            # The WebSocket route admits its handshake itself (adapters/http/sockets.py), to
+            # refuse it with an HTTP answer: a guard could only close the socket.
             return
         principal = await access().admit(bearer(connection.headers.get("authorization")))
         connection.scope.setdefault("state", {})[_PRINCIPAL] = principal

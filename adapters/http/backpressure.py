@@ -8,7 +8,8 @@ re-read later. What is not bounded is the time: the stream, its tail and its str
 held as long as the connection lives, which for a half-open one is until TCP gives up. So
 a write that cannot be handed over within `timeout` seconds aborts the connection. The
 response then ends as for any client that went away (a non-background stream's generation
-is cancelled with reason `client_disconnected`).
+is cancelled with reason `client_disconnected`). A WebSocket's messages have the same
+deadline, with the same end: the socket is dropped as a client that went away.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ def _abort_connection(send: Send) -> bool:
     return True
 
 
+# The messages that carry a response's bytes: an HTTP body, a WebSocket message (the same
+# events; uvicorn's WebSocket protocol waits for its transport to drain the same way).
+_WRITES = {ScopeType.HTTP: "http.response.body", ScopeType.WEBSOCKET: "websocket.send"}
+
+
 def send_deadline(app: ASGIApp, timeout: float) -> ASGIApp:
     """`app` with a deadline of `timeout` seconds (0: none) on each body write. Wrap the
     outermost app, so that `send` is the server's own."""
@@ -48,12 +54,13 @@ def send_deadline(app: ASGIApp, timeout: float) -> ASGIApp:
         return app
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP:
+        if scope["type"] not in _WRITES:
             await app(scope, receive, send)
             return
+        write = _WRITES[scope["type"]]
 
         async def send_within(message: Message) -> None:
-            if message["type"] != "http.response.body":
+            if message["type"] != write:
                 await send(message)
                 return
             try:

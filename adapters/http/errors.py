@@ -69,22 +69,42 @@ def _validation(exc: ValidationException) -> Response[bytes]:
     )
 
 
-def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """Map any exception to an OpenAI-shaped error response."""
+class Refusal(msgspec.Struct, frozen=True):
+    """An error as a client is told it: status, OpenAI's error object and extra headers
+    (the same for an HTTP answer and a WebSocket `error` event)."""
+
+    status: int
+    error: ErrorDetail
+    headers: dict[str, str] | None = None
+
+
+def _refusal(
+    status: int,
+    message: str,
+    *,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Refusal:
+    return Refusal(status, ErrorDetail(message, type_, param, code), headers)
+
+
+def refusal(exc: Exception, rid: str) -> Refusal:
+    """What the client is told about one of resplog's own errors (or any other exception,
+    as a 500 naming the request id `rid`); the cause is logged with `rid`."""
     match exc:
         case InvalidRequest():
-            return error_response(400, exc.message, param=exc.param, code=exc.code)
+            return _refusal(400, exc.message, param=exc.param, code=exc.code)
         case NotFound():
-            return error_response(404, str(exc) or "Not found.", param=exc.param, code=exc.code)
+            return _refusal(404, str(exc) or "Not found.", param=exc.param, code=exc.code)
         case InvalidTransition():
-            return error_response(400, str(exc), code="invalid_state")
+            return _refusal(400, str(exc), code="invalid_state")
         case Conflict():
-            return error_response(
-                409, "The response was changed concurrently; retry.", code="conflict"
-            )
+            return _refusal(409, "The response was changed concurrently; retry.", code="conflict")
         case StoreUnavailable():
-            log.warning("request %s: database unavailable (%s)", request_id(request), exc)
-            return error_response(
+            log.warning("request %s: database unavailable (%s)", rid, exc)
+            return _refusal(
                 503,
                 "The service is temporarily unavailable; retry shortly.",
                 type_="server_error",
@@ -92,14 +112,11 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
                 headers={"Retry-After": "1"},
             )
         case Unauthenticated():
-            return error_response(
-                401,
-                exc.message,
-                code="invalid_api_key",
-                headers={"WWW-Authenticate": "Bearer"},
+            return _refusal(
+                401, exc.message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
             )
         case RateLimited():
-            return error_response(
+            return _refusal(
                 429,
                 exc.message,
                 type_="requests",
@@ -108,13 +125,35 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
             )
         case EngineError():
             # The engine's own message names its URL and upstream details: the log has it.
-            log.error("request %s: engine error (%s): %s", request_id(request), exc.code, exc)
-            return error_response(
+            log.error("request %s: engine error (%s): %s", rid, exc.code, exc)
+            return _refusal(
                 502,
-                f"The generation engine failed ({exc.code}; request id {request_id(request)}).",
+                f"The generation engine failed ({exc.code}; request id {rid}).",
                 type_="server_error",
                 code=exc.code,
             )
+        case CorruptEvent():
+            log.error("request %s: %s", rid, exc)
+        case _:
+            log.error("request %s failed", rid, exc_info=exc)
+    return _refusal(
+        HTTP_500_INTERNAL_SERVER_ERROR,
+        f"The server had an error while processing your request (request id {rid}).",
+        type_="server_error",
+        code="server_error",
+    )
+
+
+def _answer(refused: Refusal) -> Response[bytes]:
+    body = msgspec.json.encode(ErrorBody(refused.error))
+    return Response(
+        body, status_code=refused.status, media_type="application/json", headers=refused.headers
+    )
+
+
+def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Map any exception to an OpenAI-shaped error response."""
+    match exc:
         case ValidationException():
             return _validation(exc)
         case NotFoundException():
@@ -127,14 +166,4 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
                     413, "The request body is too large.", code="request_too_large"
                 )
             return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
-        case CorruptEvent():
-            log.error("request %s: %s", request_id(request), exc)
-        case _:
-            log.error("request %s failed", request_id(request), exc_info=exc)
-    return error_response(
-        HTTP_500_INTERNAL_SERVER_ERROR,
-        f"The server had an error while processing your request (request id "
-        f"{request_id(request)}).",
-        type_="server_error",
-        code="server_error",
-    )
+    return _answer(refusal(exc, request_id(request)))

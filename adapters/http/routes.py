@@ -20,7 +20,7 @@ from adapters.http.auth import principal_of
 from adapters.http.sse import frames
 from domain.errors import InvalidRequest
 from domain.objects import ResponseObject
-from service import reads, responses, status, stopping, tokens
+from service import compaction, reads, responses, status, stopping, tokens
 from service.access import Access
 from service.bundle import Bundle
 from service.ports import StoredEvent
@@ -30,6 +30,7 @@ from service.wire import (
     RESPONSE_ID,
     ErrorBody,
     check_response_id,
+    parse_compact_body,
     parse_create_body,
     parse_input_tokens_body,
     with_client_headers,
@@ -216,6 +217,20 @@ async def count_input_tokens(
     )
     count = await tokens.count_input_tokens(bundle, req, owner_of(request))
     return tokens.InputTokens(input_tokens=count)
+
+
+@post(
+    "/v1/responses/compact",
+    status_code=200,
+    responses=_ERRORS,
+    summary="Compact a conversation: its user messages and one compaction item",
+)
+async def compact_conversation(
+    request: Request[Any, Any, Any], bundle: Bundle, settings: Settings
+) -> compaction.Compacted:
+    req = parse_compact_body(await json_body(request), settings.limits)
+    responses.check_served(bundle, req.response.model)
+    return await compaction.compact(bundle, req, owner_of(request))
 
 
 @post(

@@ -14,6 +14,7 @@ import msgspec
 import sqlalchemy as sa
 
 from adapters.store.sql import SqlEventStore
+from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import row_of
@@ -121,20 +122,22 @@ class LogScan:
                 yield item
 
     async def orphans(self) -> AsyncIterator[Head | StoredEvent]:
-        """Streams with events but no read-model row."""
+        """Response streams with events but no read-model row (a conversation's stream has
+        a row of its own, in `conversations`)."""
         async for chunk in self._orphan_ids():
             async for item in self._emit([Head(i, None) for i in chunk]):
                 yield item
 
     @guarded_iter
     async def _orphan_ids(self) -> AsyncGenerator[list[str], None]:
-        e, r = t_events.c, t_responses.c
+        e, r, c = t_events.c, t_responses.c, t_conversations.c
         after: str | None = None
         while True:
             query = (
                 sa.select(e.stream_id)
                 .distinct()
                 .where(~sa.exists().where(r.id == e.stream_id))
+                .where(~sa.exists().where(c.id == e.stream_id))
                 .order_by(e.stream_id)
                 .limit(self.rows_page)
             )

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
+import msgspec
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.engine import URL
@@ -21,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.store import migrate
 from adapters.store.bells import Bells
+from adapters.store.conversations import join
 from adapters.store.hub import Hub
 from adapters.store.readmodel import ReadModel
 from adapters.store.rows import Append, encode_append, merge
@@ -31,8 +33,9 @@ from adapters.store.tail import follow
 from adapters.store.transient import guarded, is_transient, store_error
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import AnyEvent
-from domain.objects import TERMINAL_STATUSES
+from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
 from service.ports import StoredEvent
+from service.references import as_input
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,25 @@ SELECT position, type, data, facts, recorded_at, fetched FROM (
 WHERE before < {3}
 ORDER BY position
 """
+
+
+class _Named(msgspec.Struct, frozen=True):
+    id: str
+
+
+class _Ended(msgspec.Struct, frozen=True):
+    """What a conversation's join needs of a final response (msgspec skips the rest)."""
+
+    conversation: _Named | None = None
+    output: list[OutputItem] = msgspec.field(default_factory=list)
+
+
+class _Asked(msgspec.Struct, frozen=True):
+    input: list[InputItem] = msgspec.field(default_factory=list)
+
+
+_ended = msgspec.json.Decoder(_Ended)
+_asked = msgspec.json.Decoder(_Asked)
 
 _READ_COLUMNS = (
     t_events.c.position,
@@ -312,8 +334,32 @@ class SqlEventStore(ReadModel):
         lost = [b for b in batches if b.stream_id not in won]
         done = await self._already_written(conn, lost) if recheck and lost else {}
         failed: Failures = {b.stream_id: _conflict(b) for b in lost if b.stream_id not in done}
-        await self._insert_events(conn, [b for b in batches if b.stream_id in won])
+        mine = [b for b in batches if b.stream_id in won]
+        await self._insert_events(conn, mine)
+        await self._join_conversations(conn, mine, now)
         return failed, done
+
+    async def _join_conversations(
+        self, conn: AsyncConnection, batches: Sequence[Append], now: float
+    ) -> None:
+        """A response that names a conversation and ends in this transaction adds its input
+        and output items to the conversation, in the same transaction."""
+        for batch in batches:
+            life = batch.lifecycle
+            if life is None or life.status not in TERMINAL_STATUSES:
+                continue
+            final = _ended.decode(life.snapshot)
+            if final.conversation is None:
+                continue
+            first = await conn.execute(
+                sa.select(t_events.c.facts).where(
+                    t_events.c.stream_id == batch.stream_id, t_events.c.position == 0
+                )
+            )
+            facts = first.scalar()
+            asked = _asked.decode(facts).input if facts else []
+            items = [*asked, *(as_input(o) for o in final.output)]
+            await join(conn, final.conversation.id, items, batch.stream_id, now)
 
     async def _already_written(
         self, conn: AsyncConnection, batches: Sequence[Append]

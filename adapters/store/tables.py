@@ -103,3 +103,37 @@ api_keys = sa.Table(
     sa.Column("revoked_at", sa.Double, nullable=True),
     sa.Index("ix_api_keys_owner", "owner"),
 )
+
+
+# A conversation (the Conversations API) is a stream of the log like a response: its events
+# (`conversation.created`, `conversation.items.added`, `conversation.item.deleted`,
+# `conversation.updated`, `conversation.deleted`) are rows of `events` under its id
+# (`conv_…`), and these two tables are its read model, written in the same transaction:
+# the conversation's row (`version` is its stream's last position, the append guard) and
+# one row per item in the conversation's order (`position` of the event that added it,
+# `seq` within that event). A deleted item or conversation is flagged, never removed.
+conversations = sa.Table(
+    "conversations",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("deleted_at", sa.Double, nullable=True),
+    sa.Index("ix_conversations_owner_created", "owner", "created_at", "id"),
+)
+
+conversation_items = sa.Table(
+    "conversation_items",
+    metadata,
+    sa.Column("conversation_id", sa.Text, primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("item_id", sa.Text, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("response_id", sa.Text, nullable=True),
+    sa.Column("deleted_at", sa.Double, nullable=True),
+    sa.UniqueConstraint("conversation_id", "item_id", name="uq_conversation_items_item"),
+)

@@ -26,6 +26,7 @@ from adapters.store.sql import Failures, SqlEventStore
 from adapters.store.transient import is_transient, store_error
 from domain.errors import Conflict, StoreError, StoreUnavailable
 from domain.events import AnyEvent
+from service.ports import LogObserver
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class GroupCommitWriter:
         self._task: asyncio.Task[None] | None = None
         self.flushes = 0  # commits so far (for the benchmark and tests)
         self.flush_seconds = 0.0  # time spent committing them
+        self.observer: LogObserver | None = None  # told of every flush (metrics)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -256,9 +258,20 @@ class GroupCommitWriter:
         except Exception as exc:  # never let the flusher die: fail this flush's appends
             log.exception("flush failed")
             failures = {b.stream_id: store_error(exc) for b in batches}
+        seconds = time.perf_counter() - began
         self.flushes += 1
-        self.flush_seconds += time.perf_counter() - began
+        self.flush_seconds += seconds
         self._settle(taken, failures)
+        if self.observer is not None:
+            self._report(batches, failures, seconds)
+
+    def _report(self, batches: Sequence[Append], failures: Failures, seconds: float) -> None:
+        committed = [e for b in batches if b.stream_id not in failures for e in b.events]
+        try:
+            assert self.observer is not None
+            self.observer.flushed(committed, seconds, len(failures), self._queued_events)
+        except Exception:  # a metric must never stop the log
+            log.exception("the flush observer failed")
 
     async def _commit(self, batches: Sequence[Append]) -> Failures:
         """Commit, retrying transient errors (with a re-check, so nothing is doubled)."""

@@ -14,6 +14,7 @@ from domain.objects import (
     CustomToolCallOutput,
     FunctionCall,
     FunctionCallOutput,
+    InputCompaction,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
@@ -37,6 +38,7 @@ EntryKind = Literal[
     "function_call_output",
     "custom_tool_call",
     "custom_tool_call_output",
+    "compaction",
 ]
 
 
@@ -92,6 +94,12 @@ def _input_entry(item: InputItem) -> Entry:
             return Entry(kind="custom_tool_call_output", call_id=cid, text=out)
         case InputReasoning(summary=summary, content=content):
             return Entry(kind="reasoning", text=_parts_text([*summary, *content]))
+        case InputCompaction(id=iid):
+            # The summary is sealed; its id names the response that wrote it.
+            source = "resp_" + iid.split("_")[1] if iid.startswith("cmp_") else "?"
+            return Entry(
+                kind="compaction", text=f"earlier turns replaced by the summary {source} wrote"
+            )
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 
@@ -180,6 +188,8 @@ def _text_entry(entry: Entry) -> str:
         return f"{entry.kind} {entry.name} ({entry.call_id}): {entry.text}"
     if entry.kind in ("function_call_output", "custom_tool_call_output"):
         return f"{entry.kind} ({entry.call_id}): {entry.text}"
+    if entry.kind == "compaction":
+        return f"compaction: {entry.text}"
     return f"reasoning: {entry.text}"
 
 
@@ -210,6 +220,8 @@ def _md_entry(entry: Entry) -> list[str]:
         return [f"**{entry.role}:**", "", entry.text]
     if entry.kind == "reasoning":
         return ["*reasoning:*", "", *(f"> {line}" for line in entry.text.splitlines() or [""])]
+    if entry.kind == "compaction":
+        return [f"*compaction:* {entry.text}"]
     if entry.kind == "function_call":
         return [
             f"**function call** `{entry.name}` (`{entry.call_id}`):",

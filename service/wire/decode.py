@@ -14,6 +14,7 @@ import msgspec
 from domain.errors import InvalidRequest
 from domain.objects import (
     AllowedToolsChoice,
+    ConversationRef,
     CustomToolCallOutput,
     CustomToolChoice,
     FormatJsonObject,
@@ -22,6 +23,7 @@ from domain.objects import (
     FunctionCallOutput,
     FunctionTool,
     FunctionToolChoice,
+    InputCompaction,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
@@ -42,7 +44,9 @@ from domain.tools import HOSTED_TOOL_TYPES, not_offered, offered
 from service.wire.depth import check_nesting
 from service.wire.rejection import rejection
 from service.wire.request import (
+    CompactionItemParam,
     ContentPartParam,
+    ConversationParam,
     CreateResponseBody,
     CustomToolCallOutputParam,
     CustomToolCallParam,
@@ -110,7 +114,6 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 # Fields of OpenAI's API resplog refuses with a clear message instead of ignoring.
 UNSUPPORTED_FIELDS = {
-    "conversation": "conversations are not supported; use previous_response_id",
     "prompt": "prompt templates are not supported",
     "background_options": "background_options are not supported",
     "context_management": "context_management is not supported",
@@ -121,6 +124,7 @@ UNSUPPORTED_FIELDS = {
 }
 MAX_MODEL_CHARS = 256
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
+CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _json = msgspec.json.Decoder()
 
@@ -161,6 +165,35 @@ def parse_input_tokens_body(body: bytes, limits: Limits, default_model: str) -> 
             )
     if raw.get("model") is None:
         raw["model"] = default_model
+    return _parse(raw, limits)
+
+
+# The body of `POST /v1/responses/compact` (openai-python `ResponseCompactParams`, the Open
+# Responses `CompactResponseMethodPublicBody`): what shapes the conversation; the cache and
+# tier hints are accepted and ignored.
+COMPACT_FIELDS = frozenset({"model", "input", "instructions", "previous_response_id"})
+COMPACT_IGNORED = frozenset(
+    {
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "safety_identifier",
+        "service_tier",
+        "image",
+    }
+)
+
+
+def parse_compact_body(body: bytes, limits: Limits) -> CreateRequest:
+    """Decode a compaction body into the create request of its summarising response."""
+    raw = _object(body, limits)
+    for name in list(raw):
+        if name in COMPACT_IGNORED:
+            del raw[name]
+        elif name not in COMPACT_FIELDS:
+            raise InvalidRequest(
+                f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter"
+            )
     return _parse(raw, limits)
 
 
@@ -261,6 +294,7 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         )
     if p.previous_response_id is not None:
         check_response_id(p.previous_response_id, param="previous_response_id")
+    conversation = _conversation(p)
     background, store = bool(p.background), p.store is not False
     if background and not store:
         raise InvalidRequest(
@@ -301,6 +335,7 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         top_logprobs=p.top_logprobs,
         top_p=p.top_p,
         truncation=p.truncation or "disabled",
+        conversation=msgspec.UNSET if conversation is None else ConversationRef(id=conversation),
     )
     return CreateRequest(
         response=response,
@@ -342,6 +377,32 @@ def with_client_headers(req: CreateRequest, headers: Mapping[str, str]) -> Creat
     if not found:
         return req
     return msgspec.structs.replace(req, extra={**req.extra, "client_headers": found})
+
+
+def _conversation(p: CreateResponseBody) -> str | None:
+    """The conversation's id (sent as an id or as `{"id": …}`); not with a previous response
+    (OpenAI refuses both at once)."""
+    value = p.conversation.id if isinstance(p.conversation, ConversationParam) else p.conversation
+    if value is None:
+        return None
+    if p.previous_response_id is not None:
+        raise InvalidRequest(
+            "Mutually exclusive parameters: Ensure you are only providing one of: "
+            "'previous_response_id' or 'conversation'.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
+        )
+    return check_conversation_id(value, param="conversation")
+
+
+def check_conversation_id(value: str, *, param: str = "conversation_id") -> str:
+    if not re.fullmatch(CONVERSATION_ID, value):
+        raise InvalidRequest(
+            f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'conv'.",
+            param=param,
+            code="invalid_value",
+        )
+    return value
 
 
 def check_response_id(value: str, *, param: str = "response_id") -> str:
@@ -654,6 +715,8 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemR
             return InputCustomToolCall(
                 id=iid, call_id=call_id, name=name, input=text, namespace=_ns(item)
             )
+        case CompactionItemParam(encrypted_content=blob):
+            return InputCompaction(id=iid, encrypted_content=blob)
         case CustomToolCallOutputParam(call_id=call_id, output=output):
             text = _tool_output(output, f"{param}.output", limits)
             return CustomToolCallOutput(id=iid, call_id=call_id, output=text)

@@ -215,6 +215,13 @@ class CustomToolCallOutputParam(_Item, frozen=True, kw_only=True, tag="custom_to
     caller: Any = None
 
 
+class CompactionItemParam(_Item, frozen=True, kw_only=True, tag="compaction"):
+    """openai-python `ResponseCompactionItemParam`: a compaction passed back."""
+
+    encrypted_content: str
+    created_by: Any = None  # accepted, not kept
+
+
 class ItemReferenceParam(_Item, frozen=True, kw_only=True, tag="item_reference"):
     """An item of an earlier response of the same owner, named by its id; the use-case
     puts the item itself in its place (service/references.py)."""
@@ -234,8 +241,13 @@ InputItemParam = (
     | ReasoningItemParam
     | CustomToolCallParam
     | CustomToolCallOutputParam
+    | CompactionItemParam
     | ItemReferenceParam
 )
+
+
+class ConversationParam(_Strict, frozen=True, kw_only=True):
+    id: str
 
 
 class CreateResponseBody(_Strict, frozen=True, kw_only=True):
@@ -246,6 +258,7 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     input: str | list[InputItemParam] | None = None
     instructions: str | None = None
     previous_response_id: str | None = None
+    conversation: str | ConversationParam | None = None
     tools: list[ToolParam] | None = None
     tool_choice: ToolChoiceParam | None = None
     parallel_tool_calls: bool | None = None

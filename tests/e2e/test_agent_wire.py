@@ -250,3 +250,38 @@ def test_input_tokens_counts_what_a_create_would_take_and_writes_nothing(
     assert bad.value.code == "unknown_parameter"
     with pytest.raises(openai.NotFoundError):
         client.responses.input_tokens.count(input="a", previous_response_id="resp_" + "1" * 32)
+
+
+def test_stateless_reasoning_comes_back_sealed_and_is_opened_next_turn(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """`store: false` + `include: ["reasoning.encrypted_content"]`: the reasoning item carries
+    a sealed blob; passed back without its text, the engine is given its text again; a
+    blob this server did not seal is OpenAI's 400 and writes nothing."""
+    first = client.responses.create(
+        model="scripted", input="one two", store=False, include=["reasoning.encrypted_content"]
+    )
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning" and reasoning.content
+    blob = reasoning.encrypted_content
+    assert blob is not None and blob.startswith("rsv1.")
+    thought = reasoning.content[0].text
+    back: Any = {"type": "reasoning", "id": reasoning.id, "summary": [], "encrypted_content": blob}
+    second = client.responses.create(
+        model="scripted",
+        store=False,
+        input=[back, {"role": "user", "content": "again"}],
+        metadata={"scripted_mode": "transcript"},
+    )
+    assert f"reasoning: {thought}" in second.output_text
+    before = server.count_rows("responses")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model="scripted",
+            input=[
+                {**back, "encrypted_content": blob[:-4] + "AAAA"},
+                {"role": "user", "content": "x"},
+            ],
+        )
+    assert caught.value.code == "invalid_encrypted_content"
+    assert server.count_rows("responses") == before

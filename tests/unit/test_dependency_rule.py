@@ -28,9 +28,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/store": INNER
     | {"sqlalchemy", "asyncpg", "aiosqlite", "alembic", "migrations", "adapters.store"},
     "adapters/engines": INNER | {"aiohttp", "openai_harmony", "adapters.engines"},
+    "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
+    "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
-    | {"adapters.wiring"},
+    | {"adapters.wiring", "adapters.sealing", "adapters.metrics"},
     "migrations": frozenset({"sqlalchemy", "alembic", "migrations", "adapters.store.tables"})
     | {"adapters.store.urls"},
 }
@@ -38,7 +40,8 @@ ALLOWED: dict[str, frozenset[str]] = {
 # The composition roots, beyond their layer's list: they pick and connect the adapters.
 ROOTS: dict[str, frozenset[str]] = {
     "adapters/http/app.py": frozenset({"adapters.wiring"}),
-    "adapters/wiring.py": INNER | {"adapters.store", "adapters.engines", "adapters.http"},
+    "adapters/wiring.py": INNER
+    | {"adapters.store", "adapters.engines", "adapters.http", "adapters.sealing"},
 }
 
 DRIVERS = ("sqlalchemy", "asyncpg", "aiosqlite", "sqlite3")

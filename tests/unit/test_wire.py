@@ -89,11 +89,25 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
     ("body_not_object", b"[1, 2]", None, "invalid_json", "The request body must be a JSON object."),
     (
         "unsupported_field",
-        {"conversation": "conv_1"},
-        "conversation",
+        {"prompt": {"id": "pmpt_1"}},
+        "prompt",
         "unsupported_parameter",
-        "Unsupported parameter: 'conversation': "
-        "conversations are not supported; use previous_response_id.",
+        "Unsupported parameter: 'prompt': prompt templates are not supported.",
+    ),
+    (
+        "conversation_and_previous_response",
+        {"conversation": "conv_1", "previous_response_id": "resp_1"},
+        "conversation",
+        "mutually_exclusive_parameters",
+        "Mutually exclusive parameters: Ensure you are only providing one of: "
+        "'previous_response_id' or 'conversation'.",
+    ),
+    (
+        "conversation_bad_id",
+        {"conversation": {"id": "resp_1"}},
+        "conversation",
+        "invalid_value",
+        "Invalid 'conversation': 'resp_1'. Expected an ID that begins with 'conv'.",
     ),
     (
         "unsupported_prompt",
@@ -969,6 +983,7 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
     (_, defs) = msgspec.json.schema_components([CreateResponseBody])
     items = defs["CreateResponseBody"]["properties"]["input"]["anyOf"][1]["items"]
     assert sorted(items["discriminator"]["mapping"]) == [
+        "compaction",
         "custom_tool_call",
         "custom_tool_call_output",
         "function_call",

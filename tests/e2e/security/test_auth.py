@@ -139,6 +139,8 @@ def test_auth_defaults_to_none_on_loopback_only(host: str, auth: str | None, exp
         "max_streams_per_key": 1,
         "key_cache_s": 1.0,
         "send_timeout_s": 1.0,
+        "metrics": "auto",
+        "metrics_key": None,
         **limits,
     }
     assert access_settings(host, dict(options))["access"].auth == expected

@@ -119,3 +119,41 @@ def test_another_owners_items_cannot_be_referenced(
             assert answer.status_code == 404, answer.text
             assert answer.json()["error"]["message"].startswith(f"Item with id '{item}' not found")
             assert log_state(keyed, running=alice["running"]) == before
+
+
+def test_another_owners_conversation_is_404_everywhere_and_writes_nothing(
+    keyed: Server, key_of: Callable[[str], str], alice: dict[str, str]
+) -> None:
+    with http(keyed, alice["key"]) as own:
+        conv = own.post(
+            "/v1/conversations", json={"items": [{"role": "user", "content": "secret"}]}
+        ).json()
+        cid = conv["id"]
+        item = own.get(f"/v1/conversations/{cid}/items").json()["data"][0]["id"]
+    asks: list[tuple[str, str, dict[str, Any]]] = [
+        ("GET", f"/v1/conversations/{cid}", {}),
+        ("POST", f"/v1/conversations/{cid}", {"json": {"metadata": {"a": "b"}}}),
+        ("DELETE", f"/v1/conversations/{cid}", {}),
+        ("GET", f"/v1/conversations/{cid}/items", {}),
+        (
+            "POST",
+            f"/v1/conversations/{cid}/items",
+            {"json": {"items": [{"role": "user", "content": "x"}]}},
+        ),
+        ("GET", f"/v1/conversations/{cid}/items/{item}", {}),
+        ("DELETE", f"/v1/conversations/{cid}/items/{item}", {}),
+        (
+            "POST",
+            "/v1/responses",
+            {"json": {"model": "scripted", "input": "x", "conversation": cid}},
+        ),
+    ]
+    with http(keyed, key_of("bob")) as bob:
+        for method, path, kw in asks:
+            before = log_state(keyed, running=alice["running"])
+            answer = bob.request(method, path, **kw)
+            assert answer.status_code == 404, (method, path, answer.text)
+            assert "secret" not in answer.text
+            assert log_state(keyed, running=alice["running"]) == before, (method, path)
+    with http(keyed, alice["key"]) as own:
+        assert own.get(f"/v1/conversations/{cid}/items").json()["data"][0]["id"] == item

@@ -1,0 +1,250 @@
+"""Conversation streams on the same database as the responses (the `Conversations` port).
+
+Each change appends one event to the conversation's stream in `events` and updates its
+read model (`conversations`, `conversation_items`) in the same transaction. The append
+guard is the row's `version`: `UPDATE … SET version = version + 1 … RETURNING version`
+takes the row lock (PostgreSQL) or the write lock (SQLite), so concurrent appends to one
+conversation queue and each gets the next position; none is lost or interleaved inside
+another. `join` is the same append inside the log writer's transaction, when a response
+that names the conversation ends (adapters/store/sql.py), so a response never ends
+without its items in the conversation, nor do items join from a response that did not end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from adapters.store.tables import conversation_items as t_items
+from adapters.store.tables import conversations as t_conv
+from adapters.store.tables import events as t_events
+from adapters.store.transient import guarded
+from domain.conversations import (
+    ConversationEvent,
+    ConversationObject,
+    Created,
+    ItemDeleted,
+    ItemsAdded,
+    Removed,
+    Updated,
+)
+from domain.objects import InputItem
+from service.ports import ConversationItems, ConversationRow
+
+_item = msgspec.json.Decoder(InputItem)
+_meta = msgspec.json.Decoder(dict[str, str])
+
+
+class SqlConversations:
+    """`Conversations` over the store's engine (`begin_write` gives its transactions)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    @guarded
+    async def create(
+        self, conversation: ConversationObject, owner: str, items: list[InputItem], now: float
+    ) -> None:
+        async with self._store.begin_write() as conn:
+            await conn.execute(
+                t_conv.insert().values(
+                    id=conversation.id,
+                    owner=owner,
+                    created_at=now,
+                    updated_at=now,
+                    version=-1,
+                    metadata=msgspec.json.encode(conversation.metadata).decode(),
+                )
+            )
+            await append(
+                conn,
+                conversation.id,
+                Created(sequence_number=0, conversation=conversation, owner=owner),
+                now,
+            )
+            if items:
+                await _add(conn, conversation.id, items, None, now)
+
+    @guarded
+    async def get(self, conversation_id: str) -> ConversationRow | None:
+        async with self._store.engine.connect() as conn:
+            row = (
+                await conn.execute(sa.select(t_conv).where(t_conv.c.id == conversation_id))
+            ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return ConversationRow(
+            id=m["id"],
+            owner=m["owner"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+            version=m["version"],
+            metadata=_meta.decode(m["metadata"]),
+            deleted_at=m["deleted_at"],
+        )
+
+    @guarded
+    async def update(self, conversation_id: str, metadata: dict[str, str], now: float) -> bool:
+        async with self._store.begin_write() as conn:
+            position = await append(
+                conn, conversation_id, Updated(sequence_number=0, metadata=metadata), now
+            )
+            if position is None:
+                return False
+            await conn.execute(
+                t_conv.update()
+                .where(t_conv.c.id == conversation_id)
+                .values(metadata=msgspec.json.encode(metadata).decode())
+            )
+        return True
+
+    @guarded
+    async def delete(self, conversation_id: str, now: float) -> bool:
+        async with self._store.begin_write() as conn:
+            if await append(conn, conversation_id, Removed(sequence_number=0), now) is None:
+                return False
+            await conn.execute(
+                t_conv.update().where(t_conv.c.id == conversation_id).values(deleted_at=now)
+            )
+        return True
+
+    @guarded
+    async def add_items(self, conversation_id: str, items: list[InputItem], now: float) -> bool:
+        async with self._store.begin_write() as conn:
+            return await _add(conn, conversation_id, items, None, now)
+
+    @guarded
+    async def items(
+        self,
+        conversation_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        order: str = "asc",
+    ) -> ConversationItems:
+        newest_first = order == "desc"
+        key = (t_items.c.position, t_items.c.seq)
+        query = sa.select(t_items.c.data).where(
+            t_items.c.conversation_id == conversation_id, t_items.c.deleted_at.is_(None)
+        )
+        async with self._store.engine.connect() as conn:
+            if after is not None:
+                mark = (
+                    await conn.execute(
+                        sa.select(*key).where(
+                            t_items.c.conversation_id == conversation_id,
+                            t_items.c.item_id == after,
+                        )
+                    )
+                ).first()
+                if mark is None:
+                    return ConversationItems(items=[], has_more=False)
+                row = sa.tuple_(*key)
+                query = query.where(row < tuple(mark) if newest_first else row > tuple(mark))
+            query = query.order_by(*(c.desc() if newest_first else c for c in key))
+            if limit is not None:
+                query = query.limit(limit + 1)
+            rows = [r[0] for r in await conn.execute(query)]
+        more = limit is not None and len(rows) > limit
+        kept = rows[:limit] if limit is not None else rows
+        return ConversationItems(items=[_item.decode(d) for d in kept], has_more=more)
+
+    @guarded
+    async def delete_item(self, conversation_id: str, item_id: str, now: float) -> bool:
+        async with self._store.begin_write() as conn:
+            hit = await conn.execute(
+                t_items.update()
+                .where(
+                    t_items.c.conversation_id == conversation_id,
+                    t_items.c.item_id == item_id,
+                    t_items.c.deleted_at.is_(None),
+                )
+                .values(deleted_at=now)
+            )
+            if hit.rowcount != 1:
+                return False
+            await append(
+                conn, conversation_id, ItemDeleted(sequence_number=0, item_id=item_id), now
+            )
+        return True
+
+
+async def append(
+    conn: AsyncConnection, conversation_id: str, event: ConversationEvent, now: float
+) -> int | None:
+    """Append `event` at the conversation's next position (its `sequence_number` is set
+    to it); None, with nothing written, if the conversation is gone."""
+    moved = await conn.execute(
+        t_conv.update()
+        .where(t_conv.c.id == conversation_id, t_conv.c.deleted_at.is_(None))
+        .values(version=t_conv.c.version + 1, updated_at=now)
+        .returning(t_conv.c.version)
+    )
+    position = moved.scalar()
+    if position is None:
+        return None
+    event = msgspec.structs.replace(event, sequence_number=position)
+    data = msgspec.json.encode(event).decode()
+    tag = type(event).__struct_config__.tag
+    await conn.execute(
+        t_events.insert().values(
+            stream_id=conversation_id,
+            position=position,
+            type=tag,
+            data=data,
+            facts=None,
+            recorded_at=now,
+        )
+    )
+    return int(position)
+
+
+async def join(
+    conn: AsyncConnection,
+    conversation_id: str,
+    items: list[InputItem],
+    response_id: str,
+    now: float | None = None,
+) -> bool:
+    """A response's items join its conversation, inside the writer's transaction."""
+    return await _add(conn, conversation_id, items, response_id, now or time.time())
+
+
+async def _add(
+    conn: AsyncConnection,
+    conversation_id: str,
+    items: list[InputItem],
+    response_id: str | None,
+    now: float,
+) -> bool:
+    event = ItemsAdded(sequence_number=0, items=items, response_id=response_id)
+    position = await append(conn, conversation_id, event, now)
+    if position is None:
+        return False
+    if items:
+        # An item already in the conversation (an id a client passed again) is not added
+        # twice: the insert skips it rather than failing the transaction, which for a
+        # response's join is the log writer's.
+        insert = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(t_items)
+        await conn.execute(
+            insert.on_conflict_do_nothing(),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "position": position,
+                    "seq": seq,
+                    "item_id": item.id,
+                    "data": msgspec.json.encode(item).decode(),
+                    "response_id": response_id,
+                }
+                for seq, item in enumerate(items)
+            ],
+        )
+    return True

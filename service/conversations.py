@@ -1,0 +1,187 @@
+"""The Conversations API's use-cases (one per route), over the `Conversations` port.
+
+A conversation is visible to its owner until deleted: another owner's, or a deleted one, is
+the same 404 as an id that never existed. Items added through the API get ids of the
+server's (`<prefix>_<conversation suffix>_<random>`) unless the client named them.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import AsyncGenerator
+
+import msgspec
+
+from domain.conversations import (
+    MAX_ITEMS_PER_REQUEST,
+    ConversationDeleted,
+    ConversationObject,
+)
+from domain.errors import InvalidRequest, NotFound
+from domain.generation import Turn
+from domain.objects import (
+    CustomToolCallOutput,
+    FunctionCallOutput,
+    InputCompaction,
+    InputCustomToolCall,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+)
+from service.bundle import Bundle
+from service.ports import ConversationItems, ConversationRow, StoredEvent
+
+_PREFIX = {
+    InputMessage: "msg",
+    FunctionCallOutput: "fco",
+    InputFunctionCall: "fc",
+    InputReasoning: "rs",
+    InputCustomToolCall: "ctc",
+    CustomToolCallOutput: "ctco",
+    InputCompaction: "cmp",
+}
+
+
+def new_conversation_id() -> str:
+    return f"conv_{uuid.uuid4().hex}{uuid.uuid4().hex[:16]}"
+
+
+def _not_found(conversation_id: str) -> NotFound:
+    return NotFound(f"Conversation with id '{conversation_id}' not found.")
+
+
+def _object(row: ConversationRow) -> ConversationObject:
+    return ConversationObject(id=row.id, created_at=int(row.created_at), metadata=row.metadata)
+
+
+async def visible(svc: Bundle, conversation_id: str, owner: str) -> ConversationRow:
+    row = await svc.conversations.get(conversation_id)
+    if row is None or row.owner != owner or row.deleted_at is not None:
+        raise _not_found(conversation_id)
+    return row
+
+
+def _with_ids(conversation_id: str, items: list[InputItem]) -> list[InputItem]:
+    if len(items) > MAX_ITEMS_PER_REQUEST:
+        raise InvalidRequest(
+            f"Invalid 'items': too many items ({len(items)}; the limit is "
+            f"{MAX_ITEMS_PER_REQUEST}).",
+            param="items",
+            code="array_above_max_length",
+        )
+    suffix = conversation_id.removeprefix("conv_")[:16]
+    return [
+        item
+        if item.id
+        else msgspec.structs.replace(
+            item, id=f"{_PREFIX[type(item)]}_{suffix}_{secrets.token_hex(8)}"
+        )
+        for item in items
+    ]
+
+
+async def create_conversation(
+    svc: Bundle, items: list[InputItem], metadata: dict[str, str], owner: str
+) -> ConversationObject:
+    cid = new_conversation_id()
+    now = svc.clock()
+    conversation = ConversationObject(id=cid, created_at=int(now), metadata=metadata)
+    await svc.conversations.create(conversation, owner, _with_ids(cid, items), now)
+    return conversation
+
+
+async def retrieve(svc: Bundle, conversation_id: str, owner: str) -> ConversationObject:
+    return _object(await visible(svc, conversation_id, owner))
+
+
+async def update(
+    svc: Bundle, conversation_id: str, metadata: dict[str, str], owner: str
+) -> ConversationObject:
+    row = await visible(svc, conversation_id, owner)
+    if not await svc.conversations.update(conversation_id, metadata, svc.clock()):
+        raise _not_found(conversation_id)
+    return ConversationObject(id=row.id, created_at=int(row.created_at), metadata=metadata)
+
+
+async def delete(svc: Bundle, conversation_id: str, owner: str) -> ConversationDeleted:
+    await visible(svc, conversation_id, owner)
+    if not await svc.conversations.delete(conversation_id, svc.clock()):
+        raise _not_found(conversation_id)
+    return ConversationDeleted(id=conversation_id)
+
+
+async def add_items(
+    svc: Bundle, conversation_id: str, items: list[InputItem], owner: str
+) -> list[InputItem]:
+    await visible(svc, conversation_id, owner)
+    given = _with_ids(conversation_id, items)
+    known = {i.id for i in (await svc.conversations.items(conversation_id)).items}
+    for n, item in enumerate(given):
+        if item.id in known or item.id in {g.id for g in given[:n]}:
+            raise InvalidRequest(
+                f"Duplicate item found with id {item.id}. Remove duplicate items from your "
+                "input and try again.",
+                param=f"items[{n}].id",
+                code="invalid_value",
+            )
+    if not await svc.conversations.add_items(conversation_id, given, svc.clock()):
+        raise _not_found(conversation_id)
+    return given
+
+
+async def list_items(
+    svc: Bundle,
+    conversation_id: str,
+    owner: str,
+    *,
+    after: str | None,
+    limit: int,
+    order: str,
+) -> ConversationItems:
+    await visible(svc, conversation_id, owner)
+    return await svc.conversations.items(conversation_id, after=after, limit=limit, order=order)
+
+
+async def get_item(svc: Bundle, conversation_id: str, item_id: str, owner: str) -> InputItem:
+    await visible(svc, conversation_id, owner)
+    for item in (await svc.conversations.items(conversation_id)).items:
+        if item.id == item_id:
+            return item
+    raise NotFound(f"Item with id '{item_id}' not found.")
+
+
+async def delete_item(
+    svc: Bundle, conversation_id: str, item_id: str, owner: str
+) -> ConversationObject:
+    row = await visible(svc, conversation_id, owner)
+    if not await svc.conversations.delete_item(conversation_id, item_id, svc.clock()):
+        raise NotFound(f"Item with id '{item_id}' not found.")
+    return _object(row)
+
+
+async def history_of(svc: Bundle, conversation_id: str, owner: str) -> list[Turn]:
+    """What a response that names the conversation sees before its own input: the
+    conversation's items, as one earlier turn."""
+    await visible(svc, conversation_id, owner)
+    items = (await svc.conversations.items(conversation_id)).items
+    return [Turn(response_id=conversation_id, instructions=None, input=items, output=[])]
+
+
+async def read_events(
+    svc: Bundle, conversation_id: str, owner: str, *, after: int, follow: bool
+) -> AsyncGenerator[StoredEvent, None]:
+    """The conversation's own log after `after`: with `follow`, a tail that goes on as it
+    grows (a conversation has no end; new events arrive within the store's poll interval)."""
+    await visible(svc, conversation_id, owner)
+    if follow:
+        return svc.store.subscribe(conversation_id, after)
+    return _stored(svc, conversation_id, after)
+
+
+async def _stored(
+    svc: Bundle, conversation_id: str, after: int
+) -> AsyncGenerator[StoredEvent, None]:
+    for event in await svc.store.read(conversation_id, after):
+        yield event

@@ -1,0 +1,166 @@
+"""Reasoning a stateless client carries: `include: ["reasoning.encrypted_content"]`.
+
+A client that does not store responses (`store: false`, Codex CLI's default) still wants the
+model to keep its chain of thought across the turns of a tool loop. OpenAI answers such a
+request with each reasoning item's content sealed into `encrypted_content`, an opaque blob
+the client passes back with the item on its next request. resplog does the same: the blob
+is the item's summary and content, sealed under a server key (`--reasoning-key`), and
+`SealedReasoning` (an engine decorator) seals what the engine reasons and opens what a
+request carries, so every engine sees plain reasoning.
+
+The blob's format and the keys are the adapter's (adapters/sealing/aesgcm.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from typing import Protocol
+
+import msgspec
+
+from domain.errors import InvalidRequest
+from domain.generation import (
+    AnyDelta,
+    Prompt,
+    ReasoningDelta,
+    ReasoningSealed,
+    SummaryDelta,
+)
+from domain.objects import (
+    InputCompaction,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    InputText,
+    ReasoningText,
+    SummaryText,
+)
+from service.ports import Engine
+
+INCLUDE = "reasoning.encrypted_content"
+
+
+class Sealed(msgspec.Struct, frozen=True):
+    """What a blob holds: a reasoning item's summary and content (for a compaction: the
+    summary of the conversation as its content, and the response that wrote it)."""
+
+    summary: list[SummaryText]
+    content: list[ReasoningText]
+    source: str | None = None
+
+
+class Sealer(Protocol):
+    """Seals reasoning into an opaque, authenticated blob, and opens such blobs (the port;
+    adapters/sealing has the AES-GCM implementation and the key handling)."""
+
+    def seal(
+        self, summary: list[SummaryText], content: list[ReasoningText], source: str | None = None
+    ) -> str: ...
+
+    def open(self, blob: str) -> Sealed | None:
+        """The reasoning in `blob`, or None if it is not one this server sealed."""
+        ...
+
+
+def check_sealed(sealer: Sealer, items: Sequence[object]) -> None:
+    """Refuse, before anything is written, a reasoning item whose blob does not open here
+    (OpenAI's 400 `invalid_encrypted_content`)."""
+    for item in items:
+        if isinstance(item, InputCompaction):
+            if sealer.open(item.encrypted_content) is None:
+                raise InvalidRequest(
+                    f"The encrypted content for item {item.id or 'compaction'} could not be "
+                    "verified.",
+                    param="input",
+                    code="invalid_encrypted_content",
+                )
+            continue
+        if not isinstance(item, InputReasoning) or not item.encrypted_content or item.content:
+            continue
+        if sealer.open(item.encrypted_content) is None:
+            raise InvalidRequest(
+                f"The encrypted content for item {item.id or 'reasoning'} could not be verified.",
+                param="input",
+                code="invalid_encrypted_content",
+            )
+
+
+class SealedReasoning:
+    """An engine that opens the reasoning a prompt carries sealed, and seals the reasoning
+    it produces when the request asked for it (`include`)."""
+
+    def __init__(self, engine: Engine, sealer: Sealer) -> None:
+        self.inner = engine
+        self.sealer = sealer
+        self.name = engine.name
+
+    def models(self) -> list[str]:
+        return self.inner.models()
+
+    def serves(self, model: str) -> bool:
+        return self.inner.serves(model)
+
+    async def ready(self) -> bool:
+        return await self.inner.ready()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def count_tokens(self, prompt: Prompt) -> int:
+        return await self.inner.count_tokens(self._opened(prompt))
+
+    def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+        deltas = self.inner.generate(self._opened(prompt))
+        return _sealing(deltas, self.sealer) if INCLUDE in prompt.include else deltas
+
+    def _opened(self, prompt: Prompt) -> Prompt:
+        history = [msgspec.structs.replace(t, input=self._items(t.input)) for t in prompt.history]
+        return msgspec.structs.replace(prompt, history=history, input=self._items(prompt.input))
+
+    def _items(self, items: list[InputItem]) -> list[InputItem]:
+        return [self._item(i) for i in items]
+
+    def _item(self, item: InputItem) -> InputItem:
+        if isinstance(item, InputCompaction):
+            return compaction_message(item, self.sealer.open(item.encrypted_content))
+        if isinstance(item, InputReasoning) and item.encrypted_content and not item.content:
+            found = self.sealer.open(item.encrypted_content)
+            if found is not None:
+                summary = item.summary or found.summary
+                return msgspec.structs.replace(item, summary=summary, content=found.content)
+        return item
+
+
+def compaction_message(item: InputCompaction, found: Sealed | None) -> InputItem:
+    """What an engine is given for a compaction: its summary, as a developer message in
+    the place of the conversation it replaced."""
+    summary = "".join(t.text for t in found.content) if found else ""
+    text = f"Summary of the conversation before this point:\n{summary}"
+    return InputMessage(id=item.id, role="developer", content=[InputText(text=text)])
+
+
+async def _sealing(
+    deltas: AsyncGenerator[AnyDelta, None], sealer: Sealer
+) -> AsyncGenerator[AnyDelta, None]:
+    """The engine's deltas with a `ReasoningSealed` ending each reasoning item."""
+    summary: list[str] | None = None
+    content: list[str] = []
+    try:
+        async for delta in deltas:
+            if isinstance(delta, ReasoningDelta | SummaryDelta):
+                if summary is None:
+                    summary, content = [], []
+                (summary if isinstance(delta, SummaryDelta) else content).append(delta.text)
+            elif summary is not None:  # the item ends here (a Finished ends it too)
+                yield ReasoningSealed(encrypted_content=_blob(sealer, summary, content))
+                summary = None
+            yield delta
+    finally:
+        await deltas.aclose()
+
+
+def _blob(sealer: Sealer, summary: list[str], content: list[str]) -> str:
+    return sealer.seal(
+        [SummaryText(text="".join(summary))] if summary else [],
+        [ReasoningText(text="".join(content))] if content else [],
+    )

@@ -1,0 +1,151 @@
+"""The Conversations API end to end with the official SDK, on both stores: a conversation is a
+stream of the log; responses that name it see its items and add theirs when they end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.e2e.conftest import RESPLOG, Server
+
+TRANSCRIPT = {"scripted_mode": "transcript"}
+
+
+def test_three_turns_through_a_conversation_and_its_items(client: openai.OpenAI) -> None:
+    conv = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "My name is Ada."}],
+        metadata={"topic": "intro"},
+    )
+    assert conv.id.startswith("conv_") and conv.metadata == {"topic": "intro"}
+    one = client.responses.create(model="scripted", conversation=conv.id, input="I like tea.")
+    assert one.conversation is not None and one.conversation.id == conv.id
+    two = client.responses.create(
+        model="scripted", conversation={"id": conv.id}, input="And?", metadata=TRANSCRIPT
+    )
+    # The engine saw the conversation's items, then the new input.
+    assert "user: My name is Ada." in two.output_text
+    assert "user: I like tea." in two.output_text
+    assert "assistant: You said: I like tea." in two.output_text
+    items = client.conversations.items.list(conv.id, order="asc").data
+    kinds = [(i.type, getattr(i, "role", None)) for i in items]
+    assert kinds[0] == ("message", "user")
+    assert len(items) == 1 + 3 + 3  # the first item; each turn: input, reasoning, message
+    # Cursor paging, both orders.
+    first = client.conversations.items.list(conv.id, order="asc", limit=2)
+    assert first.has_more and len(first.data) == 2
+    rest = client.conversations.items.list(conv.id, order="asc", limit=100, after=first.data[-1].id)
+    assert [i.id for i in [*first.data, *rest.data]] == [i.id for i in items]
+    newest = client.conversations.items.list(conv.id, order="desc", limit=3).data
+    assert [i.id for i in newest] == [i.id for i in reversed(items)][:3]
+    assert (
+        client.conversations.items.retrieve(items[0].id, conversation_id=conv.id).id == items[0].id
+    )
+    # Deleting an item hides it from the list and from the next prompt.
+    client.conversations.items.delete(items[0].id, conversation_id=conv.id)
+    assert items[0].id not in [i.id for i in client.conversations.items.list(conv.id).data]
+    three = client.responses.create(
+        model="scripted", conversation=conv.id, input="Who am I?", metadata=TRANSCRIPT
+    )
+    # (Its text still shows inside turn two's answer, which quoted its prompt.)
+    assert three.output_text.startswith("user: I like tea. | ")
+    updated = client.conversations.update(conv.id, metadata={"topic": "tea"})
+    assert client.conversations.retrieve(conv.id).metadata == {"topic": "tea"} == updated.metadata
+    gone = client.conversations.delete(conv.id)
+    assert gone.deleted and gone.id == conv.id
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.retrieve(conv.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="scripted", conversation=conv.id, input="x")
+
+
+def test_bad_conversation_requests_are_openai_errors_and_write_nothing(
+    client: openai.OpenAI, server: Server, http: httpx.Client
+) -> None:
+    conv = client.conversations.create()
+    prev = client.responses.create(model="scripted", input="x")
+    before = server.count_rows("responses"), server.count_rows("events")
+    with pytest.raises(openai.BadRequestError) as both:
+        client.responses.create(
+            model="scripted", input="x", conversation=conv.id, previous_response_id=prev.id
+        )
+    assert both.value.code == "mutually_exclusive_parameters"
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="scripted", input="x", conversation="nope")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="scripted", input="x", conversation="conv_" + "0" * 32)
+    too_many: Any = [{"role": "user", "content": str(i)} for i in range(21)]
+    with pytest.raises(openai.BadRequestError):
+        client.conversations.items.create(conv.id, items=too_many)
+    with pytest.raises(openai.BadRequestError):
+        client.conversations.create(items=[{"type": "message", "role": "wizard", "content": "x"}])
+    assert (server.count_rows("responses"), server.count_rows("events")) == before
+    assert http.get("/v1/conversations/resp_abc").status_code == 400
+
+
+def test_verify_passes_on_a_log_with_conversations(client: openai.OpenAI, server: Server) -> None:
+    conv = client.conversations.create(items=[{"role": "user", "content": "hi"}])
+    client.responses.create(model="scripted", conversation=conv.id, input="again")
+    got = subprocess.run(
+        [RESPLOG, "verify", "--all", "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_the_conversations_own_log_replays_and_tails(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    conv = client.conversations.create(items=[{"role": "user", "content": "hi"}])
+    r = client.responses.create(model="scripted", conversation=conv.id, input="again")
+    lines = http.get(
+        f"/v1/conversations/{conv.id}/events", params={"format": "jsonl", "follow": "false"}
+    ).text.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["type"] for e in events] == [
+        "conversation.created",
+        "conversation.items.added",
+        "conversation.items.added",
+    ]
+    assert [e["sequence_number"] for e in events] == [0, 1, 2]
+    assert events[2]["response_id"] == r.id
+    # A live tail sees the next change, and can start after a position.
+    with http.stream(
+        "GET", f"/v1/conversations/{conv.id}/events", params={"starting_after": 2}
+    ) as tail:
+        client.conversations.update(conv.id, metadata={"k": "v"})
+        for line in tail.iter_lines():
+            if line.startswith("data: "):
+                assert json.loads(line[6:])["type"] == "conversation.updated"
+                break
+
+
+def test_the_admin_cli_lists_and_shows_conversations(client: openai.OpenAI, server: Server) -> None:
+    conv = client.conversations.create(items=[{"role": "user", "content": "first words"}])
+    r = client.responses.create(model="scripted", conversation=conv.id, input="second")
+    first = client.conversations.items.list(conv.id, order="asc").data[0]
+    client.conversations.items.delete(first.id, conversation_id=conv.id)
+
+    def cli(*args: str) -> str:
+        got = subprocess.run(
+            [RESPLOG, "conversations", *args, "--database-url", server.database_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        return got.stdout
+
+    listed = {c["id"]: c for c in json.loads(cli("list", "--json", "--limit", "1000"))}
+    assert listed[conv.id]["items"] == 3 and listed[conv.id]["owner"] == "anonymous"
+    shown = cli("show", conv.id)
+    assert f"{first.id} user: first words  [deleted]" in shown
+    assert f"(from {r.id})" in shown
+    view = json.loads(cli("show", conv.id, "--json"))
+    assert [e["deleted"] for e in view["items"]] == [True, False, False, False]
