@@ -12,6 +12,7 @@ also writes each test's requests to tests/fixtures/clients/<test>.json; with
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -30,6 +31,9 @@ from tests.fakes.process import FakeProcess
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures" / "clients"
+# One reasoning key for every server and run, so the sealed reasoning in captured requests
+# (`encrypted_content`, which Codex asks for) opens when they are replayed.
+KEY = ("--reasoning-key", base64.b64encode(b"resplog client tests, not secret").decode())
 SERVED = "gpt-oss-120b"  # the fake sglang's served model name
 CUT = 400  # captured strings longer than this are cut (in bodies, not headers)
 PORT_HEADERS = {"host", "content-length"}  # they name this run's port and body
@@ -139,7 +143,9 @@ class ClientServers:
             tmp = self.tmp / model
             tmp.mkdir()
             engine = ("--engine", "sglang", "--engine-url", self.sglang.url, "--model", model)
-            server = start_server(self.fresh_pg(), "postgres", tmp / "server.log", engine=engine)
+            server = start_server(
+                self.fresh_pg(), "postgres", tmp / "server.log", *KEY, engine=engine
+            )
             log = tmp / "requests.jsonl"
             strip = ("--strip",) if os.environ.get("RESPLOG_PROXY_STRIP") else ()
             try:
@@ -207,6 +213,6 @@ def _small(value: Any) -> Any:
     if isinstance(value, dict) and "headers" in value:  # a request: its headers whole
         headers = {k: v for k, v in value["headers"].items() if k not in PORT_HEADERS}
         return {k: _small(v) for k, v in value.items()} | {"headers": headers}
-    if isinstance(value, dict):
-        return {k: _small(v) for k, v in value.items()}
+    if isinstance(value, dict):  # sealed reasoning whole: cut, it would not open
+        return {k: v if k == "encrypted_content" else _small(v) for k, v in value.items()}
     return value
