@@ -115,11 +115,6 @@ class ClientServer:
         except ValueError:
             return json.loads(result.stdout.splitlines()[0])
 
-    def newest(self, n: int) -> list[str]:
-        """The ids of the last n responses created, oldest first."""
-        listed = self.cli("responses", "list", "--limit", str(n))
-        return [r["id"] for r in reversed(listed["data"])]
-
     def facts(self, rid: str) -> dict[str, Any]:
         """The request facts of a response's first event (the audit view)."""
         return dict(self.cli("events", rid)["facts"])

@@ -90,8 +90,8 @@ def test_codex_exec_runs_a_tool_and_answers(
     assert call["name"] == "exec_command"
     result = next(i for i in replayed if i["type"] == "function_call_output")
     assert result["call_id"] == call["call_id"] and TOOL_MARK in result["output"]
-    for rid, request in zip(srv.newest(2), sent, strict=True):  # the audit view of each turn
-        extra = srv.facts(rid)["extra"]
+    for request in sent:  # the audit view of each turn
+        extra = srv.facts(request["response_id"])["extra"]
         assert extra["client_metadata"] == request["body"]["client_metadata"]
         headers = extra["client_headers"]
         assert headers["session-id"] == headers["thread-id"] == request["headers"]["session-id"]
