@@ -18,11 +18,13 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
@@ -67,16 +69,25 @@ class Traffic:
     """What the clients sent through the proxy, and what they got."""
 
     log: Path
+    proxy_url: str
     start: int = 0
 
     def mark(self) -> None:
         self.start = len(self._lines())
+
+    def settle(self, within: float = 10.0) -> None:
+        """Wait until no request is passing through the proxy (its line is then written)."""
+        deadline = time.monotonic() + within
+        while httpx.get(f"{self.proxy_url}/_proxy/idle", timeout=5).json()["inflight"]:
+            assert time.monotonic() < deadline, "a request is still passing through the proxy"
+            time.sleep(0.02)
 
     def _lines(self) -> list[str]:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def requests(self) -> list[dict[str, Any]]:
         """Requests since the test began, in order; each with its `status`."""
+        self.settle()
         return [json.loads(line) for line in self._lines()[self.start :]]
 
     def responses_requests(self) -> list[dict[str, Any]]:
@@ -148,7 +159,7 @@ class ClientServers:
             except BaseException:
                 stop_server(server)
                 raise
-            self.running[model] = ClientServer(server, proxy, Traffic(log), model)
+            self.running[model] = ClientServer(server, proxy, Traffic(log, proxy.url), model)
         return self.running[model]
 
     def stop(self) -> None:

@@ -1,7 +1,9 @@
 """A logging reverse proxy between an agent client and `resplog serve`: it passes every
 request through unchanged (SSE streamed as it comes) and appends one JSON line per request,
 `{"method", "path", "headers", "body", "status", "error"}` (and, for a response, its
-`response_id` and `output_ids`), to a file.
+`response_id` and `output_ids`), to a file. A client may act on a response before its
+last bytes pass (an SSE client on `response.completed`), so a line is written once the
+upstream answer ended; `GET /_proxy/idle` says how many requests are still in flight.
 
 The server logs no access lines, so this is how a test knows what a client sent and that
 every answer was 200. Run: `python -m tests.clients.proxy UPSTREAM LOG [--strip]`; it
@@ -77,6 +79,7 @@ class Proxy:
         self.upstream = upstream.rstrip("/")
         self.log = log
         self.strip = strip
+        self.inflight = 0
         self.session: ClientSession | None = None
 
     async def close(self, app: web.Application) -> None:
@@ -87,7 +90,18 @@ class Proxy:
         with self.log.open("a") as f:
             f.write(json.dumps(entry) + "\n")
 
+    async def idle(self, request: web.Request) -> web.Response:
+        """How many requests are still passing through (a test reads the log at 0)."""
+        return web.json_response({"inflight": self.inflight})
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.inflight += 1
+        try:
+            return await self._forward(request)
+        finally:
+            self.inflight -= 1
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         entry: dict[str, Any] = {
             "method": request.method,
@@ -130,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     proxy = Proxy(a.upstream, a.log, a.strip)
     app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/_proxy/idle", proxy.idle)
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
     app.on_cleanup.append(proxy.close)
     sock = socket.socket()
