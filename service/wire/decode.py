@@ -113,15 +113,18 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # Fields of OpenAI's API resplog refuses with a clear message instead of ignoring.
+# (Fields whose silent drop would change what the client gets: a prompt template defines the
+# instructions, moderation is a safety control.)
 UNSUPPORTED_FIELDS = {
     "prompt": "prompt templates are not supported",
-    "background_options": "background_options are not supported",
-    "context_management": "context_management is not supported",
     "moderation": "moderation is not supported",
     "image": "image options are not supported",
     "access_programs": "access_programs are not supported",
-    "prompt_cache_options": "prompt_cache_options are not supported",
 }
+# Fields of openai-python's `ResponseCreateParams` that resplog accepts and does not act on:
+# hints about caching, background handling and context management. Kept verbatim in the
+# request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
+IGNORED_FIELDS = ("context_management", "background_options", "prompt_cache_options")
 MAX_MODEL_CHARS = 256
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
 CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
@@ -212,16 +215,23 @@ def _object(body: bytes, limits: Limits) -> dict[str, Any]:
 
 def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     _refuse_unsupported(raw)
+    ignored = {k: raw.pop(k) for k in IGNORED_FIELDS if raw.get(k) is not None}
     raw = _wrap_hosted(_tag_easy_messages(raw))
     try:
         parsed = msgspec.convert(raw, CreateResponseBody)
     except msgspec.ValidationError as exc:
         raise rejection(exc, raw) from exc
-    return _to_request(parsed, limits)
+    req = _to_request(parsed, limits)
+    if ignored:
+        for name, value in ignored.items():
+            _check_size(name, value, limits)
+        req = msgspec.structs.replace(req, extra={**req.extra, "ignored": ignored})
+    return req
 
 
 def _refuse_unsupported(raw: dict[str, Any]) -> None:
-    """OpenAI fields resplog lacks get a 400 saying so, not "unknown"."""
+    """OpenAI fields resplog lacks get a 400 saying so, not "unknown"; the ones it ignores
+    are set aside for the facts (`_set_aside`)."""
     for name, why in UNSUPPORTED_FIELDS.items():
         if name in raw and raw[name] is not None:
             raise InvalidRequest(
