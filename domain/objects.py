@@ -45,8 +45,27 @@ class SummaryText(_Obj, frozen=True, kw_only=True, tag_field="type", tag="summar
     text: str
 
 
+class InputImage(_Obj, frozen=True, kw_only=True, tag_field="type", tag="input_image"):
+    """An image a client sent (openai-python `ResponseInputImage`): a URL, usually a
+    `data:image/...;base64,` one, kept as sent."""
+
+    detail: Literal["low", "high", "auto", "original"] = "auto"
+    file_id: str | None = None
+    image_url: str | None = None
+
+
+class InputFile(_Obj, frozen=True, kw_only=True, tag_field="type", tag="input_file"):
+    """A file a client sent (openai-python `ResponseInputFile`): its bytes as a data URL
+    (`file_data`) and its name, kept as sent."""
+
+    file_data: str | None = None
+    file_id: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
 MessagePart = OutputText | Refusal
-InputPart = InputText | OutputText | Refusal
+InputPart = InputText | OutputText | Refusal | InputImage | InputFile
 ContentPart = OutputText | Refusal | ReasoningText
 
 

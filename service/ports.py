@@ -234,6 +234,8 @@ class Engine(Protocol):
     """
 
     name: str
+    # What its prompts may hold beside text: "image", "file" (a text-only engine: none).
+    media: frozenset[str]
 
     def models(self) -> list[str]:
         """Model names this engine serves."""

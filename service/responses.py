@@ -23,7 +23,9 @@ from domain.objects import (
     FunctionCallOutput,
     InputCompaction,
     InputCustomToolCall,
+    InputFile,
     InputFunctionCall,
+    InputImage,
     InputItem,
     InputMessage,
     InputReasoning,
@@ -73,6 +75,7 @@ async def create_response(
         history = await history_for(svc, req.response, owner)
     items = await resolve_references(svc, req.input, owner)
     check_sealed(svc.sealer, items)
+    check_media(svc, req.response.model, items)
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
@@ -88,6 +91,24 @@ async def create_response(
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
+
+
+def check_media(svc: Bundle, model: str, items: list[InputItem]) -> None:
+    """Refuse, before anything is written, images or files an engine cannot be given."""
+    kinds = {
+        "image" if isinstance(part, InputImage) else "file"
+        for item in items
+        if isinstance(item, InputMessage)
+        for part in item.content
+        if isinstance(part, InputImage | InputFile)
+    }
+    for kind in sorted(kinds - svc.engine.media):
+        raise InvalidRequest(
+            f"The model '{model}' does not take {kind} input on this server (its engine, "
+            f"{svc.engine.name}, is text only).",
+            param="input",
+            code="unsupported_value",
+        )
 
 
 def check_served(svc: Bundle, model: str) -> None:

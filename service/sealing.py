@@ -93,6 +93,7 @@ class SealedReasoning:
         self.inner = engine
         self.sealer = sealer
         self.name = engine.name
+        self.media = engine.media
 
     def models(self) -> list[str]:
         return self.inner.models()

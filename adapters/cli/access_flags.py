@@ -29,6 +29,7 @@ _LIMIT_HELP = {
     "max_metadata_key_chars": "Longest metadata key (characters).",
     "max_metadata_value_chars": "Longest metadata value (characters).",
     "max_json_depth": "Deepest nesting of arrays and objects in a request body.",
+    "max_file_bytes": "Largest image or file part, as its data URL (bytes).",
 }
 
 

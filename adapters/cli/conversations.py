@@ -10,13 +10,16 @@ from typing import Any
 
 import click
 import msgspec
-import sqlalchemy as sa
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.store import opened, run
-from adapters.store.tables import conversation_items as t_items
-from adapters.store.tables import conversations as t_conv
+from adapters.store.conversations import (
+    ConversationSummary,
+    SqlConversations,
+    audited_items,
+    summaries,
+)
 from domain.errors import NotFound
 from service.wire.decode import check_conversation_id
 
@@ -38,37 +41,17 @@ def _when(ts: float) -> str:
 def list_conversations(database_url: str, owner: str | None, limit: int, as_json: bool) -> None:
     """Conversations newest first, with their item counts (deleted items not counted)."""
 
-    async def work() -> list[dict[str, Any]]:
-        count = (
-            sa.select(sa.func.count())
-            .where(t_items.c.conversation_id == t_conv.c.id, t_items.c.deleted_at.is_(None))
-            .scalar_subquery()
-        )
-        query = sa.select(t_conv, count.label("items")).order_by(
-            t_conv.c.created_at.desc(), t_conv.c.id.desc()
-        )
-        if owner is not None:
-            query = query.where(t_conv.c.owner == owner)
-        async with opened(database_url) as store, store.engine.connect() as conn:
-            rows = (await conn.execute(query.limit(limit))).mappings().all()
-        return [
-            {
-                "id": r["id"],
-                "owner": r["owner"],
-                "created_at": r["created_at"],
-                "items": r["items"],
-                "deleted": r["deleted_at"] is not None,
-            }
-            for r in rows
-        ]
+    async def work() -> list[ConversationSummary]:
+        async with opened(database_url) as store:
+            return await summaries(store, owner, limit)
 
     found = run(work())
     if as_json:
         print_json(found)
         return
     for c in found:
-        flag = "  deleted" if c["deleted"] else ""
-        click.echo(f"{c['id']}  {c['owner']}  {_when(c['created_at'])}  {c['items']} items{flag}")
+        flag = "  deleted" if c.deleted else ""
+        click.echo(f"{c.id}  {c.owner}  {_when(c.created_at)}  {c.items} items{flag}")
 
 
 @conversations.command("show")
@@ -81,31 +64,18 @@ def show_conversation_items(database_url: str, cid: str, as_json: bool) -> None:
     check_conversation_id(cid)
 
     async def work() -> dict[str, Any]:
-        async with opened(database_url) as store, store.engine.connect() as conn:
-            head = (await conn.execute(sa.select(t_conv).where(t_conv.c.id == cid))).first()
-            if head is None:
+        async with opened(database_url) as store:
+            row = await SqlConversations(store).get(cid)
+            if row is None:
                 raise NotFound(f"conversation {cid} not found")
-            rows = await conn.execute(
-                sa.select(t_items)
-                .where(t_items.c.conversation_id == cid)
-                .order_by(t_items.c.position, t_items.c.seq)
-            )
-            items = [
-                {
-                    "item": msgspec.json.decode(r["data"]),
-                    "response_id": r["response_id"],
-                    "deleted": r["deleted_at"] is not None,
-                }
-                for r in rows.mappings()
-            ]
-        m = head._mapping
+            items = await audited_items(store, cid)
         return {
             "id": cid,
-            "owner": m["owner"],
-            "created_at": m["created_at"],
-            "metadata": msgspec.json.decode(m["metadata"]),
-            "deleted": m["deleted_at"] is not None,
-            "items": items,
+            "owner": row.owner,
+            "created_at": row.created_at,
+            "metadata": row.metadata,
+            "deleted": row.deleted_at is not None,
+            "items": [msgspec.to_builtins(i) for i in items],
         }
 
     view = run(work())

@@ -23,6 +23,7 @@ from adapters.engines._http import (
     read_deltas,
     status_error,
 )
+from adapters.engines.files import file_text
 from domain.errors import EngineError
 from domain.generation import (
     AnyDelta,
@@ -45,7 +46,9 @@ from domain.objects import (
     FunctionCall,
     FunctionCallOutput,
     FunctionToolChoice,
+    InputFile,
     InputFunctionCall,
+    InputImage,
     InputItem,
     InputMessage,
     InputReasoning,
@@ -65,7 +68,28 @@ SEPARATOR = "__"
 
 
 def _text(parts: list[Any]) -> str:
-    return "".join(p.refusal if isinstance(p, Refusal) else p.text for p in parts)
+    return "".join(
+        p.refusal if isinstance(p, Refusal) else p.text
+        for p in parts
+        if not isinstance(p, InputImage | InputFile)
+    )
+
+
+def _content(parts: list[Any]) -> str | list[dict[str, Any]]:
+    """A message's content: its text, or, when it holds images or files, chat content parts
+    (images as `image_url` parts, files as their text)."""
+    if not any(isinstance(p, InputImage | InputFile) for p in parts):
+        return _text(parts)
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, InputImage):
+            url = {"url": p.image_url or "", "detail": p.detail}
+            out.append({"type": "image_url", "image_url": url})
+        elif isinstance(p, InputFile):
+            out.append({"type": "text", "text": file_text(p)})
+        else:
+            out.append({"type": "text", "text": _text([p])})
+    return out
 
 
 def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -98,7 +122,10 @@ class _Messages:
             case InputMessage(role=role, content=content):
                 # "developer" is OpenAI's newer name; most chat templates know only "system".
                 self.add(
-                    {"role": "system" if role == "developer" else role, "content": _text(content)}
+                    {
+                        "role": "system" if role == "developer" else role,
+                        "content": _content(content),
+                    }
                 )
             case OutputMessage(content=content):
                 self.assistant(_text(content))
@@ -364,6 +391,9 @@ class OpenAIChatEngine(HttpEngine):
     """An OpenAI-compatible chat-completions upstream."""
 
     name = "openai-chat"
+    media: frozenset[str] = frozenset(
+        {"image", "file"}
+    )  # images as image parts; files as their text
 
     def __init__(
         self,

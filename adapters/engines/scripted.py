@@ -38,6 +38,8 @@ from domain.objects import (
     FormatJsonObject,
     FormatJsonSchema,
     FunctionCallOutput,
+    InputFile,
+    InputImage,
     InputItem,
     InputMessage,
     InputReasoning,
@@ -123,6 +125,26 @@ def _last_user_text(prompt: Prompt) -> str:
     return ""
 
 
+def _received(prompt: Prompt) -> str:
+    """What the last user message held beside text: ` [received: image (image/png, 68
+    bytes), file notes.txt (text/plain, 12 bytes)]`, so tests see media reach the engine."""
+    for item in reversed(prompt.input):
+        if isinstance(item, InputMessage) and item.role == "user":
+            seen = [_describe(p) for p in item.content if isinstance(p, InputImage | InputFile)]
+            return f" [received: {', '.join(seen)}]" if seen else ""
+    return ""
+
+
+def _describe(part: InputImage | InputFile) -> str:
+    url = (part.image_url if isinstance(part, InputImage) else part.file_data) or ""
+    what = "image" if isinstance(part, InputImage) else f"file {part.filename or '(unnamed)'}"
+    if not url.startswith("data:"):
+        return f"{what} (a URL)"
+    header, _, payload = url.partition(",")
+    size = len(payload) * 3 // 4 - payload.count("=")
+    return f"{what} ({header.removeprefix('data:').split(';')[0]}, {size} bytes)"
+
+
 def _line(role: str, text: str) -> str:
     return f"{role}: {text}"
 
@@ -182,6 +204,7 @@ def script(prompt: Prompt, tokens: int | None) -> Iterator[AnyDelta]:
         answer = f"The function returned: {last.output}"
     else:
         answer = f"You said: {text}" if text else "Hello from the scripted engine."
+        answer += _received(prompt)
     structured = structured_answer(prompt, answer)
     words: Iterator[str] = iter(_words(structured or answer))
     if tokens is not None and structured is None:  # JSON is never cut or repeated
@@ -247,6 +270,7 @@ class ScriptedEngine:
     """Plays back `script(prompt)`; records generations it started and aborted."""
 
     name = "scripted"
+    media: frozenset[str] = frozenset({"image", "file"})  # it names what it received
 
     def __init__(
         self,

@@ -164,6 +164,7 @@ class SglangEngine(HttpEngine):
     """gpt-oss on sglang's native `/generate`, rendered and parsed with harmony."""
 
     name = "sglang"
+    media: frozenset[str] = frozenset()  # harmony renders text only
 
     def __init__(
         self,

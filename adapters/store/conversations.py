@@ -176,6 +176,69 @@ class SqlConversations:
         return True
 
 
+class ConversationSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A conversation as the admin list shows it."""
+
+    id: str
+    owner: str
+    created_at: float
+    items: int  # not deleted
+    deleted: bool
+
+
+class AuditedItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One item of a conversation for an auditor: deleted ones too, with their source."""
+
+    item: InputItem
+    response_id: str | None
+    deleted: bool
+
+
+async def summaries(store: Any, owner: str | None, limit: int) -> list[ConversationSummary]:
+    """Conversations newest first (deleted ones too), with their live item counts."""
+    count = (
+        sa.select(sa.func.count())
+        .where(t_items.c.conversation_id == t_conv.c.id, t_items.c.deleted_at.is_(None))
+        .scalar_subquery()
+    )
+    query = sa.select(t_conv, count.label("items")).order_by(
+        t_conv.c.created_at.desc(), t_conv.c.id.desc()
+    )
+    if owner is not None:
+        query = query.where(t_conv.c.owner == owner)
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(query.limit(limit))).mappings().all()
+    return [
+        ConversationSummary(
+            id=r["id"],
+            owner=r["owner"],
+            created_at=r["created_at"],
+            items=r["items"],
+            deleted=r["deleted_at"] is not None,
+        )
+        for r in rows
+    ]
+
+
+async def audited_items(store: Any, conversation_id: str) -> list[AuditedItem]:
+    """Every item of the conversation in its order, deleted ones included."""
+    query = (
+        sa.select(t_items)
+        .where(t_items.c.conversation_id == conversation_id)
+        .order_by(t_items.c.position, t_items.c.seq)
+    )
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(query)).mappings().all()
+    return [
+        AuditedItem(
+            item=_item.decode(r["data"]),
+            response_id=r["response_id"],
+            deleted=r["deleted_at"] is not None,
+        )
+        for r in rows
+    ]
+
+
 async def append(
     conn: AsyncConnection, conversation_id: str, event: ConversationEvent, now: float
 ) -> int | None:

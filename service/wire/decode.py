@@ -25,7 +25,9 @@ from domain.objects import (
     FunctionToolChoice,
     InputCompaction,
     InputCustomToolCall,
+    InputFile,
     InputFunctionCall,
+    InputImage,
     InputItem,
     InputMessage,
     InputPart,
@@ -57,6 +59,8 @@ from service.wire.request import (
     FunctionCallParam,
     FunctionToolParam,
     HostedToolParam,
+    InputFileParam,
+    InputImageParam,
     InputItemParam,
     ItemReferenceParam,
     MessageParam,
@@ -89,6 +93,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     # Deepest nesting of arrays and objects in a body: far inside what every reader of the
     # stored log can render back (Python's recursion limit is about 1000).
     max_json_depth: int = 128
+    # The largest image or file part, as its data URL (the body limit bounds them together).
+    max_file_bytes: int = 8 * 1024 * 1024
     # Hosted tools (domain.tools.HOSTED_TOOL_TYPES): accepted and not offered, or refused.
     hosted_tools: Literal["accept", "refuse"] = "accept"
 
@@ -113,15 +119,18 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # Fields of OpenAI's API resplog refuses with a clear message instead of ignoring.
+# (Fields whose silent drop would change what the client gets: a prompt template defines the
+# instructions, moderation is a safety control.)
 UNSUPPORTED_FIELDS = {
     "prompt": "prompt templates are not supported",
-    "background_options": "background_options are not supported",
-    "context_management": "context_management is not supported",
     "moderation": "moderation is not supported",
     "image": "image options are not supported",
     "access_programs": "access_programs are not supported",
-    "prompt_cache_options": "prompt_cache_options are not supported",
 }
+# Fields of openai-python's `ResponseCreateParams` that resplog accepts and does not act on:
+# hints about caching, background handling and context management. Kept verbatim in the
+# request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
+IGNORED_FIELDS = ("context_management", "background_options", "prompt_cache_options")
 MAX_MODEL_CHARS = 256
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
 CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
@@ -212,16 +221,23 @@ def _object(body: bytes, limits: Limits) -> dict[str, Any]:
 
 def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     _refuse_unsupported(raw)
+    ignored = {k: raw.pop(k) for k in IGNORED_FIELDS if raw.get(k) is not None}
     raw = _wrap_hosted(_tag_easy_messages(raw))
     try:
         parsed = msgspec.convert(raw, CreateResponseBody)
     except msgspec.ValidationError as exc:
         raise rejection(exc, raw) from exc
-    return _to_request(parsed, limits)
+    req = _to_request(parsed, limits)
+    if ignored:
+        for name, value in ignored.items():
+            _check_size(name, value, limits)
+        req = msgspec.structs.replace(req, extra={**req.extra, "ignored": ignored})
+    return req
 
 
 def _refuse_unsupported(raw: dict[str, Any]) -> None:
-    """OpenAI fields resplog lacks get a 400 saying so, not "unknown"."""
+    """OpenAI fields resplog lacks get a 400 saying so, not "unknown"; the ones it ignores
+    are set aside for the facts (`_set_aside`)."""
     for name, why in UNSUPPORTED_FIELDS.items():
         if name in raw and raw[name] is not None:
             raise InvalidRequest(
@@ -737,12 +753,66 @@ def _ns(item: FunctionCallParam | CustomToolCallParam) -> str | msgspec.UnsetTyp
 def _part(part: ContentPartParam, param: str, limits: Limits) -> InputPart:
     if isinstance(part, RefusalParam):
         return Refusal(refusal=part.refusal)
+    if isinstance(part, InputImageParam | InputFileParam):
+        return _media(part, param, limits)
     _check_text(f"{param}.text", part.text, limits)
     return (
         OutputText(text=part.text)
         if isinstance(part, OutputTextParam)
         else InputText(text=part.text)
     )
+
+
+_IMAGE_URL = re.compile(r"^(data:image/[a-z0-9.+-]+;base64,|https?://)", re.IGNORECASE)
+_FILE_DATA = re.compile(r"^data:[a-z0-9.+-]+/[a-z0-9.+-]+;base64,", re.IGNORECASE)
+
+
+def _media(part: InputImageParam | InputFileParam, param: str, limits: Limits) -> InputPart:
+    """An image or file part: kept as sent, bounded by `max_file_bytes`. This server has no
+    Files API, so a `file_id` is refused, as is a `file_url` (it would have the server
+    fetch any URL a client names)."""
+    if part.file_id is not None:
+        raise InvalidRequest(
+            f"Invalid '{param}.file_id': this server has no Files API; send the bytes inline "
+            "(a data URL in image_url or file_data).",
+            param=f"{param}.file_id",
+            code="unsupported_parameter",
+        )
+    if isinstance(part, InputImageParam):
+        url = part.image_url or ""
+        if not _IMAGE_URL.match(url):
+            raise InvalidRequest(
+                f"Invalid '{param}.image_url': expected a data URL (data:image/...;base64,...) "
+                "or an http(s) URL.",
+                param=f"{param}.image_url",
+                code="invalid_value",
+            )
+        _check_blob(f"{param}.image_url", url, limits)
+        return InputImage(detail=part.detail, image_url=url)
+    if part.file_url is not None:
+        raise InvalidRequest(
+            f"Invalid '{param}.file_url': files by URL are not supported; send file_data.",
+            param=f"{param}.file_url",
+            code="unsupported_parameter",
+        )
+    data = part.file_data or ""
+    if not _FILE_DATA.match(data):
+        raise InvalidRequest(
+            f"Invalid '{param}.file_data': expected a data URL (data:<type>;base64,...).",
+            param=f"{param}.file_data",
+            code="invalid_value",
+        )
+    _check_blob(f"{param}.file_data", data, limits)
+    return InputFile(file_data=data, filename=_short(f"{param}.filename", part.filename, 256))
+
+
+def _check_blob(param: str, value: str, limits: Limits) -> None:
+    if len(value) > limits.max_file_bytes:
+        raise InvalidRequest(
+            f"Invalid '{param}': larger than {limits.max_file_bytes} bytes.",
+            param=param,
+            code="string_above_max_length",
+        )
 
 
 def _tool_output(value: str | list[ContentPartParam], param: str, limits: Limits) -> str:

@@ -157,7 +157,27 @@ class RefusalParam(_Part, frozen=True, kw_only=True, tag="refusal"):
     refusal: str
 
 
-ContentPartParam = InputTextParam | ChatTextParam | OutputTextParam | RefusalParam
+class InputImageParam(_Part, frozen=True, kw_only=True, tag="input_image"):
+    detail: Literal["low", "high", "auto", "original"] = "auto"
+    file_id: str | None = None
+    image_url: str | None = None
+
+
+class InputFileParam(_Part, frozen=True, kw_only=True, tag="input_file"):
+    file_data: str | None = None
+    file_id: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
+ContentPartParam = (
+    InputTextParam
+    | ChatTextParam
+    | OutputTextParam
+    | RefusalParam
+    | InputImageParam
+    | InputFileParam
+)
 
 
 # --- input items ----------------------------------------------------------------------------

@@ -3,6 +3,7 @@ the faithful fake servers, driven by the official openai SDK, on PostgreSQL."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -249,3 +250,41 @@ def test_input_tokens_through_a_chat_upstream(chat_resplog: Server, fake_chat: F
         assert "cannot count tokens" in caught.value.message
     finally:
         fake_chat.configure(tokenize=True)
+
+
+def test_a_text_only_engine_refuses_an_image_naming_the_model(sglang_resplog: Server) -> None:
+    client = sdk(sglang_resplog)
+    model = served_model(client)
+    image: Any = {
+        "type": "input_image",
+        "detail": "auto",
+        "image_url": "data:image/png;base64,iVBORw0KGgo=",
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=model, input=[{"role": "user", "content": [image]}])
+    assert f"The model '{model}' does not take image input" in caught.value.message
+
+
+def test_a_chat_upstream_gets_images_as_parts_and_files_as_text(
+    chat_resplog: Server, fake_chat: FakeProcess
+) -> None:
+    client = sdk(chat_resplog)
+    notes = "data:text/plain;base64," + base64.b64encode(b"milk, eggs").decode()
+    content: Any = [
+        {"type": "input_text", "text": "Read these."},
+        {"type": "input_image", "detail": "high", "image_url": "https://example.com/cat.png"},
+        {"type": "input_file", "file_data": notes, "filename": "list.txt"},
+    ]
+    fake_chat.reset()
+    client.responses.create(
+        model=served_model(client), input=[{"role": "user", "content": content}]
+    )
+    sent = fake_chat.log()["requests"][0]["messages"][-1]["content"]
+    assert sent == [
+        {"type": "text", "text": "Read these."},
+        {
+            "type": "image_url",
+            "image_url": {"url": "https://example.com/cat.png", "detail": "high"},
+        },
+        {"type": "text", "text": "[file list.txt]\nmilk, eggs"},
+    ]

@@ -27,7 +27,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/http": INNER | {"litestar", "adapters.http"},
     "adapters/store": INNER
     | {"sqlalchemy", "asyncpg", "aiosqlite", "alembic", "migrations", "adapters.store"},
-    "adapters/engines": INNER | {"aiohttp", "openai_harmony", "adapters.engines"},
+    "adapters/engines": INNER | {"aiohttp", "openai_harmony", "pypdf", "adapters.engines"},
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
     "adapters/cli": INNER

@@ -28,6 +28,7 @@ class Wire:
     raises instead of finishing."""
 
     name = "wire"
+    media: frozenset[str] = frozenset()
 
     def __init__(
         self,

@@ -71,6 +71,7 @@ def test_the_setting_is_base64_keys_of_32_bytes() -> None:
 
 class _Engine:
     name = "fake"
+    media: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.seen: list[Prompt] = []

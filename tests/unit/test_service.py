@@ -246,6 +246,7 @@ async def test_input_items_paging_ends_over_a_log_with_one_id_twice(processes: P
 
 class FailingEngine:
     name = "failing"
+    media: frozenset[str] = frozenset()
 
     def __init__(self, after: int, error: Exception | None) -> None:
         self.after, self.error = after, error

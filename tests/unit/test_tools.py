@@ -305,3 +305,15 @@ def test_hosted_tools_can_be_refused_by_the_operator() -> None:
         parse_create_body(body, Limits(hosted_tools="refuse"))
     assert (caught.value.param, caught.value.code) == ("tools[0].type", "unsupported_parameter")
     assert "web_search" in caught.value.message
+
+
+def test_hints_resplog_does_not_act_on_are_accepted_and_kept_in_the_facts() -> None:
+    management = [{"type": "compaction", "compact_threshold": 200000}]
+    req = parse(context_management=management, prompt_cache_options={"mode": "implicit"})
+    assert req.extra["ignored"] == {
+        "context_management": management,
+        "prompt_cache_options": {"mode": "implicit"},
+    }
+    with pytest.raises(InvalidRequest) as caught:
+        parse(moderation={"model": "omni"})
+    assert caught.value.code == "unsupported_parameter"

@@ -645,18 +645,19 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Invalid 'input[0].content[0].type': unsupported content part type None.",
     ),
     (
-        "part_input_image",
-        msg([{"type": "input_image", "image_url": "http://x"}]),
-        "input[0].content[0].type",
-        "unsupported_parameter",
-        "Invalid 'input[0].content[0].type': input_image content is not supported by this server.",
+        "part_input_image_bad_url",
+        msg([{"type": "input_image", "image_url": "ftp://x"}]),
+        "input[0].content[0].image_url",
+        "invalid_value",
+        "Invalid 'input[0].content[0].image_url': expected a data URL "
+        "(data:image/...;base64,...) or an http(s) URL.",
     ),
     (
-        "part_input_file",
+        "part_input_file_without_data",
         msg([{"type": "input_file"}]),
-        "input[0].content[0].type",
-        "unsupported_parameter",
-        "Invalid 'input[0].content[0].type': input_file content is not supported by this server.",
+        "input[0].content[0].file_data",
+        "invalid_value",
+        "Invalid 'input[0].content[0].file_data': expected a data URL (data:<type>;base64,...).",
     ),
     (
         "part_input_audio",
@@ -786,11 +787,11 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Invalid 'input[0].output[0].type': unsupported content part type 'video'.",
     ),
     (
-        "output_part_input_image",
-        item(type="function_call_output", call_id="c", output=[{"type": "input_image"}]),
+        "output_part_input_audio",
+        item(type="function_call_output", call_id="c", output=[{"type": "input_audio"}]),
         "input[0].output[0].type",
         "unsupported_parameter",
-        "Invalid 'input[0].output[0].type': input_image content is not supported by this server.",
+        "Invalid 'input[0].output[0].type': input_audio content is not supported by this server.",
     ),
     (
         "output_part_not_object",
@@ -994,6 +995,8 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
     ]
     parts = defs["MessageParam"]["properties"]["content"]["anyOf"][1]["items"]
     assert sorted(parts["discriminator"]["mapping"]) == [
+        "input_file",
+        "input_image",
         "input_text",
         "output_text",
         "refusal",
