@@ -25,6 +25,20 @@ PREAMBLE_TOOL_CALL = (
     "Rome.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary "
     '<|constrain|>json<|message|>{"location":"Paris"}<|call|>'
 )
+# Codex CLI's shell tool (`exec_command`, unified exec): the Codex e2e test's tool call.
+CODEX_EXEC = (
+    "<|channel|>analysis<|message|>Run the command the user asked for.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.exec_command <|constrain|>json"
+    '<|message|>{"cmd":"echo resplog-tool-ran"}<|call|>'
+)
+# Codex CLI's `apply_patch`, a custom tool: resplog shows it to the model as a function of
+# one string, `input`, and the call goes back to Codex as a `custom_tool_call`.
+CODEX_APPLY_PATCH = (
+    "<|channel|>analysis<|message|>Create the file with apply_patch.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.apply_patch <|constrain|>json"
+    '<|message|>{"input":"*** Begin Patch\\n*** Add File: hello.txt\\n+hello from resplog'
+    '\\n*** End Patch\\n"}<|call|>'
+)
 AFTER_TOOL = (
     "<|channel|>analysis<|message|>The tool answered; report it.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>It is 20°C and sunny in Tokyo.<|return|>"
@@ -49,6 +63,8 @@ TRANSCRIPTS = {
     "reasoning_final": REASONING_FINAL,
     "function_call": FUNCTION_CALL,
     "preamble_tool_call": PREAMBLE_TOOL_CALL,
+    "codex_exec": CODEX_EXEC,
+    "codex_apply_patch": CODEX_APPLY_PATCH,
     "after_tool": AFTER_TOOL,
     "unicode": UNICODE,
     "no_reasoning": NO_REASONING,

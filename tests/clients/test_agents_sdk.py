@@ -1,0 +1,76 @@
+"""The OpenAI Agents SDK (`openai-agents`): `Runner.run` and `Runner.run_streamed` of an agent
+with a function tool, on `OpenAIResponsesModel` with a client whose base URL is resplog, as
+its docs show for another provider; tracing is off (it would export to OpenAI)."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
+
+from tests.clients.conftest import ANSWER, WEATHER_PROMPT, ClientServer
+
+located: list[str] = []
+
+
+@function_tool
+def get_weather(location: str) -> str:
+    """Current weather.
+
+    Args:
+        location: The city.
+    """
+    located.append(location)
+    return f"20C and sunny in {location}"
+
+
+def weather_agent(srv: ClientServer, client: openai.AsyncOpenAI) -> Agent:
+    model = OpenAIResponsesModel(model=srv.model, openai_client=client)
+    return Agent(name="weather", instructions="Answer briefly.", model=model, tools=[get_weather])
+
+
+def assert_tool_loop(srv: ClientServer, final_output: object) -> None:
+    assert located == ["Tokyo"]
+    assert final_output == ANSWER
+    srv.traffic.assert_all_ok()
+    _, second = (r["body"] for r in srv.traffic.responses_requests())
+    kinds = [i.get("type", "message") for i in second["input"]]
+    assert "function_call_output" in kinds, kinds  # the whole history, sent back
+    assert srv.verify()["ok"] is True
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_run_with_a_function_tool(resplog_for_clients: ClientServer, streamed: bool) -> None:
+    srv = resplog_for_clients
+    located.clear()
+    config = RunConfig(tracing_disabled=True)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        agent = weather_agent(srv, c)
+        if streamed:
+            result = Runner.run_streamed(agent, WEATHER_PROMPT, run_config=config)
+            kinds = {event.type async for event in result.stream_events()}
+            assert "raw_response_event" in kinds and "run_item_stream_event" in kinds
+        else:
+            result = await Runner.run(agent, WEATHER_PROMPT, run_config=config)  # type: ignore[assignment]
+    assert_tool_loop(srv, result.final_output)
+    assert json.dumps(result.to_input_list())
+
+
+async def test_run_chained_by_previous_response_id(resplog_for_clients: ClientServer) -> None:
+    """`auto_previous_response_id`: the second model call sends only the tool's output and
+    `previous_response_id`; resplog continues the stored response from its log."""
+    srv = resplog_for_clients
+    located.clear()
+    config = RunConfig(tracing_disabled=True)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        result = await Runner.run(
+            weather_agent(srv, c), WEATHER_PROMPT, run_config=config, auto_previous_response_id=True
+        )
+    assert located == ["Tokyo"] and result.final_output == ANSWER
+    srv.traffic.assert_all_ok()
+    first, second = srv.traffic.responses_requests()
+    assert second["body"]["previous_response_id"] == first["response_id"]
+    assert [i["type"] for i in second["body"]["input"]] == ["function_call_output"]
+    assert srv.verify()["ok"] is True
