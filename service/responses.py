@@ -19,7 +19,9 @@ from domain.events import RequestFacts
 from domain.fold import project
 from domain.generation import Prompt, Turn
 from domain.objects import (
+    CustomToolCall,
     CustomToolCallOutput,
+    FunctionCall,
     FunctionCallOutput,
     InputCompaction,
     InputCustomToolCall,
@@ -29,6 +31,7 @@ from domain.objects import (
     InputItem,
     InputMessage,
     InputReasoning,
+    OutputItem,
     ResponseObject,
 )
 from domain.reasons import CancelReason
@@ -76,6 +79,7 @@ async def create_response(
     items = await resolve_references(svc, req.input, owner)
     check_sealed(svc.sealer, items)
     check_media(svc, req.response.model, items)
+    check_calls(history, items)
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
@@ -91,6 +95,28 @@ async def create_response(
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
+
+
+def check_calls(history: list[Turn], items: list[InputItem]) -> None:
+    """Every tool output answers a call the conversation holds (OpenAI's 400), rather than
+    a response that fails when its engine cannot render the orphan."""
+    earlier: list[InputItem | OutputItem] = []
+    for turn in history:
+        earlier += [*turn.input, *turn.output]
+    calls = {
+        item.call_id
+        for item in [*earlier, *items]
+        if isinstance(item, InputFunctionCall | FunctionCall | InputCustomToolCall | CustomToolCall)
+    }
+    for item in items:
+        if not isinstance(item, FunctionCallOutput | CustomToolCallOutput):
+            continue
+        if item.call_id not in calls:
+            raise InvalidRequest(
+                f"No tool call found for function call output with call_id {item.call_id[:80]}.",
+                param="input",
+                code=None,
+            )
 
 
 def check_media(svc: Bundle, model: str, items: list[InputItem]) -> None:

@@ -74,3 +74,46 @@ async def test_run_chained_by_previous_response_id(resplog_for_clients: ClientSe
     assert second["body"]["previous_response_id"] == first["response_id"]
     assert [i["type"] for i in second["body"]["input"]] == ["function_call_output"]
     assert srv.verify()["ok"] is True
+
+
+async def test_run_on_a_server_conversation(resplog_for_clients: ClientServer) -> None:
+    """`conversation_id=`: the SDK sends each model call with `conversation` and only the new
+    items; resplog gives the model the conversation and adds each call's items to it."""
+    srv = resplog_for_clients
+    located.clear()
+    config = RunConfig(tracing_disabled=True)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        conv = await c.conversations.create()
+        result = await Runner.run(
+            weather_agent(srv, c), WEATHER_PROMPT, run_config=config, conversation_id=conv.id
+        )
+        items = [i async for i in c.conversations.items.list(conv.id, order="asc")]
+    assert located == ["Tokyo"] and result.final_output == ANSWER
+    srv.traffic.assert_all_ok()
+    assert all(r["body"]["conversation"] == conv.id for r in srv.traffic.responses_requests())
+    kinds = [i.type for i in items]
+    assert "function_call" in kinds and "function_call_output" in kinds
+    assert kinds[0] == "message" and kinds[-1] == "message"  # the question ... the answer
+    assert srv.verify()["ok"] is True
+
+
+async def test_an_openai_conversations_session(resplog_for_clients: ClientServer) -> None:
+    """`OpenAIConversationsSession`: the session's memory is a resplog conversation (created,
+    read and appended through `client.conversations`); a second run remembers the first."""
+    from agents import OpenAIConversationsSession
+
+    srv = resplog_for_clients
+    located.clear()
+    config = RunConfig(tracing_disabled=True)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        session = OpenAIConversationsSession(openai_client=c)
+        first = await Runner.run(
+            weather_agent(srv, c), WEATHER_PROMPT, run_config=config, session=session
+        )
+        remembered = await session.get_items()
+        await Runner.run(weather_agent(srv, c), "Thanks!", run_config=config, session=session)
+        after = await session.get_items()
+    assert first.final_output == ANSWER
+    assert len(after) > len(remembered) > 0
+    srv.traffic.assert_all_ok()
+    assert srv.verify()["ok"] is True

@@ -285,3 +285,21 @@ def test_stateless_reasoning_comes_back_sealed_and_is_opened_next_turn(
         )
     assert caught.value.code == "invalid_encrypted_content"
     assert server.count_rows("responses") == before
+
+
+def test_a_tool_output_that_answers_no_call_is_openais_400(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """Rather than a response that fails in the engine (harmony cannot render an orphan)."""
+    first = client.responses.create(model="scripted", input="hi")
+    before = server.count_rows("responses")
+    orphan: Any = [{"type": "function_call_output", "call_id": "call_nowhere", "output": "42"}]
+    for extra in ({}, {"previous_response_id": first.id}):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="scripted", input=orphan, **extra)
+        body: Any = caught.value.body
+        assert body["message"] == (
+            "No tool call found for function call output with call_id call_nowhere."
+        )
+        assert body["param"] == "input"
+    assert server.count_rows("responses") == before

@@ -66,8 +66,21 @@ def chat_resplog(
     )
 
 
+_opened: list[openai.OpenAI] = []
+
+
 def sdk(server: Server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+    _opened.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Close every SDK client a test opened (a socket left to the collector would warn)."""
+    yield
+    while _opened:
+        _opened.pop().close()
 
 
 def served_model(client: openai.OpenAI) -> str:
