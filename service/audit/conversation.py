@@ -149,6 +149,28 @@ def total_usage(turns: list[TurnView]) -> Usage:
     )
 
 
+def added_turn(items: list[tuple[InputItem, bool]], owner: str, created_at: int) -> TurnView:
+    """Items added to a conversation through the API (not by a response), as a turn of
+    their own; a deleted item's text starts with `[deleted]`."""
+    entries = []
+    for item, deleted in items:
+        entry = _input_entry(item)
+        if deleted:
+            entry = msgspec.structs.replace(entry, text=f"[deleted] {entry.text}")
+        entries.append(entry)
+    return TurnView(
+        response_id="(items added through the API)",
+        status="added",
+        model="-",
+        owner=owner,
+        created_at=created_at,
+        instructions=None,
+        input=entries,
+        output=[],
+        usage=None,
+    )
+
+
 def conversation(response_id: str, turns: list[TurnView], missing: str | None) -> ConversationView:
     return ConversationView(
         response_id=response_id, turns=turns, usage=total_usage(turns), missing=missing

@@ -149,3 +149,13 @@ def test_the_admin_cli_lists_and_shows_conversations(client: openai.OpenAI, serv
     assert f"(from {r.id})" in shown
     view = json.loads(cli("show", conv.id, "--json"))
     assert [e["deleted"] for e in view["items"]] == [True, False, False, False]
+    # `resplog conversation conv_…`: the turns of the conversation, as for a chain.
+    told = subprocess.run(
+        [RESPLOG, "conversation", conv.id, "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert told.returncode == 0, told.stderr
+    assert "user: [deleted] first words" in told.stdout
+    assert r.id in told.stdout and "assistant: You said: second" in told.stdout
