@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import click
 import msgspec
@@ -13,8 +14,10 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
+from adapters.store.conversations import SqlConversations, audited_items, conversation_ids
 from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import NotFound
+from service.audit.conversation_check import check_conversation
 from service.audit.verify import Finding, StreamCheck
 from service.ports import StoredEvent
 
@@ -92,6 +95,24 @@ async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[He
     return await scan.count(Selection()), everything()
 
 
+async def _conversations(store: Any, report: Report, *, echo: bool) -> None:
+    """Each conversation stream against its read model (service/audit/conversation_check)."""
+    rows = SqlConversations(store)
+    for cid in await conversation_ids(store):
+        row = await rows.get(cid)
+        if row is None:
+            continue
+        events = await store.read(cid)
+        items = [(a.item.id, a.deleted) for a in await audited_items(store, cid)]
+        found = check_conversation(row, events, items)
+        report.streams += 1
+        report.events += len(events)
+        report.violations += found
+        if echo:
+            for finding in found:
+                click.echo(finding.line())
+
+
 @main.command()
 @database_option
 @click.argument("ids", nargs=-1, metavar="[ID]...")
@@ -115,7 +136,8 @@ def verify(
     as_json: bool,
 ) -> None:
     """Check the log's invariants: dense positions, one terminal event and it is last, legal
-    transitions, the read model equals the fold, the request in the first event."""
+    transitions, the read model equals the fold, the request in the first event; with
+    --all, every conversation's stream against its read model too."""
     if everything == bool(ids):
         raise click.UsageError("give response ids or --all")
     for rid in ids:
@@ -129,6 +151,8 @@ def verify(
                 verifier = _Verifier(scan, bar, stale_after, echo=not as_json)
                 await verifier.run(source)
                 bar.done()
+            if everything:
+                await _conversations(store, verifier.report, echo=not as_json)
             return verifier.report
 
     report = run(work())

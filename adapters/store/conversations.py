@@ -220,6 +220,20 @@ async def summaries(store: Any, owner: str | None, limit: int) -> list[Conversat
     ]
 
 
+async def conversation_ids(store: Any, page: int = 1000) -> list[str]:
+    """Every conversation's id (for `verify --all`), a page of the table at a time."""
+    found: list[str] = []
+    while True:
+        query = sa.select(t_conv.c.id).order_by(t_conv.c.id).limit(page)
+        if found:
+            query = query.where(t_conv.c.id > found[-1])
+        async with store.engine.connect() as conn:
+            ids = list((await conn.execute(query)).scalars())
+        found += ids
+        if len(ids) < page:
+            return found
+
+
 async def audited_items(store: Any, conversation_id: str) -> list[AuditedItem]:
     """Every item of the conversation in its order, deleted ones included."""
     query = (

@@ -3,10 +3,13 @@ stream of the log; responses that name it see its items and add theirs when they
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 import subprocess
 from typing import Any
 
+import asyncpg
 import httpx
 import openai
 import pytest
@@ -159,3 +162,43 @@ def test_the_admin_cli_lists_and_shows_conversations(client: openai.OpenAI, serv
     assert told.returncode == 0, told.stderr
     assert "user: [deleted] first words" in told.stdout
     assert r.id in told.stdout and "assistant: You said: second" in told.stdout
+
+
+def _execute(server: Server, sql: str) -> None:
+    if server.kind == "sqlite":
+        with sqlite3.connect(server.database_url.split("///", 1)[1]) as db:
+            db.execute(sql)
+        return
+
+    async def pg() -> None:
+        conn = await asyncpg.connect(server.database_url.replace("+asyncpg", ""))
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(pg())
+
+
+def test_verify_finds_a_read_model_that_left_its_log(client: openai.OpenAI, server: Server) -> None:
+    """An item hidden behind the log's back (no `conversation.item.deleted` event) is a
+    violation that names the conversation; `verify --all` exits 1."""
+    conv = client.conversations.create(items=[{"role": "user", "content": "keep me"}])
+    _execute(
+        server,
+        f"UPDATE conversation_items SET deleted_at = 1 WHERE conversation_id = '{conv.id}'",
+    )
+    try:
+        got = subprocess.run(
+            [RESPLOG, "verify", "--all", "--database-url", server.database_url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert got.returncode == 1
+        assert f"violation: {conv.id} @-: read_model:" in got.stdout
+    finally:
+        client.conversations.delete(conv.id)
+        _execute(server, f"DELETE FROM conversation_items WHERE conversation_id = '{conv.id}'")
+        _execute(server, f"DELETE FROM events WHERE stream_id = '{conv.id}'")
+        _execute(server, f"DELETE FROM conversations WHERE id = '{conv.id}'")
