@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from domain.batch import Batch, require
 from domain.errors import InvalidTransition
@@ -61,12 +62,13 @@ from domain.objects import (
     Refusal,
     SummaryText,
     Usage,
+    phase_of,
 )
 from domain.state import Decision, ResponseState
 
 replace = msgspec.structs.replace
 
-Phase = Literal["commentary", "final_answer"] | None
+Phase = Literal["commentary", "final_answer"] | None  # None: the engine did not say
 
 
 def emit(state: ResponseState, delta: AnyDelta) -> Decision:
@@ -246,12 +248,17 @@ def _ensure_message(batch: Batch, phase: Phase) -> None:
     i = batch.state.open_index
     if i is not None:
         item = batch.response.output[i]
-        if isinstance(item, OutputMessage) and item.phase == phase:
+        if isinstance(item, OutputMessage) and phase_of(item) == phase:
             return
     rid, n = batch.response.id, len(batch.response.output)
     _open_new_item(
         batch,
-        OutputMessage(id=item_id(rid, "msg", n), status="in_progress", content=[], phase=phase),
+        OutputMessage(
+            id=item_id(rid, "msg", n),
+            status="in_progress",
+            content=[],
+            phase=UNSET if phase is None else phase,
+        ),
     )
 
 
@@ -261,7 +268,7 @@ def _open_message_phase(batch: Batch) -> Phase:
     if i is not None:
         item = batch.response.output[i]
         if isinstance(item, OutputMessage):
-            return item.phase
+            return phase_of(item)
     return None
 
 

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from domain.errors import InvalidRequest
 from domain.objects import (
@@ -221,10 +222,11 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         prompt_cache_key=_short("prompt_cache_key", p.prompt_cache_key),
         service_tier=p.service_tier or "default",
         store=store,
-        temperature=p.temperature,
+        # What the engine is given and the response echoes: the client's or OpenAI's default.
+        temperature=1.0 if p.temperature is None else p.temperature,
         tools=tools,
-        top_logprobs=p.top_logprobs,
-        top_p=p.top_p,
+        top_logprobs=p.top_logprobs or 0,
+        top_p=1.0 if p.top_p is None else p.top_p,
         truncation=p.truncation or "disabled",
     )
     return CreateRequest(
@@ -368,8 +370,10 @@ def _reasoning(r: ReasoningParam | None) -> ReasoningConfig:
 
 
 def _text(t: TextParam | None, limits: Limits) -> TextConfig:
-    if t is None or t.format is None:
-        return TextConfig(verbosity=t.verbosity if t else None)
+    if t is None:
+        return TextConfig()
+    if t.format is None:
+        return TextConfig(verbosity=t.verbosity)
     fmt: TextFormat
     match t.format:
         case FormatJsonSchemaParam(name=name, schema=schema, description=d, strict=s):
@@ -468,7 +472,7 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem:
                 id=iid,
                 summary=summary or [],
                 content=content or [],
-                encrypted_content=enc if isinstance(enc, str) else None,
+                encrypted_content=enc if isinstance(enc, str) else UNSET,
             )
     raise AssertionError(f"unhandled input item {type(item).__name__}")
 

@@ -38,6 +38,7 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     InputText,
+    OutputMessage,
     OutputText,
     ReasoningConfig,
     ReasoningItem,
@@ -414,3 +415,75 @@ def test_facts_smuggled_into_the_wire_bytes_are_corrupt(event: AnyEvent) -> None
     data["facts"] = json.loads(enc.facts)
     with pytest.raises(CorruptEvent, match="facts"):
         decode(json.dumps(data), None, stream_id=STREAM, position=event.sequence_number)
+
+
+# --- values, not nulls, where the Open Responses schema wants them --------------------------
+
+# Fields the Open Responses schema types without `null`: absent when unset, never null.
+_ABSENT_NOT_NULL = {"phase", "encrypted_content", "verbosity"}
+_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "top_logprobs")
+
+
+def _nulls(value: Any, path: str = "") -> list[str]:
+    """Paths of the keys in `_ABSENT_NOT_NULL` that hold null, anywhere in `value`."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in _ABSENT_NOT_NULL and inner is None:
+                found.append(f"{path}.{key}")
+            found += _nulls(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += _nulls(inner, f"{path}[{i}]")
+    return found
+
+
+@pytest.mark.parametrize("event", ALL_EVENTS, ids=_ids(ALL_EVENTS))
+def test_no_wire_event_holds_null_where_the_schema_wants_absence(event: AnyEvent) -> None:
+    assert _nulls(json.loads(encode(event).data)) == []
+
+
+def test_a_message_without_a_phase_and_a_config_without_verbosity_leave_them_out() -> None:
+    message = OutputMessage(id="msg_x_0", status="completed", content=[OutputText(text="hi")])
+    done = json.loads(encode(OutputItemDone(sequence_number=4, output_index=0, item=message)).data)
+    assert "phase" not in done["item"]
+    created = json.loads(encode(ResponseCreated(sequence_number=0, response=make_response())).data)
+    assert created["response"]["text"] == {"format": {"type": "text"}}
+    with_phase = msgspec.structs.replace(message, phase="commentary")
+    assert (
+        json.loads(encode(OutputItemDone(sequence_number=4, output_index=0, item=with_phase)).data)[
+            "item"
+        ]["phase"]
+        == "commentary"
+    )
+
+
+@pytest.mark.parametrize(
+    "event", [e for e in ALL_EVENTS if isinstance(e, LifecycleEvent)], ids=lambda e: tag_of(type(e))
+)
+def test_every_snapshot_echoes_numbers_for_the_sampling_settings(event: AnyEvent) -> None:
+    response = json.loads(encode(event).data)["response"]
+    for name in _SAMPLING:
+        assert isinstance(response[name], int | float), name
+
+
+def test_a_log_written_with_nulls_before_stays_readable_and_reads_them_as_absent() -> None:
+    """Rows written before these fields were left out hold `null` (and null sampling
+    settings): they still decode, and a null reads as the field being absent."""
+    old = make_response()
+    data = json.loads(encode(ResponseCreated(sequence_number=0, response=old)).data)
+    resp = data["response"]
+    resp.update(temperature=None, top_p=None, top_logprobs=None)
+    resp["text"]["verbosity"] = None
+    for name in ("presence_penalty", "frequency_penalty"):
+        del resp[name]
+    item = {"type": "message", "id": "m", "status": "completed", "role": "assistant"}
+    resp["output"] = [
+        {**item, "content": [], "phase": None},
+        {"type": "reasoning", "id": "r", "summary": [], "encrypted_content": None},
+    ]
+    event = decode(json.dumps(data).encode(), None, stream_id=RESPONSE_ID, position=0)
+    assert isinstance(event, ResponseCreated)
+    assert (event.response.temperature, event.response.top_p) == (None, None)
+    assert _nulls(json.loads(encode(event).data)) == []
+    assert event.response.output[0] == OutputMessage(id="m", status="completed")

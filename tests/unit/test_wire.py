@@ -19,6 +19,7 @@ from domain.objects import (
     ReasoningText,
     Refusal,
     SummaryText,
+    TextConfig,
 )
 from service.wire import CreateResponseBody, Limits, parse_create_body
 
@@ -890,6 +891,20 @@ def test_accepted_options_are_mapped() -> None:
         "u1",
         False,
     )
+
+
+def test_unset_sampling_settings_echo_openai_defaults_and_set_ones_echo_as_sent() -> None:
+    """The Open Responses schema wants numbers: the response echoes what the engine is
+    given, the client's values or OpenAI's defaults; unset verbosity stays unset."""
+    r = parse({"model": "m", "input": "x"}).response
+    sampling = (r.temperature, r.top_p, r.presence_penalty, r.frequency_penalty, r.top_logprobs)
+    assert sampling == (1.0, 1.0, 0.0, 0.0, 0)
+    assert "verbosity" not in msgspec.to_builtins(r.text)
+    r = parse(
+        {"model": "m", "input": "x", "temperature": 0, "top_p": 0.5, "top_logprobs": 3}
+    ).response
+    assert (r.temperature, r.top_p, r.top_logprobs) == (0.0, 0.5, 3)
+    assert parse({"model": "m", "input": "x", "text": {}}).response.text == TextConfig()
 
 
 def test_accepted_item_forms_map_to_domain_items() -> None:
