@@ -455,13 +455,13 @@ def _refuse_duplicate_ids(items: list[InputItem]) -> None:
 def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem:
     iid = item.id or ""
     match item:
-        case MessageParam(role=role, content=str() as text):
+        case MessageParam(role=role, content=str() as text, phase=phase):
             _check_text(f"{param}.content", text, limits)
             part = OutputText(text=text) if role == "assistant" else InputText(text=text)
-            return InputMessage(id=iid, role=role, content=[part])
-        case MessageParam(role=role, content=list() as parts):
+            return InputMessage(id=iid, role=role, content=[part], phase=phase)
+        case MessageParam(role=role, content=list() as parts, phase=phase):
             content = [_part(c, f"{param}.content[{j}]", limits) for j, c in enumerate(parts)]
-            return InputMessage(id=iid, role=role, content=content)
+            return InputMessage(id=iid, role=role, content=content, phase=phase)
         case FunctionCallParam(call_id=call_id, name=name, arguments=arguments):
             return InputFunctionCall(id=iid, call_id=call_id, name=name, arguments=arguments)
         case FunctionCallOutputParam(call_id=call_id, output=output):

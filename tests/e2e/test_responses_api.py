@@ -192,6 +192,29 @@ def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
     assert [i.content[0].text for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]  # type: ignore[union-attr]
 
 
+def test_a_passed_back_message_phase_round_trips_through_input_items(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """A client passes assistant messages back with their `phase`; it is kept and listed,
+    and a message without one lists none (absent, not null)."""
+    items: Any = [
+        {"role": "user", "content": "Go"},
+        {"role": "assistant", "content": "Let me check.", "phase": "commentary"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+            "phase": "final_answer",
+        },
+        {"role": "user", "content": "Thanks"},
+    ]
+    r = client.responses.create(model="scripted", input=items)
+    listed = client.responses.input_items.list(r.id, order="asc").data
+    assert [getattr(i, "phase", None) for i in listed] == [None, "commentary", "final_answer", None]
+    raw = http.get(f"/v1/responses/{r.id}/input_items", params={"order": "asc"}).json()["data"]
+    assert ["phase" in i for i in raw] == [False, True, True, False]
+
+
 def test_input_items_with_one_id_twice_are_refused_and_sdk_paging_ends(
     client: openai.OpenAI, server: Server
 ) -> None:

@@ -909,7 +909,7 @@ def test_unset_sampling_settings_echo_openai_defaults_and_set_ones_echo_as_sent(
 
 def test_accepted_item_forms_map_to_domain_items() -> None:
     """What the decoder accepts beyond the plain forms: text-part aliases, extra fields on
-    content parts (a passed-back output_text carries annotations), ignored status/phase,
+    content parts (a passed-back output_text carries annotations), ignored status, kept phase,
     client ids kept, tool output parts joined, lenient reasoning fields."""
     req = parse(
         {
@@ -965,7 +965,9 @@ def test_accepted_item_forms_map_to_domain_items() -> None:
             role="user",
             content=[InputText(text="a"), OutputText(text="b"), Refusal(refusal="no")],
         ),
-        InputMessage(id="msg_1", role="developer", content=[InputText(text="d")]),
+        InputMessage(
+            id="msg_1", role="developer", content=[InputText(text="d")], phase="commentary"
+        ),
         InputFunctionCall(id="fc_1", call_id="c", name="f", arguments="{}"),
         FunctionCallOutput(id="", call_id="c", output="42"),
         InputReasoning(
