@@ -310,7 +310,11 @@ def test_a_plain_create_whose_client_went_away_is_cancelled(server: Server) -> N
         ({"model": "scripted", "input": "x", "temperature": "hot"}, 400, "temperature"),
         ({"model": "scripted", "input": "x", "max_output_tokens": 10**9}, 400, "max_output_tokens"),
         ({"model": "scripted"}, 400, "input"),
-        ({"model": "scripted", "input": "x", "previous_response_id": "resp_missing"}, 404, None),
+        (
+            {"model": "scripted", "input": "x", "previous_response_id": "resp_missing"},
+            404,
+            "previous_response_id",
+        ),
     ],
 )
 def test_bad_requests_get_openai_errors_and_write_nothing(
@@ -323,6 +327,50 @@ def test_bad_requests_get_openai_errors_and_write_nothing(
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
     assert error["param"] == param
     assert server.count_rows() == before
+
+
+def test_a_chain_whose_earlier_turn_was_deleted_names_the_id_the_client_sent(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """OpenAI's 404 for a previous response that cannot be read names the id in the
+    request, with its param and code, also when what is gone is an earlier turn."""
+    a = client.responses.create(model="scripted", input="one")
+    b = client.responses.create(model="scripted", input="two", previous_response_id=a.id)
+    c = client.responses.create(model="scripted", input="three", previous_response_id=b.id)
+    client.responses.delete(a.id)
+    r = http.post(
+        "/v1/responses", json={"model": "scripted", "input": "four", "previous_response_id": c.id}
+    )
+    assert r.status_code == 404
+    assert r.json()["error"] == {
+        "message": f"Previous response with id '{c.id}' not found.",
+        "type": "invalid_request_error",
+        "param": "previous_response_id",
+        "code": "previous_response_not_found",
+    }
+    with pytest.raises(openai.NotFoundError) as info:
+        client.responses.create(model="scripted", input="x", previous_response_id="resp_gone")
+    assert info.value.code == "previous_response_not_found"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("POST", "/v1/responses/compact", 405, "method_not_allowed"),
+        ("PUT", "/v1/responses", 405, "method_not_allowed"),
+        ("GET", "/v1/nothing/here", 404, "unknown_url"),
+    ],
+)
+def test_unknown_routes_and_wrong_methods_are_openai_errors_with_a_request_id(
+    http: httpx.Client, method: str, path: str, status: int, code: str
+) -> None:
+    r = http.request(method, path, json={})
+    assert r.status_code == status
+    assert r.headers["x-request-id"].startswith("req_")
+    assert len(r.headers.get_list("x-request-id")) == 1
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["code"]) == ("invalid_request_error", code)
 
 
 def test_malformed_and_oversized_bodies_are_4xx(http: httpx.Client, server: Server) -> None:
