@@ -10,7 +10,7 @@ Tags never change; a new field gets a default; a breaking change gets a new tag.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
@@ -84,12 +84,26 @@ class ResponseIncomplete(
 
 
 class ResponseCancelled(
-    Event, frozen=True, kw_only=True, tag="response.cancelled", omit_defaults=True
+    Event, frozen=True, kw_only=True, tag="response.incomplete", omit_defaults=True
 ):
-    """OpenAI has no stream event for cancellation; this one carries the final snapshot."""
+    """The response was cancelled (its client asked, went away, deleted it; a shutdown).
+
+    OpenAI has no stream event for a cancellation (openai-python `ResponseStreamEvent`
+    has none, nor has the Open Responses schema), so it goes on the wire as the ending
+    SDKs know for a response cut short: `response.incomplete`, whose response has status
+    `cancelled`. The codec reads such a row back as this class, so the cancellation stays
+    a fact of the log (with its reason in the facts) and a re-encoding gives the same bytes.
+    """
 
     response: ResponseObject
     facts: EndFacts | None = None
+
+
+class LegacyResponseCancelled(
+    ResponseCancelled, frozen=True, kw_only=True, tag="response.cancelled"
+):
+    """A cancellation as logs written before stored it: resplog's own `response.cancelled`,
+    which no SDK knows. Still read, and served as stored; never written any more."""
 
 
 # --- output items and content parts ---------------------------------------------------------
@@ -229,6 +243,7 @@ TerminalEvent = ResponseCompleted | ResponseFailed | ResponseIncomplete | Respon
 
 AnyEvent = (
     LifecycleEvent
+    | LegacyResponseCancelled
     | OutputItemAdded
     | OutputItemDone
     | ContentPartAdded
@@ -247,6 +262,8 @@ AnyEvent = (
     | ReasoningSummaryTextDone
 )
 
+# The classes a stored row decodes into, one per tag. `ResponseCancelled` shares its tag
+# with `ResponseIncomplete`, so it is not among them: `decode` tells the two apart.
 EVENT_TYPES: tuple[type[Event], ...] = (
     ResponseCreated,
     ResponseQueued,
@@ -254,7 +271,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ResponseCompleted,
     ResponseFailed,
     ResponseIncomplete,
-    ResponseCancelled,
+    LegacyResponseCancelled,
     OutputItemAdded,
     OutputItemDone,
     ContentPartAdded,
@@ -291,20 +308,23 @@ LIFECYCLE_TYPES = (
     ResponseIncomplete,
     ResponseCancelled,
 )
-LIFECYCLE_TAGS: frozenset[str] = frozenset(tag_of(c) for c in LIFECYCLE_TYPES)
+LIFECYCLE_TAGS: frozenset[str] = frozenset(
+    tag_of(c) for c in (*LIFECYCLE_TYPES, LegacyResponseCancelled)
+)
 TERMINAL_TAGS: frozenset[str] = frozenset(
-    tag_of(c) for c in (ResponseCompleted, ResponseFailed, ResponseIncomplete, ResponseCancelled)
+    tag_of(c)
+    for c in (ResponseCompleted, ResponseFailed, ResponseIncomplete, LegacyResponseCancelled)
 )
 
 # --- codec ----------------------------------------------------------------------------------
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(AnyEvent)
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(Union[EVENT_TYPES])  # noqa: UP007
 _facts_decoders: dict[str, msgspec.json.Decoder[Any]] = {
     tag_of(ResponseCreated): msgspec.json.Decoder(RequestFacts),
     tag_of(ResponseFailed): msgspec.json.Decoder(EndFacts),
     tag_of(ResponseIncomplete): msgspec.json.Decoder(EndFacts),
-    tag_of(ResponseCancelled): msgspec.json.Decoder(EndFacts),
+    tag_of(LegacyResponseCancelled): msgspec.json.Decoder(EndFacts),
 }
 _FACTS_CARRIERS = (ResponseCreated, ResponseFailed, ResponseIncomplete, ResponseCancelled)
 
@@ -339,6 +359,10 @@ def decode(
         event = _decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise CorruptEvent(stream_id, position, str(exc)) from exc
+    if type(event) is ResponseIncomplete and event.response.status == "cancelled":
+        event = ResponseCancelled(
+            sequence_number=event.sequence_number, response=event.response, facts=event.facts
+        )
     if event.sequence_number != position:
         raise CorruptEvent(
             stream_id, position, f"sequence_number {event.sequence_number} != position"

@@ -22,6 +22,7 @@ from domain.events import (
     Event,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    LegacyResponseCancelled,
     OutputItemAdded,
     OutputItemDone,
     OutputRefusalDelta,
@@ -225,6 +226,7 @@ _TERMINAL_STATUS: dict[type[Event], Literal["completed", "failed", "cancelled", 
     ResponseFailed: "failed",
     ResponseIncomplete: "incomplete",
     ResponseCancelled: "cancelled",
+    LegacyResponseCancelled: "cancelled",
 }
 
 
@@ -464,6 +466,7 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     ResponseFailed: _terminal,
     ResponseIncomplete: _terminal,
     ResponseCancelled: _terminal,
+    LegacyResponseCancelled: _terminal,
     OutputItemAdded: _item_added,
     OutputItemDone: _item_done,
     ContentPartAdded: _part_added,

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import openai
 import pytest
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseIncompleteEvent
 
 from tests.e2e.conftest import Server
 
@@ -146,8 +146,10 @@ def test_cancel_mid_generation_stops_the_engine_and_closes_readers(
             break
     cancelled = client.responses.cancel(r.id)
     assert cancelled.status == "cancelled"
-    rest = [e.type for e in reader]  # the live reader closes instead of hanging
-    assert rest[-1] == "response.cancelled"
+    rest = list(reader)  # the live reader closes instead of hanging
+    # OpenAI has no cancelled stream event: the SDK reads OpenAI's `response.incomplete`.
+    assert isinstance(rest[-1], ResponseIncompleteEvent)
+    assert rest[-1].response.status == "cancelled"
     assert client.responses.cancel(r.id) == cancelled  # idempotent
     assert client.responses.retrieve(r.id) == cancelled
     deadline = time.monotonic() + 5
@@ -156,6 +158,39 @@ def test_cancel_mid_generation_stops_the_engine_and_closes_readers(
     assert f"aborted {r.id}" in server.log_text()
     text = cancelled.output_text
     assert 0 < len(text.split()) < 400
+
+
+def test_a_cancelled_background_stream_ends_in_events_the_sdk_knows_live_and_resumed(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """The SDK's stream helper reads every event of a stream that is cancelled while it
+    reads (none is an unknown type it would guess at), the last is `response.incomplete`
+    with status `cancelled`, and a resume from any position ends the same way."""
+    seen: list[Any] = []
+    cancelled = False
+    with client.responses.stream(
+        model="scripted", input="cancel me", background=True, metadata=SLOW
+    ) as stream:
+        for event in stream:
+            seen.append(event)
+            if event.type == "response.output_text.delta" and not cancelled:
+                client.responses.cancel(seen[0].response.id)
+                cancelled = True
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
+            stream.get_final_response()  # as for any ending but `completed`, OpenAI's too
+    # Each event is the SDK model of its own type (an unknown type is forced into another).
+    assert all(e.type in get_args(type(e).model_fields["type"].annotation) for e in seen)
+    last = seen[-1]
+    assert isinstance(last, ResponseIncompleteEvent) and last.response.status == "cancelled"
+    rid = last.response.id
+    assert client.responses.retrieve(rid).status == "cancelled"
+    with client.responses.stream(response_id=rid, starting_after=3) as again:
+        resumed = list(again)
+    assert [e.sequence_number for e in resumed] == list(range(4, len(seen)))
+    assert resumed[-1].type == "response.incomplete"
+    live = http.get(f"/v1/responses/{rid}/events").text
+    assert live.rstrip().endswith("data: [DONE]")
+    assert "event: response.cancelled" not in live
 
 
 def test_cancelling_a_non_background_response_is_a_400(client: openai.OpenAI) -> None:

@@ -504,8 +504,7 @@ class ResponseMachine(RuleBasedStateMachine):
         for e in self.events[self.checked :]:
             self.folded = evolve(self.folded, e)
             assert roundtrip(e) == e
-            if tag_of(type(e)) != "response.cancelled":
-                sdk_stream_event(encode(e).data)
+            sdk_stream_event(encode(e).data)
             if isinstance(e, LifecycleEvent):
                 # Every snapshot is the fold of the log up to and including it.
                 assert e.response == project(self.folded)
