@@ -379,7 +379,9 @@ def _text(t: TextParam | None, limits: Limits) -> TextConfig:
         case FormatJsonSchemaParam(name=name, schema=schema, description=d, strict=s):
             _check_size("text.format.schema", schema, limits)
             _check_text("text.format.description", d, limits)
-            fmt = FormatJsonSchema(name=name, schema=schema, description=d, strict=s)
+            # `strict` echoes as false when unset (OpenAI's default; the Open Responses
+            # schema wants a boolean).
+            fmt = FormatJsonSchema(name=name, schema=schema, description=d, strict=bool(s))
         case FormatJsonObjectParam():
             fmt = FormatJsonObject()
         case _:

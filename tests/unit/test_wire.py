@@ -885,6 +885,7 @@ def test_accepted_options_are_mapped() -> None:
     r = req.response
     assert r.tool_choice == FunctionToolChoice(name="f")
     assert r.reasoning.effort == "high" and r.text.format.name == "s"  # type: ignore[union-attr]
+    assert r.text.format.strict is False  # type: ignore[union-attr]  # unset: OpenAI's default
     assert req.extra == {"stream_options": {"include_obfuscation": False}}
     assert (r.prompt_cache_key, r.safety_identifier, r.parallel_tool_calls) == (
         "k",
