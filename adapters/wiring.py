@@ -115,6 +115,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         runner=runner,
         keeper=keeper,
         cancel_wait_s=settings.cancel_wait_s,
+        reasoning_events=settings.reasoning_events,
     )
 
 

@@ -10,7 +10,7 @@ Tags never change; a new field gets a default; a breaking change gets a new tag.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -33,8 +33,15 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 # --- domain facts (stored beside the wire event, never sent) --------------------------------
 
 
+# How reasoning text events are named on the wire: OpenAI's `response.reasoning_text.*`
+# (what the official SDKs parse) or the Open Responses schema's `response.reasoning.*`.
+ReasoningEvents = Literal["openai", "open_responses"]
+
+
 class RequestFacts(msgspec.Struct, frozen=True, kw_only=True):
-    """What the client sent that the `response` snapshot does not echo."""
+    """What the client sent that the `response` snapshot does not echo, and how the
+    response's events are named: chosen once, at creation, so every event of the stream,
+    whichever process writes it, and every read of it, render the same way."""
 
     owner: str
     input: list[InputItem]
@@ -42,6 +49,7 @@ class RequestFacts(msgspec.Struct, frozen=True, kw_only=True):
     include: list[str] = msgspec.field(default_factory=list)
     # Extra request parameters kept verbatim for audit (e.g. `stream_options`).
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    reasoning_events: ReasoningEvents = "openai"  # logs written before are OpenAI's
 
 
 class EndFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -194,6 +202,19 @@ class ReasoningTextDone(Event, frozen=True, kw_only=True, tag="response.reasonin
     text: str
 
 
+class SchemaReasoningDelta(
+    ReasoningTextDelta, frozen=True, kw_only=True, tag="response.reasoning.delta"
+):
+    """`ReasoningTextDelta` under the Open Responses schema's name (`reasoning_events`
+    `open_responses`); no OpenAI SDK knows it."""
+
+
+class SchemaReasoningDone(
+    ReasoningTextDone, frozen=True, kw_only=True, tag="response.reasoning.done"
+):
+    """`ReasoningTextDone` under the Open Responses schema's name."""
+
+
 class ReasoningSummaryPartAdded(
     Event, frozen=True, kw_only=True, tag="response.reasoning_summary_part.added"
 ):
@@ -256,6 +277,8 @@ AnyEvent = (
     | FunctionCallArgumentsDone
     | ReasoningTextDelta
     | ReasoningTextDone
+    | SchemaReasoningDelta
+    | SchemaReasoningDone
     | ReasoningSummaryPartAdded
     | ReasoningSummaryPartDone
     | ReasoningSummaryTextDelta
@@ -284,6 +307,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     FunctionCallArgumentsDone,
     ReasoningTextDelta,
     ReasoningTextDone,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
     ReasoningSummaryPartAdded,
     ReasoningSummaryPartDone,
     ReasoningSummaryTextDelta,

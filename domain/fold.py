@@ -42,6 +42,8 @@ from domain.events import (
     ResponseIncomplete,
     ResponseInProgress,
     ResponseQueued,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
     TerminalEvent,
     tag_of,
 )
@@ -347,6 +349,15 @@ _PART_KIND: dict[type[Event], PartKind] = {
     OutputRefusalDone: Refusal,
     ReasoningTextDelta: ReasoningText,
     ReasoningTextDone: ReasoningText,
+    SchemaReasoningDelta: ReasoningText,
+    SchemaReasoningDone: ReasoningText,
+}
+# Reasoning text events go by the names the response's creation chose, and only by those.
+_NAMING: dict[type[Event], str] = {
+    ReasoningTextDelta: "openai",
+    ReasoningTextDone: "openai",
+    SchemaReasoningDelta: "open_responses",
+    SchemaReasoningDone: "open_responses",
 }
 
 
@@ -358,6 +369,8 @@ def _open_text_part(
     item, part = _open_part(state, event, event.output_index, event.item_id, c)
     if not isinstance(part, _PART_KIND[type(event)]):
         raise _fail(state, event, f"content part {c} is a {type(part).__name__}")
+    if _NAMING.get(type(event), state.reasoning_events) != state.reasoning_events:
+        raise _fail(state, event, f"the response names reasoning events {state.reasoning_events}")
     _not_closing(state, event)
     return item, part
 
@@ -477,6 +490,8 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     OutputRefusalDone: _text_done,
     ReasoningTextDelta: _text_delta,
     ReasoningTextDone: _text_done,
+    SchemaReasoningDelta: _text_delta,
+    SchemaReasoningDone: _text_done,
     ReasoningSummaryPartAdded: _summary_part_added,
     ReasoningSummaryTextDelta: _summary_delta,
     ReasoningSummaryTextDone: _summary_done,

@@ -73,6 +73,7 @@ async def create_response(svc: Bundle, req: CreateRequest, owner: str) -> Starte
         stream=req.stream,
         include=req.include,
         extra=req.extra,
+        reasoning_events=svc.reasoning_events,
     )
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from openai.types.responses import ResponseIncompleteEvent
 
-from domain.errors import CorruptEvent
+from domain.errors import CorruptEvent, InvalidTransition
 from domain.events import (
     TAGS,
     TERMINAL_TAGS,
@@ -22,15 +22,21 @@ from domain.events import (
     LifecycleEvent,
     OutputItemDone,
     OutputTextDelta,
+    ReasoningTextDelta,
+    ReasoningTextDone,
     RequestFacts,
     ResponseCancelled,
     ResponseCreated,
     ResponseFailed,
     ResponseIncomplete,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
     decode,
     encode,
     tag_of,
 )
+from domain.fold import replay
+from domain.generation import ReasoningDelta
 from domain.objects import (
     FormatJsonSchema,
     FunctionCall,
@@ -51,6 +57,7 @@ from domain.objects import (
 )
 from tests.unit.domain_helpers import (
     RESPONSE_ID,
+    Stream,
     all_scenario_events,
     make_response,
     roundtrip,
@@ -75,6 +82,8 @@ GOLDEN_TAGS = [
     "response.output_text.delta",
     "response.output_text.done",
     "response.queued",
+    "response.reasoning.delta",
+    "response.reasoning.done",
     "response.reasoning_summary_part.added",
     "response.reasoning_summary_part.done",
     "response.reasoning_summary_text.delta",
@@ -303,9 +312,12 @@ def test_a_facts_carrier_without_facts_round_trips_as_none() -> None:
 # --- OpenAI wire shapes ---------------------------------------------------------------------
 
 CANCELLED = [e for e in ALL_EVENTS if isinstance(e, ResponseCancelled)]
+# The Open Responses schema's names for reasoning events, which no OpenAI SDK knows.
+SCHEMA_NAMED = [e for e in ALL_EVENTS if isinstance(e, SchemaReasoningDelta | SchemaReasoningDone)]
+OPENAI_EVENTS = [e for e in ALL_EVENTS if e not in SCHEMA_NAMED]
 
 
-@pytest.mark.parametrize("event", ALL_EVENTS, ids=_ids(ALL_EVENTS))
+@pytest.mark.parametrize("event", OPENAI_EVENTS, ids=_ids(OPENAI_EVENTS))
 def test_wire_event_validates_against_the_openai_sdk_union(event: AnyEvent) -> None:
     model = sdk_stream_event(encode(event).data)
     assert getattr(model, "type") == tag_of(type(event))  # noqa: B009
@@ -513,3 +525,40 @@ def test_a_log_written_with_nulls_before_stays_readable_and_reads_them_as_absent
     assert (event.response.temperature, event.response.top_p) == (None, None)
     assert _nulls(json.loads(encode(event).data)) == []
     assert event.response.output[0] == OutputMessage(id="m", status="completed")
+
+
+# --- reasoning event names -------------------------------------------------------------------
+
+
+def test_the_naming_recorded_at_creation_names_every_reasoning_event() -> None:
+    """`open_responses` in the created event's facts: the schema's names, and the same
+    fields as OpenAI's; the default (and a log written before) is OpenAI's."""
+    named = [tag_of(type(e)) for e in SCHEMA_NAMED]
+    assert named == ["response.reasoning.delta"] * 2 + ["response.reasoning.done"]
+    for event in SCHEMA_NAMED:
+        data = json.loads(encode(event).data)
+        assert data["type"] == tag_of(type(event))
+        assert set(data) == set(msgspec.to_builtins(event)) and "item_id" in data
+    openai_named = [
+        e for e in OPENAI_EVENTS if isinstance(e, ReasoningTextDelta | ReasoningTextDone)
+    ]
+    assert {tag_of(type(e)) for e in openai_named} == {
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    }
+    old = msgspec.json.decode(b'{"owner": "o", "input": []}', type=RequestFacts)
+    assert old.reasoning_events == "openai"
+
+
+@pytest.mark.parametrize("naming", ["openai", "open_responses"])
+def test_the_fold_refuses_a_reasoning_event_named_the_other_way(naming: Any) -> None:
+    """A log is read as its creation named it: an event by the other names is refused."""
+    s = Stream.new(reasoning_events=naming)
+    new = s.emit(ReasoningDelta(text="x"))
+    delta = new[-1]
+    assert isinstance(delta, ReasoningTextDelta)
+    other = ReasoningTextDelta if type(delta) is SchemaReasoningDelta else SchemaReasoningDelta
+    renamed = other(**{f: getattr(delta, f) for f in delta.__struct_fields__})
+    assert replay(s.events) == s.state
+    with pytest.raises(InvalidTransition, match="names reasoning events"):
+        replay([*s.events[:-1], renamed])
