@@ -127,6 +127,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         keeper=keeper,
         cancel_wait_s=settings.cancel_wait_s,
         sealer=sealer,
+        reasoning_events=settings.reasoning_events,
     )
 
 

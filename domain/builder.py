@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from domain.batch import Batch, require
 from domain.errors import InvalidTransition
@@ -26,6 +27,7 @@ from domain.events import (
     OutputRefusalDone,
     OutputTextDelta,
     OutputTextDone,
+    ReasoningEvents,
     ReasoningSummaryPartAdded,
     ReasoningSummaryPartDone,
     ReasoningSummaryTextDelta,
@@ -34,6 +36,8 @@ from domain.events import (
     ReasoningTextDone,
     ResponseCompleted,
     ResponseIncomplete,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
 )
 from domain.fold import content_parts, terminal_snapshot
 from domain.generation import (
@@ -66,12 +70,13 @@ from domain.objects import (
     Refusal,
     SummaryText,
     Usage,
+    phase_of,
 )
 from domain.state import Decision, ResponseState
 
 replace = msgspec.structs.replace
 
-Phase = Literal["commentary", "final_answer"] | None
+Phase = Literal["commentary", "final_answer"] | None  # None: the engine did not say
 
 
 def emit(state: ResponseState, delta: AnyDelta) -> Decision:
@@ -300,12 +305,17 @@ def _ensure_message(batch: Batch, phase: Phase) -> None:
     i = batch.state.open_index
     if i is not None:
         item = batch.response.output[i]
-        if isinstance(item, OutputMessage) and item.phase == phase:
+        if isinstance(item, OutputMessage) and phase_of(item) == phase:
             return
     rid, n = batch.response.id, len(batch.response.output)
     _open_new_item(
         batch,
-        OutputMessage(id=item_id(rid, "msg", n), status="in_progress", content=[], phase=phase),
+        OutputMessage(
+            id=item_id(rid, "msg", n),
+            status="in_progress",
+            content=[],
+            phase=UNSET if phase is None else phase,
+        ),
     )
 
 
@@ -315,7 +325,7 @@ def _open_message_phase(batch: Batch) -> Phase:
     if i is not None:
         item = batch.response.output[i]
         if isinstance(item, OutputMessage):
-            return item.phase
+            return phase_of(item)
     return None
 
 
@@ -351,11 +361,20 @@ def _add_text(batch: Batch, text: str, fresh: ContentPart) -> None:
     c = _ensure_part(batch, fresh)
     i = batch.state.open_index
     assert i is not None
-    iid = batch.response.output[i].id or ""
-    batch.add(lambda n: _text_delta_event(fresh, n, iid, i, c, text))
+    iid, naming = batch.response.output[i].id or "", batch.state.reasoning_events
+    batch.add(lambda n: _text_delta_event(fresh, n, iid, i, c, delta=text, naming=naming))
 
 
-def _text_delta_event(part: ContentPart, n: int, iid: str, i: int, c: int, delta: str) -> AnyEvent:
+# Reasoning text events by the naming the response's creation recorded (`RequestFacts`).
+_REASONING_EVENTS = {
+    "openai": (ReasoningTextDelta, ReasoningTextDone),
+    "open_responses": (SchemaReasoningDelta, SchemaReasoningDone),
+}
+
+
+def _text_delta_event(
+    part: ContentPart, n: int, iid: str, i: int, c: int, *, delta: str, naming: ReasoningEvents
+) -> AnyEvent:
     """The delta event that streams into a part of this kind."""
     if isinstance(part, OutputText):
         return OutputTextDelta(
@@ -365,7 +384,7 @@ def _text_delta_event(part: ContentPart, n: int, iid: str, i: int, c: int, delta
         return OutputRefusalDelta(
             sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=delta
         )
-    return ReasoningTextDelta(
+    return _REASONING_EVENTS[naming][0](
         sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=delta
     )
 
@@ -414,8 +433,8 @@ def _close_part(batch: Batch) -> None:
     c = state.open_part
     if c is None:
         return
-    iid, p = item.id or "", content_parts(item)[c]
-    batch.add(lambda n: _text_done_event(p, n, iid, i, c))
+    iid, p, naming = item.id or "", content_parts(item)[c], state.reasoning_events
+    batch.add(lambda n: _text_done_event(p, n, iid, i, c, naming))
     batch.add(
         lambda n: ContentPartDone(
             sequence_number=n, item_id=iid, output_index=i, content_index=c, part=p
@@ -437,7 +456,9 @@ def _close_summary(batch: Batch, item: ReasoningItem, i: int, s: int) -> None:
     )
 
 
-def _text_done_event(part: ContentPart, n: int, iid: str, i: int, c: int) -> AnyEvent:
+def _text_done_event(
+    part: ContentPart, n: int, iid: str, i: int, c: int, naming: ReasoningEvents
+) -> AnyEvent:
     """The event that carries a part's final text, by the part's kind."""
     if isinstance(part, OutputText):
         return OutputTextDone(
@@ -447,6 +468,6 @@ def _text_done_event(part: ContentPart, n: int, iid: str, i: int, c: int) -> Any
         return OutputRefusalDone(
             sequence_number=n, item_id=iid, output_index=i, content_index=c, refusal=part.refusal
         )
-    return ReasoningTextDone(
+    return _REASONING_EVENTS[naming][1](
         sequence_number=n, item_id=iid, output_index=i, content_index=c, text=part.text
     )

@@ -38,7 +38,8 @@ class InvalidTransition(DomainError):
 
 
 class NotFound(DomainError):
-    """The response does not exist, was deleted, or belongs to someone else."""
+    """The response does not exist, was deleted, or belongs to someone else; `param` and
+    `code` say which parameter named it, as OpenAI's error does."""
 
     def __init__(self, message: str = "", *, param: str | None = None, code: str | None = None):
         super().__init__(message)

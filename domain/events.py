@@ -10,7 +10,7 @@ Tags never change; a new field gets a default; a breaking change gets a new tag.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, Union
 
 import msgspec
 
@@ -33,8 +33,15 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 # --- domain facts (stored beside the wire event, never sent) --------------------------------
 
 
+# How reasoning text events are named on the wire: OpenAI's `response.reasoning_text.*`
+# (what the official SDKs parse) or the Open Responses schema's `response.reasoning.*`.
+ReasoningEvents = Literal["openai", "open_responses"]
+
+
 class RequestFacts(msgspec.Struct, frozen=True, kw_only=True):
-    """What the client sent that the `response` snapshot does not echo."""
+    """What the client sent that the `response` snapshot does not echo, and how the
+    response's events are named: chosen once, at creation, so every event of the stream,
+    whichever process writes it, and every read of it, render the same way."""
 
     owner: str
     input: list[InputItem]
@@ -42,6 +49,7 @@ class RequestFacts(msgspec.Struct, frozen=True, kw_only=True):
     include: list[str] = msgspec.field(default_factory=list)
     # Extra request parameters kept verbatim for audit (e.g. `stream_options`).
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    reasoning_events: ReasoningEvents = "openai"  # logs written before are OpenAI's
 
 
 class EndFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,12 +92,26 @@ class ResponseIncomplete(
 
 
 class ResponseCancelled(
-    Event, frozen=True, kw_only=True, tag="response.cancelled", omit_defaults=True
+    Event, frozen=True, kw_only=True, tag="response.incomplete", omit_defaults=True
 ):
-    """OpenAI has no stream event for cancellation; this one carries the final snapshot."""
+    """The response was cancelled (its client asked, went away, deleted it; a shutdown).
+
+    OpenAI has no stream event for a cancellation (openai-python `ResponseStreamEvent`
+    has none, nor has the Open Responses schema), so it goes on the wire as the ending
+    SDKs know for a response cut short: `response.incomplete`, whose response has status
+    `cancelled`. The codec reads such a row back as this class, so the cancellation stays
+    a fact of the log (with its reason in the facts) and a re-encoding gives the same bytes.
+    """
 
     response: ResponseObject
     facts: EndFacts | None = None
+
+
+class LegacyResponseCancelled(
+    ResponseCancelled, frozen=True, kw_only=True, tag="response.cancelled"
+):
+    """A cancellation as logs written before stored it: resplog's own `response.cancelled`,
+    which no SDK knows. Still read, and served as stored; never written any more."""
 
 
 # --- output items and content parts ---------------------------------------------------------
@@ -196,6 +218,19 @@ class ReasoningTextDone(Event, frozen=True, kw_only=True, tag="response.reasonin
     text: str
 
 
+class SchemaReasoningDelta(
+    ReasoningTextDelta, frozen=True, kw_only=True, tag="response.reasoning.delta"
+):
+    """`ReasoningTextDelta` under the Open Responses schema's name (`reasoning_events`
+    `open_responses`); no OpenAI SDK knows it."""
+
+
+class SchemaReasoningDone(
+    ReasoningTextDone, frozen=True, kw_only=True, tag="response.reasoning.done"
+):
+    """`ReasoningTextDone` under the Open Responses schema's name."""
+
+
 class ReasoningSummaryPartAdded(
     Event, frozen=True, kw_only=True, tag="response.reasoning_summary_part.added"
 ):
@@ -245,6 +280,7 @@ TerminalEvent = ResponseCompleted | ResponseFailed | ResponseIncomplete | Respon
 
 AnyEvent = (
     LifecycleEvent
+    | LegacyResponseCancelled
     | OutputItemAdded
     | OutputItemDone
     | ContentPartAdded
@@ -259,12 +295,16 @@ AnyEvent = (
     | CustomToolCallInputDone
     | ReasoningTextDelta
     | ReasoningTextDone
+    | SchemaReasoningDelta
+    | SchemaReasoningDone
     | ReasoningSummaryPartAdded
     | ReasoningSummaryPartDone
     | ReasoningSummaryTextDelta
     | ReasoningSummaryTextDone
 )
 
+# The classes a stored row decodes into, one per tag. `ResponseCancelled` shares its tag
+# with `ResponseIncomplete`, so it is not among them: `decode` tells the two apart.
 EVENT_TYPES: tuple[type[Event], ...] = (
     ResponseCreated,
     ResponseQueued,
@@ -272,7 +312,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ResponseCompleted,
     ResponseFailed,
     ResponseIncomplete,
-    ResponseCancelled,
+    LegacyResponseCancelled,
     OutputItemAdded,
     OutputItemDone,
     ContentPartAdded,
@@ -287,6 +327,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CustomToolCallInputDone,
     ReasoningTextDelta,
     ReasoningTextDone,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
     ReasoningSummaryPartAdded,
     ReasoningSummaryPartDone,
     ReasoningSummaryTextDelta,
@@ -311,20 +353,23 @@ LIFECYCLE_TYPES = (
     ResponseIncomplete,
     ResponseCancelled,
 )
-LIFECYCLE_TAGS: frozenset[str] = frozenset(tag_of(c) for c in LIFECYCLE_TYPES)
+LIFECYCLE_TAGS: frozenset[str] = frozenset(
+    tag_of(c) for c in (*LIFECYCLE_TYPES, LegacyResponseCancelled)
+)
 TERMINAL_TAGS: frozenset[str] = frozenset(
-    tag_of(c) for c in (ResponseCompleted, ResponseFailed, ResponseIncomplete, ResponseCancelled)
+    tag_of(c)
+    for c in (ResponseCompleted, ResponseFailed, ResponseIncomplete, LegacyResponseCancelled)
 )
 
 # --- codec ----------------------------------------------------------------------------------
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(AnyEvent)
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(Union[EVENT_TYPES])  # noqa: UP007
 _facts_decoders: dict[str, msgspec.json.Decoder[Any]] = {
     tag_of(ResponseCreated): msgspec.json.Decoder(RequestFacts),
     tag_of(ResponseFailed): msgspec.json.Decoder(EndFacts),
     tag_of(ResponseIncomplete): msgspec.json.Decoder(EndFacts),
-    tag_of(ResponseCancelled): msgspec.json.Decoder(EndFacts),
+    tag_of(LegacyResponseCancelled): msgspec.json.Decoder(EndFacts),
 }
 _FACTS_CARRIERS = (ResponseCreated, ResponseFailed, ResponseIncomplete, ResponseCancelled)
 
@@ -359,6 +404,10 @@ def decode(
         event = _decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise CorruptEvent(stream_id, position, str(exc)) from exc
+    if type(event) is ResponseIncomplete and event.response.status == "cancelled":
+        event = ResponseCancelled(
+            sequence_number=event.sequence_number, response=event.response, facts=event.facts
+        )
     if event.sequence_number != position:
         raise CorruptEvent(
             stream_id, position, f"sequence_number {event.sequence_number} != position"

@@ -24,6 +24,7 @@ from domain.events import (
     Event,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    LegacyResponseCancelled,
     OutputItemAdded,
     OutputItemDone,
     OutputRefusalDelta,
@@ -43,6 +44,8 @@ from domain.events import (
     ResponseIncomplete,
     ResponseInProgress,
     ResponseQueued,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
     TerminalEvent,
     tag_of,
 )
@@ -228,6 +231,7 @@ _TERMINAL_STATUS: dict[type[Event], Literal["completed", "failed", "cancelled", 
     ResponseFailed: "failed",
     ResponseIncomplete: "incomplete",
     ResponseCancelled: "cancelled",
+    LegacyResponseCancelled: "cancelled",
 }
 
 
@@ -359,6 +363,15 @@ _PART_KIND: dict[type[Event], PartKind] = {
     OutputRefusalDone: Refusal,
     ReasoningTextDelta: ReasoningText,
     ReasoningTextDone: ReasoningText,
+    SchemaReasoningDelta: ReasoningText,
+    SchemaReasoningDone: ReasoningText,
+}
+# Reasoning text events go by the names the response's creation chose, and only by those.
+_NAMING: dict[type[Event], str] = {
+    ReasoningTextDelta: "openai",
+    ReasoningTextDone: "openai",
+    SchemaReasoningDelta: "open_responses",
+    SchemaReasoningDone: "open_responses",
 }
 
 
@@ -370,6 +383,8 @@ def _open_text_part(
     item, part = _open_part(state, event, event.output_index, event.item_id, c)
     if not isinstance(part, _PART_KIND[type(event)]):
         raise _fail(state, event, f"content part {c} is a {type(part).__name__}")
+    if _NAMING.get(type(event), state.reasoning_events) != state.reasoning_events:
+        raise _fail(state, event, f"the response names reasoning events {state.reasoning_events}")
     _not_closing(state, event)
     return item, part
 
@@ -496,6 +511,7 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     ResponseFailed: _terminal,
     ResponseIncomplete: _terminal,
     ResponseCancelled: _terminal,
+    LegacyResponseCancelled: _terminal,
     OutputItemAdded: _item_added,
     OutputItemDone: _item_done,
     ContentPartAdded: _part_added,
@@ -506,6 +522,8 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     OutputRefusalDone: _text_done,
     ReasoningTextDelta: _text_delta,
     ReasoningTextDone: _text_done,
+    SchemaReasoningDelta: _text_delta,
+    SchemaReasoningDone: _text_done,
     ReasoningSummaryPartAdded: _summary_part_added,
     ReasoningSummaryTextDelta: _summary_delta,
     ReasoningSummaryTextDone: _summary_done,

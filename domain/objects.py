@@ -10,14 +10,33 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 ResponseStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "incomplete"})
 
 
+Phase = Literal["commentary", "final_answer"]
+
+
 class _Obj(msgspec.Struct, frozen=True, kw_only=True):
     """Base of every object: frozen, keyword-only."""
+
+
+def _absent_if_none(obj: _Obj, *names: str) -> None:
+    """Fields the Open Responses schema wants absent, never null, when unset are `UNSET`
+    (msgspec then leaves them out). Logs written before that stored `null` for them; this
+    reads such a null as `UNSET`, so a value has one form whatever version wrote it."""
+    for name in names:
+        if getattr(obj, name) is None:
+            msgspec.structs.force_setattr(obj, name, UNSET)
+
+
+def phase_of(message: OutputMessage | InputMessage) -> Phase | None:
+    """A message's phase, or None when it has none."""
+    phase = message.phase
+    return None if phase is None or isinstance(phase, UnsetType) else phase
 
 
 # --- content parts -------------------------------------------------------------------------
@@ -77,16 +96,23 @@ class OutputMessage(_Obj, frozen=True, kw_only=True, tag_field="type", tag="mess
     status: ItemStatus
     role: Literal["assistant"] = "assistant"
     content: list[MessagePart] = msgspec.field(default_factory=list)
-    # "commentary" for a preamble the model says before calling tools, else "final_answer".
-    phase: Literal["commentary", "final_answer"] | None = None
+    # "commentary" for a preamble the model says before calling tools, else "final_answer";
+    # absent when the engine does not say (`None` is read as absent, see `_absent_if_none`).
+    phase: Phase | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "phase")
 
 
 class ReasoningItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="reasoning"):
     id: str
     summary: list[SummaryText] = msgspec.field(default_factory=list)
     content: list[ReasoningText] = msgspec.field(default_factory=list)
-    encrypted_content: str | None = None
+    encrypted_content: str | UnsetType | None = UNSET
     status: ItemStatus | None = None
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "encrypted_content")
 
 
 # A tool call's `namespace` is UNSET (left out of the JSON) unless the tool was in a
@@ -127,6 +153,12 @@ class InputMessage(_Obj, frozen=True, kw_only=True, tag_field="type", tag="messa
     role: Literal["user", "system", "developer", "assistant"]
     content: list[InputPart]
     status: ItemStatus | None = "completed"
+    # An assistant message's phase as the client passed it back (openai-python
+    # `EasyInputMessageParam.phase`); absent when it sent none.
+    phase: Phase | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "phase")
 
 
 class FunctionCallOutput(
@@ -171,8 +203,11 @@ class InputReasoning(_Obj, frozen=True, kw_only=True, tag_field="type", tag="rea
     id: str
     summary: list[SummaryText] = msgspec.field(default_factory=list)
     content: list[ReasoningText] = msgspec.field(default_factory=list)
-    encrypted_content: str | None = None
+    encrypted_content: str | UnsetType | None = UNSET
     status: ItemStatus | None = None
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "encrypted_content")
 
 
 class InputCompaction(_Obj, frozen=True, kw_only=True, tag_field="type", tag="compaction"):
@@ -253,7 +288,10 @@ TextFormat = FormatText | FormatJsonObject | FormatJsonSchema
 
 class TextConfig(_Obj, frozen=True, kw_only=True):
     format: TextFormat = msgspec.field(default_factory=FormatText)
-    verbosity: Literal["low", "medium", "high"] | None = None
+    verbosity: Literal["low", "medium", "high"] | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "verbosity")
 
 
 class ReasoningConfig(_Obj, frozen=True, kw_only=True):
@@ -321,15 +359,22 @@ class ResponseObject(_Obj, frozen=True, kw_only=True):
     safety_identifier: str | None = None
     service_tier: str = "default"
     store: bool = True
-    temperature: float | None = None
+    # Sampling settings echo the values the engine is given: the client's, or OpenAI's
+    # documented defaults (temperature and top_p 1, penalties and top_logprobs 0); the Open
+    # Responses schema requires numbers here. `None` only in logs written before, which are
+    # served as they were stored. resplog takes no penalties (openai-python
+    # `ResponseCreateParams` has none), so they are always 0.
+    temperature: float | None = 1.0
     text: TextConfig = msgspec.field(default_factory=TextConfig)
     tool_choice: ToolChoice = "auto"
     # Every tool as the client sent it, normalised by the decoder (function tools in
     # `FunctionTool`'s form): hosted tools this deployment does not run are echoed too, so
     # the list is plain JSON; `domain.tools.offered` reads the ones the model is told about.
     tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    top_logprobs: int | None = None
-    top_p: float | None = None
+    top_logprobs: int | None = 0
+    top_p: float | None = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     truncation: Literal["auto", "disabled"] = "disabled"
     usage: Usage | None = None
     user: str | None = None

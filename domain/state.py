@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from domain.events import AnyEvent, RequestFacts
+from domain.events import AnyEvent, ReasoningEvents, RequestFacts
 from domain.objects import TERMINAL_STATUSES, ResponseObject
 
 
@@ -30,6 +30,11 @@ class ResponseState(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def reasoning_events(self) -> ReasoningEvents:
+        """How this response's reasoning events are named, as its creation recorded."""
+        return "openai" if self.facts is None else self.facts.reasoning_events
 
 
 class Decision(msgspec.Struct, frozen=True):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from domain.events import ReasoningEvents
 from service.leases import LeaseKeeper
 from service.ports import (
     ApiKeyStore,
@@ -42,6 +43,9 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     # How long a cancel (or delete) of a response running in another process waits for
     # that process to record the cancellation before answering with what is there.
     cancel_wait_s: float = 10.0
+    # How the reasoning events of the responses this process creates are named; recorded
+    # in each response's log, so the processes that generate or read it follow that.
+    reasoning_events: ReasoningEvents = "openai"
     clock: Callable[[], float] = time.time
     # Seals reasoning for stateless clients; the engine above opens and seals through it.
     sealer: Sealer

@@ -58,13 +58,22 @@ async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list
             param="previous_response_id",
             code="invalid_value",
         )
-    missing = links[-1].previous_response_id if links else previous_id
-    if missing is not None:  # the walk stopped at a response this owner cannot see
-        raise NotFound(f"Previous response with id '{missing}' not found.")
-    return [_turn(link) for link in reversed(links)]
+    # The walk stopped at a response this owner cannot see (the named one, or an earlier
+    # turn that was deleted): the error names the id the client sent, as OpenAI's does.
+    if not links or links[-1].previous_response_id is not None:
+        raise _previous_not_found(previous_id)
+    return [_turn(link, previous_id) for link in reversed(links)]
 
 
-def _turn(link: ChainLink) -> Turn:
+def _previous_not_found(previous_id: str) -> NotFound:
+    return NotFound(
+        f"Previous response with id '{previous_id}' not found.",
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )
+
+
+def _turn(link: ChainLink, previous_id: str) -> Turn:
     if link.status in ("queued", "in_progress"):
         raise InvalidRequest(
             f"Previous response '{link.response_id}' is still {link.status}; wait until it ends.",
@@ -72,7 +81,7 @@ def _turn(link: ChainLink) -> Turn:
             code="previous_response_not_finished",
         )
     if link.request_facts is None:
-        raise NotFound(f"Previous response with id '{link.response_id}' not found.")
+        raise _previous_not_found(previous_id)
     answer = _answer.decode(link.snapshot)
     return Turn(
         response_id=link.response_id,

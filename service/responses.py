@@ -88,6 +88,7 @@ async def create_response(
         stream=req.stream,
         include=req.include,
         extra=req.extra,
+        reasoning_events=svc.reasoning_events,
     )
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)

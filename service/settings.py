@@ -6,6 +6,7 @@ from typing import Literal
 
 import msgspec
 
+from domain.events import ReasoningEvents
 from service.access import AccessPolicy
 from service.wire import Limits
 
@@ -41,6 +42,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # database is then a quick 503, not a hang).
     db_connect_timeout_s: float = 5.0
     db_statement_timeout_s: float = 10.0
+    # `openai`: `response.reasoning_text.*` (what the official SDKs parse);
+    # `open_responses`: the Open Responses schema's `response.reasoning.*`.
+    reasoning_events: ReasoningEvents = "openai"
     limits: Limits = msgspec.field(default_factory=Limits)
     access: AccessPolicy = msgspec.field(default_factory=AccessPolicy)
     # A response body write that cannot be handed to the socket within this many seconds

@@ -41,6 +41,16 @@ def migrate(database_url: str) -> None:
     show_default=True,
     type=int,
 )
+@click.option(
+    "--reasoning-events",
+    envvar="RESPLOG_REASONING_EVENTS",
+    type=click.Choice(["openai", "open-responses"]),
+    default="openai",
+    show_default=True,
+    help="How reasoning text events are named: OpenAI's response.reasoning_text.* (what "
+    "the official SDKs parse) or the Open Responses schema's response.reasoning.*. "
+    "Recorded in each response's log at creation.",
+)
 @access_options
 @click.option(
     "--processes",
@@ -76,6 +86,7 @@ def migrate(database_url: str) -> None:
 )
 def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
+    options["reasoning_events"] = options["reasoning_events"].replace("-", "_")
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
     return_freed_memory()

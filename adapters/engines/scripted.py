@@ -7,6 +7,7 @@ reasoning block and an answer that quotes the input. `delay_s` paces the deltas 
 `tokens` fixes the answer's length; a request may override both with the metadata keys
 `scripted_delay_ms` and `scripted_tokens` (so one server can play fast and slow scripts),
 within the server's maxima: a request must not be able to hold the server's resources.
+`scripted_mode=fail` makes the engine fail after the script, so tests reach `failed`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from domain.errors import EngineError
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
@@ -349,6 +351,9 @@ class ScriptedEngine:
                 reasoning_tokens=reasoning,
             )
             finished = True
+            if prompt.metadata.get("scripted_mode") == "fail":
+                # A test device, like `transcript`: an engine that fails after its output.
+                raise EngineError("the script was asked to fail (scripted_mode=fail)")
             yield Finished(reason="length" if cut else "stop", usage=usage)
         finally:
             if not finished:

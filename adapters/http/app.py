@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,7 +37,7 @@ def request_ids(app: ASGIApp) -> ASGIApp:
         if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
-        rid = f"req_{uuid.uuid4().hex}"
+        rid = errors.new_request_id()
         scope.setdefault("state", {})["request_id"] = rid
 
         async def send_with_id(message: Message) -> None:

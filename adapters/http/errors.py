@@ -12,11 +12,17 @@ from __future__ import annotations
 import logging
 import math
 import re
+import uuid
 from typing import Any
 
 import msgspec
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    ValidationException,
+)
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from domain.errors import (
@@ -151,14 +157,40 @@ def _answer(refused: Refusal) -> Response[bytes]:
     )
 
 
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex}"
+
+
 def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """Map any exception to an OpenAI-shaped error response."""
+    """Map any exception to an OpenAI-shaped error response with an `x-request-id`.
+
+    An unknown route or a wrong method is refused by litestar's router before any
+    middleware runs, so such a request has no id yet: it gets one here."""
+    state = request.scope.setdefault("state", {})
+    minted = None
+    if not isinstance(state.get("request_id"), str):
+        minted = state["request_id"] = new_request_id()
+    response = _mapped(request, exc)
+    if minted is not None:
+        response.headers["x-request-id"] = minted
+    return response
+
+
+def _mapped(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     match exc:
         case ValidationException():
             return _validation(exc)
         case NotFoundException():
             return error_response(
                 404, f"Unknown URL: {request.method} {request.url.path[:200]}.", code="unknown_url"
+            )
+        case MethodNotAllowedException():
+            return error_response(
+                405,
+                f"Method {request.method} is not allowed on {request.url.path[:200]}; "
+                f"allowed: {(exc.headers or {}).get('allow', 'none')}.",
+                code="method_not_allowed",
+                headers=exc.headers,
             )
         case HTTPException() if exc.status_code < 500:
             if exc.status_code == 413:

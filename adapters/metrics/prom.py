@@ -53,6 +53,7 @@ _OUTPUT_TYPES = frozenset(
         "response.output_text.delta",
         "response.refusal.delta",
         "response.reasoning_text.delta",
+        "response.reasoning.delta",  # the Open Responses naming (--reasoning-events)
         "response.reasoning_summary_text.delta",
         "response.function_call_arguments.delta",
         "response.custom_tool_call_input.delta",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from domain.errors import InvalidRequest
 from domain.objects import (
@@ -346,10 +347,11 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         prompt_cache_key=_short("prompt_cache_key", p.prompt_cache_key),
         service_tier=p.service_tier or "default",
         store=store,
-        temperature=p.temperature,
+        # What the engine is given and the response echoes: the client's or OpenAI's default.
+        temperature=1.0 if p.temperature is None else p.temperature,
         tools=tools,
-        top_logprobs=p.top_logprobs,
-        top_p=p.top_p,
+        top_logprobs=p.top_logprobs or 0,
+        top_p=1.0 if p.top_p is None else p.top_p,
         truncation=p.truncation or "disabled",
         conversation=msgspec.UNSET if conversation is None else ConversationRef(id=conversation),
     )
@@ -619,14 +621,18 @@ def _reasoning(r: ReasoningParam | None) -> ReasoningConfig:
 
 
 def _text(t: TextParam | None, limits: Limits) -> TextConfig:
-    if t is None or t.format is None:
-        return TextConfig(verbosity=t.verbosity if t else None)
+    if t is None:
+        return TextConfig()
+    if t.format is None:
+        return TextConfig(verbosity=t.verbosity)
     fmt: TextFormat
     match t.format:
         case FormatJsonSchemaParam(name=name, schema=schema, description=d, strict=s):
             _check_size("text.format.schema", schema, limits)
             _check_text("text.format.description", d, limits)
-            fmt = FormatJsonSchema(name=name, schema=schema, description=d, strict=s)
+            # `strict` echoes as false when unset (OpenAI's default; the Open Responses
+            # schema wants a boolean).
+            fmt = FormatJsonSchema(name=name, schema=schema, description=d, strict=bool(s))
         case FormatJsonObjectParam():
             fmt = FormatJsonObject()
         case _:
@@ -712,13 +718,13 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemR
                     code="missing_required_parameter",
                 )
             return ItemReference(id=iid)
-        case MessageParam(role=role, content=str() as text):
+        case MessageParam(role=role, content=str() as text, phase=phase):
             _check_text(f"{param}.content", text, limits)
             part = OutputText(text=text) if role == "assistant" else InputText(text=text)
-            return InputMessage(id=iid, role=role, content=[part])
-        case MessageParam(role=role, content=list() as parts):
+            return InputMessage(id=iid, role=role, content=[part], phase=phase)
+        case MessageParam(role=role, content=list() as parts, phase=phase):
             content = [_part(c, f"{param}.content[{j}]", limits) for j, c in enumerate(parts)]
-            return InputMessage(id=iid, role=role, content=content)
+            return InputMessage(id=iid, role=role, content=content, phase=phase)
         case FunctionCallParam(call_id=call_id, name=name, arguments=arguments):
             return InputFunctionCall(
                 id=iid, call_id=call_id, name=name, arguments=arguments, namespace=_ns(item)
@@ -741,7 +747,7 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemR
                 id=iid,
                 summary=summary or [],
                 content=content or [],
-                encrypted_content=enc if isinstance(enc, str) else None,
+                encrypted_content=enc if isinstance(enc, str) else UNSET,
             )
     raise AssertionError(f"unhandled input item {type(item).__name__}")
 

@@ -201,7 +201,9 @@ class MessageParam(_Item, frozen=True, kw_only=True, tag="message"):
 
     role: Literal["user", "system", "developer", "assistant"]
     content: str | list[ContentPartParam]
-    phase: Any = None  # a passed-back assistant message's; not kept
+    # An assistant message's phase, kept and echoed by `input_items` (openai-python
+    # `EasyInputMessageParam.phase`); null is taken as absent.
+    phase: Literal["commentary", "final_answer"] | None = None
 
 
 class FunctionCallParam(_Item, frozen=True, kw_only=True, tag="function_call"):

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import openai
 import pytest
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseIncompleteEvent
 
 from tests.e2e.conftest import Server
 
@@ -146,8 +146,10 @@ def test_cancel_mid_generation_stops_the_engine_and_closes_readers(
             break
     cancelled = client.responses.cancel(r.id)
     assert cancelled.status == "cancelled"
-    rest = [e.type for e in reader]  # the live reader closes instead of hanging
-    assert rest[-1] == "response.cancelled"
+    rest = list(reader)  # the live reader closes instead of hanging
+    # OpenAI has no cancelled stream event: the SDK reads OpenAI's `response.incomplete`.
+    assert isinstance(rest[-1], ResponseIncompleteEvent)
+    assert rest[-1].response.status == "cancelled"
     assert client.responses.cancel(r.id) == cancelled  # idempotent
     assert client.responses.retrieve(r.id) == cancelled
     deadline = time.monotonic() + 5
@@ -156,6 +158,39 @@ def test_cancel_mid_generation_stops_the_engine_and_closes_readers(
     assert f"aborted {r.id}" in server.log_text()
     text = cancelled.output_text
     assert 0 < len(text.split()) < 400
+
+
+def test_a_cancelled_background_stream_ends_in_events_the_sdk_knows_live_and_resumed(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """The SDK's stream helper reads every event of a stream that is cancelled while it
+    reads (none is an unknown type it would guess at), the last is `response.incomplete`
+    with status `cancelled`, and a resume from any position ends the same way."""
+    seen: list[Any] = []
+    cancelled = False
+    with client.responses.stream(
+        model="scripted", input="cancel me", background=True, metadata=SLOW
+    ) as stream:
+        for event in stream:
+            seen.append(event)
+            if event.type == "response.output_text.delta" and not cancelled:
+                client.responses.cancel(seen[0].response.id)
+                cancelled = True
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
+            stream.get_final_response()  # as for any ending but `completed`, OpenAI's too
+    # Each event is the SDK model of its own type (an unknown type is forced into another).
+    assert all(e.type in get_args(type(e).model_fields["type"].annotation) for e in seen)
+    last = seen[-1]
+    assert isinstance(last, ResponseIncompleteEvent) and last.response.status == "cancelled"
+    rid = last.response.id
+    assert client.responses.retrieve(rid).status == "cancelled"
+    with client.responses.stream(response_id=rid, starting_after=3) as again:
+        resumed = list(again)
+    assert [e.sequence_number for e in resumed] == list(range(4, len(seen)))
+    assert resumed[-1].type == "response.incomplete"
+    live = http.get(f"/v1/responses/{rid}/events").text
+    assert live.rstrip().endswith("data: [DONE]")
+    assert "event: response.cancelled" not in live
 
 
 def test_cancelling_a_non_background_response_is_a_400(client: openai.OpenAI) -> None:
@@ -190,6 +225,29 @@ def test_input_items_are_cursor_paginated(client: openai.OpenAI) -> None:
     assert everything == ["m0", "m1", "m2", "m3", "m4"]
     desc = client.responses.input_items.list(r.id)
     assert [i.content[0].text for i in desc.data] == ["m4", "m3", "m2", "m1", "m0"]  # type: ignore[union-attr]
+
+
+def test_a_passed_back_message_phase_round_trips_through_input_items(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """A client passes assistant messages back with their `phase`; it is kept and listed,
+    and a message without one lists none (absent, not null)."""
+    items: Any = [
+        {"role": "user", "content": "Go"},
+        {"role": "assistant", "content": "Let me check.", "phase": "commentary"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+            "phase": "final_answer",
+        },
+        {"role": "user", "content": "Thanks"},
+    ]
+    r = client.responses.create(model="scripted", input=items)
+    listed = client.responses.input_items.list(r.id, order="asc").data
+    assert [getattr(i, "phase", None) for i in listed] == [None, "commentary", "final_answer", None]
+    raw = http.get(f"/v1/responses/{r.id}/input_items", params={"order": "asc"}).json()["data"]
+    assert ["phase" in i for i in raw] == [False, True, True, False]
 
 
 def test_input_items_with_one_id_twice_are_refused_and_sdk_paging_ends(
@@ -287,7 +345,11 @@ def test_a_plain_create_whose_client_went_away_is_cancelled(server: Server) -> N
         ({"model": "scripted", "input": "x", "temperature": "hot"}, 400, "temperature"),
         ({"model": "scripted", "input": "x", "max_output_tokens": 10**9}, 400, "max_output_tokens"),
         ({"model": "scripted"}, 400, "input"),
-        ({"model": "scripted", "input": "x", "previous_response_id": "resp_missing"}, 404, None),
+        (
+            {"model": "scripted", "input": "x", "previous_response_id": "resp_missing"},
+            404,
+            "previous_response_id",
+        ),
     ],
 )
 def test_bad_requests_get_openai_errors_and_write_nothing(
@@ -300,6 +362,50 @@ def test_bad_requests_get_openai_errors_and_write_nothing(
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
     assert error["param"] == param
     assert server.count_rows() == before
+
+
+def test_a_chain_whose_earlier_turn_was_deleted_names_the_id_the_client_sent(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """OpenAI's 404 for a previous response that cannot be read names the id in the
+    request, with its param and code, also when what is gone is an earlier turn."""
+    a = client.responses.create(model="scripted", input="one")
+    b = client.responses.create(model="scripted", input="two", previous_response_id=a.id)
+    c = client.responses.create(model="scripted", input="three", previous_response_id=b.id)
+    client.responses.delete(a.id)
+    r = http.post(
+        "/v1/responses", json={"model": "scripted", "input": "four", "previous_response_id": c.id}
+    )
+    assert r.status_code == 404
+    assert r.json()["error"] == {
+        "message": f"Previous response with id '{c.id}' not found.",
+        "type": "invalid_request_error",
+        "param": "previous_response_id",
+        "code": "previous_response_not_found",
+    }
+    with pytest.raises(openai.NotFoundError) as info:
+        client.responses.create(model="scripted", input="x", previous_response_id="resp_gone")
+    assert info.value.code == "previous_response_not_found"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("PUT", "/v1/responses/compact", 405, "method_not_allowed"),
+        ("PUT", "/v1/responses", 405, "method_not_allowed"),
+        ("GET", "/v1/nothing/here", 404, "unknown_url"),
+    ],
+)
+def test_unknown_routes_and_wrong_methods_are_openai_errors_with_a_request_id(
+    http: httpx.Client, method: str, path: str, status: int, code: str
+) -> None:
+    r = http.request(method, path, json={})
+    assert r.status_code == status
+    assert r.headers["x-request-id"].startswith("req_")
+    assert len(r.headers.get_list("x-request-id")) == 1
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["code"]) == ("invalid_request_error", code)
 
 
 def test_malformed_and_oversized_bodies_are_4xx(http: httpx.Client, server: Server) -> None:

@@ -247,7 +247,7 @@ def test_a_dropped_connection_cancels_its_response(client: openai.OpenAI, server
     rid = created["response"]["id"]
     row = f"responses WHERE id = '{rid}' AND status = 'cancelled'"
     reason = (
-        f"events WHERE stream_id = '{rid}' AND type = 'response.cancelled' "
+        f"events WHERE stream_id = '{rid}' AND type = 'response.incomplete' "
         "AND facts LIKE '%client_disconnected%'"
     )
     deadline = time.monotonic() + 15

@@ -13,7 +13,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from domain.builder import emit, finish
 from domain.commands import cancel, create, fail, start
-from domain.events import AnyEvent, RequestFacts, decode, encode, tag_of
+from domain.events import AnyEvent, ReasoningEvents, RequestFacts, decode, encode, tag_of
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
@@ -67,10 +67,15 @@ def make_response(*, background: bool = False, **changes: Any) -> ResponseObject
     return msgspec.structs.replace(base, **changes)
 
 
-def make_facts(owner: str = "owner-1", text: str = "What is the weather in Paris?") -> RequestFacts:
+def make_facts(
+    owner: str = "owner-1",
+    text: str = "What is the weather in Paris?",
+    reasoning_events: ReasoningEvents = "openai",
+) -> RequestFacts:
     return RequestFacts(
         owner=owner,
         input=[InputMessage(id="msg_in_0", role="user", content=[InputText(text=text)])],
+        reasoning_events=reasoning_events,
     )
 
 
@@ -86,8 +91,15 @@ class Stream:
         self.state: ResponseState = decision.state
 
     @classmethod
-    def new(cls, *, background: bool = False, **changes: Any) -> Stream:
-        return cls(create(make_response(background=background, **changes), make_facts()))
+    def new(
+        cls,
+        *,
+        background: bool = False,
+        reasoning_events: ReasoningEvents = "openai",
+        **changes: Any,
+    ) -> Stream:
+        facts = make_facts(reasoning_events=reasoning_events)
+        return cls(create(make_response(background=background, **changes), facts))
 
     def _apply(self, decision: Decision) -> list[AnyEvent]:
         self.events.extend(decision.events)
@@ -211,6 +223,15 @@ def _cancelled_mid_summary() -> Stream:
     return s
 
 
+def _schema_named_reasoning() -> Stream:
+    """A response created to name reasoning events as the Open Responses schema does."""
+    s = Stream.new(reasoning_events="open_responses")
+    s.emit(ReasoningDelta(text="Think"), ReasoningDelta(text="ing."), EndItem())
+    s.emit(TextDelta(text="Done."))
+    s.finish()
+    return s
+
+
 def _queued() -> Stream:
     return Stream.new(background=True)
 
@@ -231,6 +252,7 @@ SCENARIOS: dict[str, Callable[[], Stream]] = {
     "failed_mid_call": _failed_mid_call,
     "cancelled_from_queued": _cancelled_from_queued,
     "cancelled_mid_summary": _cancelled_mid_summary,
+    "schema_named_reasoning": _schema_named_reasoning,
     "queued": _queued,
     "streaming": _streaming,
 }

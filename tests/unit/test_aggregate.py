@@ -184,7 +184,7 @@ LIFECYCLE_PATHS: dict[str, tuple[bool, Callable[[Stream], object], list[str]]] =
     "fg_cancelled": (
         False,
         lambda s: s.cancel(),
-        ["response.created", "response.in_progress", "response.cancelled"],
+        ["response.created", "response.in_progress", "response.incomplete"],
     ),
     "bg_completed": (
         True,
@@ -204,7 +204,7 @@ LIFECYCLE_PATHS: dict[str, tuple[bool, Callable[[Stream], object], list[str]]] =
     "bg_started_cancelled": (
         True,
         lambda s: (s.start(), s.cancel()),
-        ["response.created", "response.queued", "response.in_progress", "response.cancelled"],
+        ["response.created", "response.queued", "response.in_progress", "response.incomplete"],
     ),
     "bg_queued_failed": (
         True,
@@ -214,7 +214,7 @@ LIFECYCLE_PATHS: dict[str, tuple[bool, Callable[[Stream], object], list[str]]] =
     "bg_queued_cancelled": (
         True,
         lambda s: s.cancel(),
-        ["response.created", "response.queued", "response.cancelled"],
+        ["response.created", "response.queued", "response.incomplete"],
     ),
 }
 
@@ -233,7 +233,8 @@ def test_every_legal_path_ends_with_exactly_one_terminal_event_last(path: str) -
     assert tags(s.events) == expected_tags
     assert _terminal_events(s.events) == [len(s.events) - 1]
     assert s.state.terminal
-    assert s.state.status == expected_tags[-1].removeprefix("response.")
+    # A cancellation goes on the wire as `response.incomplete` (status `cancelled`).
+    assert s.state.status == path.rsplit("_", 1)[-1]
     assert replay(s.events) == s.state
 
 
@@ -976,7 +977,7 @@ def test_fail_mid_function_call_closes_its_arguments() -> None:
 
 def test_cancel_from_queued_writes_only_the_cancellation() -> None:
     s = Stream.new(background=True)
-    assert tags(s.cancel(reason="user")) == ["response.cancelled"]
+    assert tags(s.cancel(reason="user")) == ["response.incomplete"]
     last = _last(s)
     assert isinstance(last, ResponseCancelled)
     assert last.facts == EndFacts(reason="user")
@@ -997,7 +998,7 @@ def test_cancel_mid_summary_closes_the_summary_part_and_item() -> None:
         "response.reasoning_summary_text.done",
         "response.reasoning_summary_part.done",
         "response.output_item.done",
-        "response.cancelled",
+        "response.incomplete",
     ]
     (item,) = project(s.state).output
     assert isinstance(item, ReasoningItem)

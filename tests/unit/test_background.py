@@ -32,9 +32,13 @@ def slow() -> ScriptedEngine:
 
 
 async def end_reason(svc: Bundle, rid: str) -> tuple[str, str | None]:
+    """The stored type of the last event (a cancellation is `response.incomplete` on the
+    wire), and the reason the log keeps for it."""
     stored = (await svc.store.read(rid))[-1]
     last = stored.event()
     assert isinstance(last, ResponseCancelled | ResponseFailed) and last.facts is not None
+    if stored.type == "response.incomplete":
+        assert isinstance(last, ResponseCancelled) and last.response.status == "cancelled"
     return stored.type, last.facts.reason
 
 
@@ -117,7 +121,7 @@ async def test_a_cancel_on_one_process_stops_the_generation_running_in_another(
     final = await stopping.cancel_response(api, rid, OWNER)
     assert final.status == "cancelled"
     assert engine.aborted == [rid]
-    assert await end_reason(api, rid) == ("response.cancelled", "cancelled_by_user")
+    assert await end_reason(api, rid) == ("response.incomplete", "cancelled_by_user")
     await background.drain(0)
 
 
@@ -128,7 +132,7 @@ async def test_a_queued_response_that_nobody_runs_is_cancelled_by_the_canceller(
     started = await uc.create_response(api, request(input="x", background=True), OWNER)
     final = await stopping.cancel_response(api, started.response.id, OWNER)
     assert final.status == "cancelled"
-    assert await end_reason(api, final.id) == ("response.cancelled", "cancelled_by_user")
+    assert await end_reason(api, final.id) == ("response.incomplete", "cancelled_by_user")
     gpu = await processes.start(owner="proc-b")
     assert await Worker(gpu).claim_once() == 0
 
@@ -159,7 +163,7 @@ async def test_a_renewal_pass_delivers_a_cancel_whose_doorbell_was_lost(
     await svc.keeper.renew_once()
     assert started.generation is not None
     assert project(await started.generation.wait()).status == "cancelled"
-    assert await end_reason(svc, rid) == ("response.cancelled", "cancelled_by_user")
+    assert await end_reason(svc, rid) == ("response.incomplete", "cancelled_by_user")
 
 
 async def test_a_renewal_pass_stops_a_generation_whose_lease_was_taken_over(
@@ -278,7 +282,7 @@ async def test_the_sweeper_ends_a_lost_response_cancelled_if_a_cancel_was_reques
     alive = await processes.start(owner="proc-b")
     await alive.index.request_cancel(rid)
     assert await Sweeper(alive, every=1.0).sweep_once() == 1
-    assert await end_reason(alive, rid) == ("response.cancelled", "cancelled_by_user")
+    assert await end_reason(alive, rid) == ("response.incomplete", "cancelled_by_user")
 
 
 async def test_shutdown_stops_claiming_and_ends_running_generations_as_failed(
@@ -321,7 +325,7 @@ async def test_launch_cancels_at_once_a_claim_that_carries_a_cancel(
     assert claim is not None
     gen = gpu.keeper.launch(Claim(claim.response_id, reason), started.state, _prompt(started))
     await gen.wait()
-    assert await end_reason(api, started.response.id) == ("response.cancelled", reason)
+    assert await end_reason(api, started.response.id) == ("response.incomplete", reason)
 
 
 def _prompt(started: uc.Started) -> Prompt:

@@ -9,26 +9,34 @@ from typing import Any
 
 import msgspec
 import pytest
-from openai.types.responses import Response
+from openai.types.responses import ResponseIncompleteEvent
 
-from domain.errors import CorruptEvent
+from domain.errors import CorruptEvent, InvalidTransition
 from domain.events import (
     TAGS,
     TERMINAL_TAGS,
     AnyEvent,
+    Encoded,
     EndFacts,
+    LegacyResponseCancelled,
     LifecycleEvent,
     OutputItemDone,
     OutputTextDelta,
+    ReasoningTextDelta,
+    ReasoningTextDone,
     RequestFacts,
     ResponseCancelled,
     ResponseCreated,
     ResponseFailed,
     ResponseIncomplete,
+    SchemaReasoningDelta,
+    SchemaReasoningDone,
     decode,
     encode,
     tag_of,
 )
+from domain.fold import replay
+from domain.generation import ReasoningDelta
 from domain.objects import (
     FormatJsonSchema,
     FunctionCall,
@@ -38,6 +46,7 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     InputText,
+    OutputMessage,
     OutputText,
     ReasoningConfig,
     ReasoningItem,
@@ -48,6 +57,7 @@ from domain.objects import (
 )
 from tests.unit.domain_helpers import (
     RESPONSE_ID,
+    Stream,
     all_scenario_events,
     make_response,
     roundtrip,
@@ -74,6 +84,8 @@ GOLDEN_TAGS = [
     "response.output_text.delta",
     "response.output_text.done",
     "response.queued",
+    "response.reasoning.delta",
+    "response.reasoning.done",
     "response.reasoning_summary_part.added",
     "response.reasoning_summary_part.done",
     "response.reasoning_summary_text.delta",
@@ -183,7 +195,11 @@ def test_terminal_tags_are_the_four_endings() -> None:
     ]
 
 
-@pytest.mark.parametrize("tag", GOLDEN_TAGS)
+# Tags kept only to read logs written before; nothing writes them any more.
+READ_ONLY_TAGS = ["response.cancelled"]
+
+
+@pytest.mark.parametrize("tag", [t for t in GOLDEN_TAGS if t not in READ_ONLY_TAGS])
 def test_every_tag_is_produced_by_the_aggregate_and_round_trips(tag: str) -> None:
     produced = [e for _, e in SCENARIO_EVENTS if tag_of(type(e)) == tag]
     assert produced, f"no scenario emits {tag}"
@@ -237,12 +253,8 @@ FACT_CARRIERS = [e for e in ALL_EVENTS if getattr(e, "facts", None) is not None]
 
 def test_every_facts_carrier_is_covered() -> None:
     carried = {tag_of(type(e)) for e in FACT_CARRIERS}
-    assert carried == {
-        "response.created",
-        "response.failed",
-        "response.incomplete",
-        "response.cancelled",
-    }
+    assert carried == {"response.created", "response.failed", "response.incomplete"}
+    assert any(isinstance(e, ResponseCancelled) for e in FACT_CARRIERS)
 
 
 @pytest.mark.parametrize("event", FACT_CARRIERS, ids=_ids(FACT_CARRIERS))
@@ -301,8 +313,10 @@ def test_a_facts_carrier_without_facts_round_trips_as_none() -> None:
 
 # --- OpenAI wire shapes ---------------------------------------------------------------------
 
-OPENAI_EVENTS = [e for e in ALL_EVENTS if not isinstance(e, ResponseCancelled)]
 CANCELLED = [e for e in ALL_EVENTS if isinstance(e, ResponseCancelled)]
+# The Open Responses schema's names for reasoning events, which no OpenAI SDK knows.
+SCHEMA_NAMED = [e for e in ALL_EVENTS if isinstance(e, SchemaReasoningDelta | SchemaReasoningDone)]
+OPENAI_EVENTS = [e for e in ALL_EVENTS if e not in SCHEMA_NAMED]
 
 
 @pytest.mark.parametrize("event", OPENAI_EVENTS, ids=_ids(OPENAI_EVENTS))
@@ -313,15 +327,40 @@ def test_wire_event_validates_against_the_openai_sdk_union(event: AnyEvent) -> N
 
 
 @pytest.mark.parametrize("event", CANCELLED, ids=_ids(CANCELLED))
-def test_cancelled_is_a_plain_event_whose_response_is_an_openai_response(
+def test_a_cancellation_goes_out_as_response_incomplete_and_reads_back_as_one(
     event: AnyEvent,
 ) -> None:
-    data: dict[str, Any] = json.loads(encode(event).data)
+    """No SDK knows a cancelled event: the wire has OpenAI's `response.incomplete` with
+    status `cancelled`, and the log still reads it back as a cancellation."""
+    enc = encode(event)
+    data: dict[str, Any] = json.loads(enc.data)
+    assert (enc.type, data["type"]) == ("response.incomplete", "response.incomplete")
     assert set(data) == {"type", "sequence_number", "response"}
-    assert data["type"] == "response.cancelled"
-    assert data["sequence_number"] == event.sequence_number
-    model = Response.model_validate(data["response"])
-    assert model.status == "cancelled"
+    assert data["response"]["status"] == "cancelled"
+    assert data["response"]["incomplete_details"] is None
+    model = sdk_stream_event(enc.data)
+    assert isinstance(model, ResponseIncompleteEvent) and model.response.status == "cancelled"
+    back = decode(enc.data, enc.facts, stream_id=RESPONSE_ID, position=event.sequence_number)
+    assert type(back) is ResponseCancelled and back == event
+
+
+def test_a_cancellation_written_before_still_reads_and_re_encodes_as_it_was() -> None:
+    """Logs written before hold resplog's own `response.cancelled`: it is read as a
+    cancellation (a `LegacyResponseCancelled`) and encodes back to the bytes stored."""
+    event = CANCELLED[0]
+    data = json.loads(encode(event).data)
+    data["type"] = "response.cancelled"
+    stored = json.dumps(data, separators=(",", ":")).encode()
+    facts = encode(event).facts
+    old = decode(stored, facts, stream_id=RESPONSE_ID, position=event.sequence_number)
+    assert isinstance(old, LegacyResponseCancelled) and isinstance(old, ResponseCancelled)
+    assert encode(old) == Encoded("response.cancelled", stored, facts)
+    assert old.response == event.response
+
+
+def test_an_incomplete_response_is_not_read_as_a_cancellation() -> None:
+    (incomplete,) = [e for e in ALL_EVENTS if type(e) is ResponseIncomplete][:1]
+    assert type(roundtrip(incomplete)) is ResponseIncomplete
 
 
 def test_wire_snapshots_of_lifecycle_events_validate_as_openai_responses() -> None:
@@ -416,3 +455,112 @@ def test_facts_smuggled_into_the_wire_bytes_are_corrupt(event: AnyEvent) -> None
     data["facts"] = json.loads(enc.facts)
     with pytest.raises(CorruptEvent, match="facts"):
         decode(json.dumps(data), None, stream_id=STREAM, position=event.sequence_number)
+
+
+# --- values, not nulls, where the Open Responses schema wants them --------------------------
+
+# Fields the Open Responses schema types without `null`: absent when unset, never null.
+_ABSENT_NOT_NULL = {"phase", "encrypted_content", "verbosity"}
+_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "top_logprobs")
+
+
+def _nulls(value: Any, path: str = "") -> list[str]:
+    """Paths of the keys in `_ABSENT_NOT_NULL` that hold null, anywhere in `value`."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in _ABSENT_NOT_NULL and inner is None:
+                found.append(f"{path}.{key}")
+            found += _nulls(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += _nulls(inner, f"{path}[{i}]")
+    return found
+
+
+@pytest.mark.parametrize("event", ALL_EVENTS, ids=_ids(ALL_EVENTS))
+def test_no_wire_event_holds_null_where_the_schema_wants_absence(event: AnyEvent) -> None:
+    assert _nulls(json.loads(encode(event).data)) == []
+
+
+def test_a_message_without_a_phase_and_a_config_without_verbosity_leave_them_out() -> None:
+    message = OutputMessage(id="msg_x_0", status="completed", content=[OutputText(text="hi")])
+    done = json.loads(encode(OutputItemDone(sequence_number=4, output_index=0, item=message)).data)
+    assert "phase" not in done["item"]
+    created = json.loads(encode(ResponseCreated(sequence_number=0, response=make_response())).data)
+    assert created["response"]["text"] == {"format": {"type": "text"}}
+    with_phase = msgspec.structs.replace(message, phase="commentary")
+    assert (
+        json.loads(encode(OutputItemDone(sequence_number=4, output_index=0, item=with_phase)).data)[
+            "item"
+        ]["phase"]
+        == "commentary"
+    )
+
+
+@pytest.mark.parametrize(
+    "event", [e for e in ALL_EVENTS if isinstance(e, LifecycleEvent)], ids=lambda e: tag_of(type(e))
+)
+def test_every_snapshot_echoes_numbers_for_the_sampling_settings(event: AnyEvent) -> None:
+    response = json.loads(encode(event).data)["response"]
+    for name in _SAMPLING:
+        assert isinstance(response[name], int | float), name
+
+
+def test_a_log_written_with_nulls_before_stays_readable_and_reads_them_as_absent() -> None:
+    """Rows written before these fields were left out hold `null` (and null sampling
+    settings): they still decode, and a null reads as the field being absent."""
+    old = make_response()
+    data = json.loads(encode(ResponseCreated(sequence_number=0, response=old)).data)
+    resp = data["response"]
+    resp.update(temperature=None, top_p=None, top_logprobs=None)
+    resp["text"]["verbosity"] = None
+    for name in ("presence_penalty", "frequency_penalty"):
+        del resp[name]
+    item = {"type": "message", "id": "m", "status": "completed", "role": "assistant"}
+    resp["output"] = [
+        {**item, "content": [], "phase": None},
+        {"type": "reasoning", "id": "r", "summary": [], "encrypted_content": None},
+    ]
+    event = decode(json.dumps(data).encode(), None, stream_id=RESPONSE_ID, position=0)
+    assert isinstance(event, ResponseCreated)
+    assert (event.response.temperature, event.response.top_p) == (None, None)
+    assert _nulls(json.loads(encode(event).data)) == []
+    assert event.response.output[0] == OutputMessage(id="m", status="completed")
+
+
+# --- reasoning event names -------------------------------------------------------------------
+
+
+def test_the_naming_recorded_at_creation_names_every_reasoning_event() -> None:
+    """`open_responses` in the created event's facts: the schema's names, and the same
+    fields as OpenAI's; the default (and a log written before) is OpenAI's."""
+    named = [tag_of(type(e)) for e in SCHEMA_NAMED]
+    assert named == ["response.reasoning.delta"] * 2 + ["response.reasoning.done"]
+    for event in SCHEMA_NAMED:
+        data = json.loads(encode(event).data)
+        assert data["type"] == tag_of(type(event))
+        assert set(data) == set(msgspec.to_builtins(event)) and "item_id" in data
+    openai_named = [
+        e for e in OPENAI_EVENTS if isinstance(e, ReasoningTextDelta | ReasoningTextDone)
+    ]
+    assert {tag_of(type(e)) for e in openai_named} == {
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    }
+    old = msgspec.json.decode(b'{"owner": "o", "input": []}', type=RequestFacts)
+    assert old.reasoning_events == "openai"
+
+
+@pytest.mark.parametrize("naming", ["openai", "open_responses"])
+def test_the_fold_refuses_a_reasoning_event_named_the_other_way(naming: Any) -> None:
+    """A log is read as its creation named it: an event by the other names is refused."""
+    s = Stream.new(reasoning_events=naming)
+    new = s.emit(ReasoningDelta(text="x"))
+    delta = new[-1]
+    assert isinstance(delta, ReasoningTextDelta)
+    other = ReasoningTextDelta if type(delta) is SchemaReasoningDelta else SchemaReasoningDelta
+    renamed = other(**{f: getattr(delta, f) for f in delta.__struct_fields__})
+    assert replay(s.events) == s.state
+    with pytest.raises(InvalidTransition, match="names reasoning events"):
+        replay([*s.events[:-1], renamed])

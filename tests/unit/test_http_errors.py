@@ -9,7 +9,7 @@ import pytest
 from litestar import Request
 
 from adapters.http import errors
-from domain.errors import EngineError, RateLimited, Unauthenticated
+from domain.errors import EngineError, NotFound, RateLimited, Unauthenticated
 
 
 def request() -> Request:  # type: ignore[type-arg]
@@ -56,3 +56,22 @@ def test_rate_limited_is_429_with_whole_seconds_to_wait(wait: float, header: str
     response = errors.handle(request(), RateLimited("slow down", retry_after=wait))
     assert response.status_code == 429 and response.headers["Retry-After"] == header
     assert body(response)["code"] == "rate_limit_exceeded"
+
+
+def test_not_found_carries_its_param_and_code() -> None:
+    exc = NotFound("gone", param="previous_response_id", code="previous_response_not_found")
+    error = body(errors.handle(request(), exc))
+    assert (error["param"], error["code"]) == (
+        "previous_response_id",
+        "previous_response_not_found",
+    )
+
+
+def test_an_error_before_any_middleware_ran_gets_a_request_id_header() -> None:
+    """The router refuses unknown routes and wrong methods before middleware runs: the
+    handler gives such a request its id; one that has an id gets no second header."""
+    bare = Request({**request().scope, "state": {}})  # type: ignore[arg-type]
+    response = errors.handle(bare, NotFound("no"))
+    assert response.headers["x-request-id"].startswith("req_")
+    assert bare.scope["state"]["request_id"] == response.headers["x-request-id"]  # type: ignore[typeddict-item]
+    assert "x-request-id" not in errors.handle(request(), NotFound("no")).headers

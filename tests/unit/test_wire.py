@@ -19,6 +19,7 @@ from domain.objects import (
     ReasoningText,
     Refusal,
     SummaryText,
+    TextConfig,
 )
 from service.wire import CreateResponseBody, Limits, parse_create_body
 
@@ -899,6 +900,7 @@ def test_accepted_options_are_mapped() -> None:
     r = req.response
     assert r.tool_choice == FunctionToolChoice(name="f")
     assert r.reasoning.effort == "high" and r.text.format.name == "s"  # type: ignore[union-attr]
+    assert r.text.format.strict is False  # type: ignore[union-attr]  # unset: OpenAI's default
     assert req.extra == {"stream_options": {"include_obfuscation": False}}
     assert (r.prompt_cache_key, r.safety_identifier, r.parallel_tool_calls) == (
         "k",
@@ -907,9 +909,23 @@ def test_accepted_options_are_mapped() -> None:
     )
 
 
+def test_unset_sampling_settings_echo_openai_defaults_and_set_ones_echo_as_sent() -> None:
+    """The Open Responses schema wants numbers: the response echoes what the engine is
+    given, the client's values or OpenAI's defaults; unset verbosity stays unset."""
+    r = parse({"model": "m", "input": "x"}).response
+    sampling = (r.temperature, r.top_p, r.presence_penalty, r.frequency_penalty, r.top_logprobs)
+    assert sampling == (1.0, 1.0, 0.0, 0.0, 0)
+    assert "verbosity" not in msgspec.to_builtins(r.text)
+    r = parse(
+        {"model": "m", "input": "x", "temperature": 0, "top_p": 0.5, "top_logprobs": 3}
+    ).response
+    assert (r.temperature, r.top_p, r.top_logprobs) == (0.0, 0.5, 3)
+    assert parse({"model": "m", "input": "x", "text": {}}).response.text == TextConfig()
+
+
 def test_accepted_item_forms_map_to_domain_items() -> None:
     """What the decoder accepts beyond the plain forms: text-part aliases, extra fields on
-    content parts (a passed-back output_text carries annotations), ignored status/phase,
+    content parts (a passed-back output_text carries annotations), ignored status, kept phase,
     client ids kept, tool output parts joined, lenient reasoning fields."""
     req = parse(
         {
@@ -965,7 +981,9 @@ def test_accepted_item_forms_map_to_domain_items() -> None:
             role="user",
             content=[InputText(text="a"), OutputText(text="b"), Refusal(refusal="no")],
         ),
-        InputMessage(id="msg_1", role="developer", content=[InputText(text="d")]),
+        InputMessage(
+            id="msg_1", role="developer", content=[InputText(text="d")], phase="commentary"
+        ),
         InputFunctionCall(id="fc_1", call_id="c", name="f", arguments="{}"),
         FunctionCallOutput(id="", call_id="c", output="42"),
         InputReasoning(

@@ -44,6 +44,7 @@ from domain.objects import (
     OutputMessage,
     ReasoningItem,
     Refusal,
+    phase_of,
 )
 from domain.tools import OfferedTool, function_view, narrowed
 
@@ -241,7 +242,9 @@ def _input_message(item: InputMessage) -> list[Message]:
     if item.role == "user":
         return [Message.from_role_and_contents(Role.USER, [TextContent(text=text)])]
     if item.role == "assistant":
-        return [_assistant(text, "final")] if text else []
+        # A passed-back preamble goes back on the channel the model said it on.
+        channel = "commentary" if phase_of(item) == "commentary" else "final"
+        return [_assistant(text, channel)] if text else []
     # A system or developer message inside the input is an instruction; the harmony
     # system message is reserved for the model's own configuration.
     content = DeveloperContent.new().with_instructions(text)

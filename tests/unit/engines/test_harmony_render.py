@@ -269,6 +269,22 @@ def test_an_assistant_input_message_is_an_earlier_final_answer(renderer: Harmony
     assert "<|start|>assistant<|channel|>final<|message|>Hello.<|end|>" in text(renderer, prompt)
 
 
+def test_a_passed_back_preamble_goes_back_on_the_commentary_channel(
+    renderer: HarmonyRenderer,
+) -> None:
+    """A store=false client passes the preamble back with its phase (openai-python
+    `EasyInputMessageParam.phase`); it is rendered where the model said it."""
+    preamble = InputMessage(
+        id="m1", role="assistant", content=[InputText(text="Let me check.")], phase="commentary"
+    )
+    prompt = make_prompt(
+        [user("Go"), preamble, input_call("call_1", "get_weather", ARGS)], tools=[WEATHER]
+    )
+    rendered = text(renderer, prompt)
+    assert "<|channel|>commentary<|message|>Let me check.<|end|>" in rendered
+    assert "<|channel|>final<|message|>Let me check." not in rendered
+
+
 def test_tool_choice_none_announces_no_tools(renderer: HarmonyRenderer) -> None:
     assert "namespace functions" not in text(
         renderer, make_prompt(tools=[WEATHER], tool_choice="none")

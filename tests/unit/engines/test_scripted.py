@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from adapters.engines.scripted import ScriptedEngine
+from domain.errors import EngineError
 from domain.generation import Finished, Prompt, TextDelta
 from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
 
@@ -89,3 +90,19 @@ async def test_the_longest_pause_is_cancelled_at_once() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 1)
     assert engine.aborted == ["resp_test"]
+
+
+async def test_scripted_mode_fail_fails_after_the_script_and_is_not_an_abort() -> None:
+    engine = ScriptedEngine()
+    got: list[object] = []
+
+    async def play() -> None:
+        async for delta in engine.generate(prompt(scripted_mode="fail")):
+            got.append(delta)
+
+    with pytest.raises(EngineError, match="scripted_mode=fail") as info:
+        await play()
+    assert info.value.code == "engine_error"
+    assert any(isinstance(d, TextDelta) for d in got)
+    assert not any(isinstance(d, Finished) for d in got)
+    assert engine.aborted == []
