@@ -19,8 +19,6 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar
 from adapters.cli.params import Moment, progress_option
 from adapters.cli.store import opened, run
-from adapters.store import archive as archive_store
-from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import Conflict
 from domain.objects import TERMINAL_STATUSES
 from service.audit import archive
@@ -47,6 +45,8 @@ def export(
     filters: dict[str, Any] = {"since": since, "until": until, "owner": owner}
 
     async def work() -> tuple[int, int, int]:
+        from adapters.store.scan import Head, LogScan, Selection
+
         async with opened(database_url) as store:
             scan = LogScan(store)
             ended = Selection(owner=owner, since=since, until=until, statuses=ENDED)
@@ -123,6 +123,9 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
     """Load an export file into a (migrated) database that holds none of its responses."""
 
     async def work() -> tuple[int, int]:
+        from adapters.store import archive as archive_store
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             ids, events = _check(file)
             clash = await LogScan(store).existing(ids)

@@ -3,13 +3,14 @@ the log alone by walking `previous_response_id` back to its root."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.params import response_id
 from adapters.cli.store import opened, replay, run
-from adapters.store.scan import LogScan
 from domain.errors import NotFound, ResplogError
 from service.audit.conversation import (
     ConversationView,
@@ -19,6 +20,9 @@ from service.audit.conversation import (
     to_text,
     turn_view,
 )
+
+if TYPE_CHECKING:
+    from adapters.store.scan import LogScan
 
 MAX_TURNS = 1000
 
@@ -62,6 +66,8 @@ def show_conversation(database_url: str, rid: str, fmt: str) -> None:
     response_id(rid)
 
     async def work() -> ConversationView:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             turns, missing = await _turns(LogScan(store), rid)
         return conversation(rid, turns, missing)

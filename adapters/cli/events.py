@@ -11,7 +11,6 @@ import msgspec
 from adapters.cli.common import database_option, main
 from adapters.cli.params import json_option, response_id
 from adapters.cli.store import opened, run
-from adapters.store.scan import LogScan
 from domain.errors import CorruptEvent, NotFound
 from service.audit.timeline import iso, summary
 from service.ports import StoredEvent
@@ -82,6 +81,8 @@ def events(database_url: str, rid: str, follow: bool, raw: bool, after: int, as_
     printer = _Printer(raw, as_json)
 
     async def work() -> None:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url, listen=follow) as store:
             scan = LogScan(store)
             if not await scan.existing([rid]):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -12,8 +13,10 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, print_json, stdout_console
 from adapters.cli.params import Duration, json_option, progress_option
 from adapters.cli.store import opened, run
-from adapters.store import gc as store_gc
 from service.audit.timeline import iso
+
+if TYPE_CHECKING:  # the store is imported by the command that runs
+    from adapters.store import gc as store_gc
 
 
 @main.command()
@@ -48,6 +51,8 @@ def gc(
 ) -> None:
     """Delete ended `store: false` responses and those past the retention; never one that
     is still running."""
+    from adapters.store import gc as store_gc
+
     cutoff = None if older_than is None else time.time() - older_than
     rule = store_gc.Rule(unstored=True, cutoff=cutoff, deleted=deleted)
     if dry_run:
@@ -75,6 +80,8 @@ def gc(
 
 
 def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -> None:
+    from adapters.store import gc as store_gc
+
     async def work() -> list[store_gc.Candidate]:
         found: list[store_gc.Candidate] = []
         async with opened(database_url) as store:

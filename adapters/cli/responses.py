@@ -12,7 +12,6 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json, stdout_console
 from adapters.cli.params import Moment, json_option, response_id
 from adapters.cli.store import opened, replay, run
-from adapters.store.scan import LogScan
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line
 from service.audit.timeline import Replay, clip, durations, iso
@@ -218,6 +217,8 @@ def show(database_url: str, rid: str, as_json: bool) -> None:
     response_id(rid)
 
     async def work() -> tuple[ResponseRow | None, Replay]:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             return await replay(LogScan(store), rid)
 

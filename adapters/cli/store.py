@@ -6,14 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from adapters.store import SqlEventStore, open_store
-from adapters.store.scan import LogScan
-from adapters.store.urls import async_url
 from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
 from service.audit.timeline import Replay
 from service.ports import ResponseRow
+
+if TYPE_CHECKING:  # the store (SQLAlchemy, the drivers) is imported by the commands that run
+    from adapters.store import SqlEventStore
+    from adapters.store.scan import LogScan
 
 T = TypeVar("T")
 
@@ -26,6 +27,8 @@ def run(work: Coroutine[Any, Any, T]) -> T:
 async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventStore]:
     """The store at `url`, checked to be migrated; a SQLite file must already exist (a
     reading command must not create an empty database where a path was mistyped)."""
+    from adapters.store import open_store
+
     _refuse_missing_file(url)
     store = await open_store(url, listen=listen)
     try:
@@ -35,6 +38,8 @@ async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventSto
 
 
 def _refuse_missing_file(url: str) -> None:
+    from adapters.store.urls import async_url
+
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
         raise ResplogError(f"no SQLite database at {parsed.database!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import click
 import msgspec
@@ -13,10 +14,12 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
-from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import NotFound
 from service.audit.verify import Finding, StreamCheck
 from service.ports import StoredEvent
+
+if TYPE_CHECKING:
+    from adapters.store.scan import Head, LogScan
 
 
 class Report(msgspec.Struct, kw_only=True):
@@ -48,6 +51,8 @@ class _Verifier:
         self.report = Report()
 
     async def run(self, source: AsyncIterator[Head | StoredEvent]) -> None:
+        from adapters.store.scan import Head
+
         check: StreamCheck | None = None
         async for item in source:
             if isinstance(item, Head):
@@ -77,6 +82,8 @@ class _Verifier:
 
 
 async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[Head | StoredEvent]]:
+    from adapters.store.scan import Selection
+
     if ids:
         missing = sorted(set(ids) - await scan.existing(ids))
         if missing:
@@ -122,6 +129,8 @@ def verify(
         response_id(rid)
 
     async def work() -> Report:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             scan = LogScan(store)
             total, source = await _sources(scan, list(dict.fromkeys(ids)))
