@@ -179,6 +179,7 @@ async def build_engine(settings: Settings) -> Engine:
             max_tokens=settings.scripted_max_tokens,
             max_delay_s=settings.scripted_max_delay_ms / 1000,
             model=settings.model or "scripted",
+            only_model=settings.model is not None,
         )
     if not settings.engine_url:
         raise InvalidRequest(f"--engine {settings.engine} needs --engine-url")

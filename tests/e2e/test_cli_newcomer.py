@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.conftest import RESPLOG
+import openai
+import pytest
+
+from tests.e2e.conftest import RESPLOG, start_server, stop_server
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,3 +38,23 @@ def test_help_imports_no_store_and_no_server() -> None:
     assert shown.returncode == 0, shown.stderr
     assert "Usage:" in shown.stdout
     assert shown.stdout.strip().splitlines()[-1] == "loaded: []"
+
+
+def test_a_named_model_is_the_only_one_a_scripted_process_serves(tmp_path: Path) -> None:
+    """A replica whose engine flags name a model refuses another model's name (400
+    `model_not_found`), rather than answering it with the script."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    engine = ("--engine", "scripted", "--scripted-delay-ms", "0", "--model", "gpt-oss-20b")
+    server = start_server(url, "sqlite", tmp_path / "server.log", engine=engine)
+    try:
+        with openai.OpenAI(
+            base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0
+        ) as client:
+            assert client.responses.create(model="gpt-oss-20b", input="hi").status == "completed"
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.responses.create(model="gpt-oss-120b", input="hi")
+            assert refused.value.code == "model_not_found"
+            with pytest.raises(openai.BadRequestError):
+                client.responses.create(model="gpt-oss-120b", input="hi", stream=True)
+    finally:
+        stop_server(server)
