@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -14,6 +15,7 @@ from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
+from domain.errors import ResplogError
 from service.settings import Settings
 
 
@@ -46,15 +48,40 @@ def serve(database_url: str, **options: Any) -> None:
     settings = generation_settings(database_url, **options, **access)
     return_freed_memory()
     signals: list[int] = []
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(settings, signals))
+    # Bound before anything is announced: a port in use is one error line, not "ready"
+    # and "listening" followed by uvicorn's failure.
+    with (
+        _listen(settings.host, settings.port) as sock,
+        asyncio.Runner(loop_factory=_loop_factory()) as runner,
+    ):
+        runner.run(_serve(settings, sock, signals))
     # Stopped by a signal: now that the process drained and closed, let it take its
     # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
     for sig in reversed(signals):
         signal.raise_signal(sig)
 
 
-async def _serve(settings: Settings, signals: list[int]) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket on `host:port` (port 0: any free one), as uvicorn would bind."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ResplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ResplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _serve(settings: Settings, sock: socket.socket, signals: list[int]) -> None:
     """Open the process (refused, in one line, if the database is not migrated or the
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
@@ -84,10 +111,10 @@ async def _serve(settings: Settings, signals: list[int]) -> None:
         log.info(
             "resplog listening on http://%s:%d (database %s)",
             settings.host,
-            settings.port,
+            sock.getsockname()[1],
             redact(settings.database_url),
         )
-        await _server(config, signals, on_exit=process.begin_shutdown).serve()
+        await _server(config, signals, on_exit=process.begin_shutdown).serve(sockets=[sock])
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -3,6 +3,7 @@ kept fixed, run as the real binary."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,18 @@ def test_a_named_model_is_the_only_one_a_scripted_process_serves(tmp_path: Path)
                 client.responses.create(model="gpt-oss-120b", input="hi", stream=True)
     finally:
         stop_server(server)
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_never_announces(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    assert run("migrate", "--database-url", url).returncode == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--database-url", url, "--port", str(port))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
