@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import Bar
+from adapters.cli.output import Bar, counted
 from adapters.cli.params import Moment, progress_option
 from adapters.cli.store import opened, run
 from domain.errors import Conflict
@@ -72,10 +72,11 @@ def export(
             return responses, events, skipped
 
     responses, events, skipped = run(work())
-    click.echo(f"exported {responses} responses, {events} events", err=True)
+    click.echo(f"exported {counted(responses, 'response')}, {counted(events, 'event')}", err=True)
     if skipped:
         click.echo(
-            f"note: skipped {skipped} response(s) still running; export them once they end",
+            f"note: skipped {counted(skipped, 'response')} still running; export them once "
+            "they end",
             err=True,
         )
 
@@ -132,7 +133,7 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
             if clash:
                 first = next(i for i in ids if i in clash)
                 raise Conflict(
-                    f"{len(clash)} response(s) of the file already exist in the database "
+                    f"the database already holds {counted(len(clash), 'response')} of the file "
                     f"(first: {first}); nothing was imported"
                 )
             with Bar("importing", len(ids), progress) as bar:
@@ -145,4 +146,4 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
             return len(ids), events
 
     responses, events = run(work())
-    click.echo(f"imported {responses} responses, {events} events")
+    click.echo(f"imported {counted(responses, 'response')}, {counted(events, 'event')}")

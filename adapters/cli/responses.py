@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import print_json, stdout_console
+from adapters.cli.output import print_columns, print_json, stdout_console
 from adapters.cli.params import Moment, json_option, response_id
 from adapters.cli.store import opened, replay, run
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
@@ -110,19 +110,21 @@ def list_responses(
             {"data": [_listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
         )
         return
-    table = Table("id", "created", "status", "model", "owner", "flags", "previous")
-    for row in page.rows:
-        flags = _flags(row)
-        table.add_row(
-            row.id,
-            iso(row.created_at),
-            row.status,
-            row.model,
-            row.owner,
-            flags,
-            row.previous_response_id or "",
-        )
-    stdout_console().print(table)
+    print_columns(
+        ["ID", "CREATED", "STATUS", "MODEL", "OWNER", "FLAGS", "PREVIOUS"],
+        [
+            [
+                row.id,
+                iso(row.created_at),
+                row.status,
+                row.model,
+                row.owner,
+                _flags(row),
+                row.previous_response_id or "",
+            ]
+            for row in page.rows
+        ],
+    )
     if page.has_more:
         click.echo(f"more: --after {last}", err=True)
 

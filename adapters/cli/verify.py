@@ -11,7 +11,7 @@ import click
 import msgspec
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import Bar, print_json
+from adapters.cli.output import Bar, counted, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
 from domain.errors import NotFound
@@ -36,9 +36,9 @@ class Report(msgspec.Struct, kw_only=True):
         bad = len({f.stream_id for f in self.violations})
         head = "ok" if self.ok else "FAILED"
         return (
-            f"{head}: {self.streams} streams, {self.events} events checked; "
-            f"{len(self.violations)} violation(s) in {bad} stream(s), "
-            f"{len(self.warnings)} warning(s)"
+            f"{head}: {counted(self.streams, 'stream')}, {counted(self.events, 'event')} "
+            f"checked; {counted(len(self.violations), 'violation')} in "
+            f"{counted(bad, 'stream')}, {counted(len(self.warnings), 'warning')}"
         )
 
 

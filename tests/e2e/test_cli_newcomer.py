@@ -3,15 +3,22 @@ kept fixed, run as the real binary."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
 import socket
+import struct
 import subprocess
 import sys
+import termios
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import openai
 import pytest
 
-from tests.e2e.conftest import RESPLOG, start_server, stop_server
+from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -74,3 +81,71 @@ def test_serve_on_a_port_in_use_is_one_line_and_never_announces(tmp_path: Path) 
     assert result.stderr.strip().splitlines() == [
         f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
+
+
+def in_terminal(*args: str, columns: int = 80) -> str:
+    """What `resplog ARGS` shows in a terminal `columns` wide (a pty, as a person runs it)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {**os.environ, "COLUMNS": str(columns)}
+    proc = subprocess.Popen(
+        [RESPLOG, *args], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
+    )
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command closed its end
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    return out.decode().replace("\r\n", "\n")
+
+
+@dataclass
+class Corpus:
+    url: str
+    server: Server
+    plain: str
+    ids: list[str]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+    """A SQLite database with a few responses, its server still running."""
+    tmp = tmp_path_factory.mktemp("newcomer")
+    url = f"sqlite+aiosqlite:///{tmp / 'db.sqlite'}"
+    server = start_server(url, "sqlite", tmp / "server.log")
+    try:
+        with openai.OpenAI(
+            base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0
+        ) as client:
+            first = client.responses.create(model="gpt-oss-20b", input="hello")
+            second = client.responses.create(
+                model="gpt-oss-20b", input="again", previous_response_id=first.id
+            )
+            plain = client.responses.create(model="gpt-oss-20b", input="alone")
+        yield Corpus(url, server, plain.id, [first.id, second.id, plain.id])
+    finally:
+        stop_server(server)
+
+
+def test_listings_never_cut_an_id_and_share_one_style(corpus: Corpus) -> None:
+    shown = in_terminal("responses", "list", "--database-url", corpus.url, columns=80)
+    for rid in corpus.ids:
+        assert rid in shown, shown
+    assert shown.splitlines()[0].split()[:3] == ["ID", "CREATED", "STATUS"]
+    assert run("keys", "create", "--owner", "acme", "--database-url", corpus.url).returncode == 0
+    keys = in_terminal("keys", "list", "--database-url", corpus.url, columns=80)
+    assert keys.splitlines()[0].split()[:2] == ["ID", "OWNER"]
+    assert not any(box in shown + keys for box in "┏━│└╭")
+
+
+def test_summaries_count_in_english(corpus: Corpus) -> None:
+    checked = run("verify", corpus.plain, "--database-url", corpus.url)
+    assert checked.stdout.startswith("ok: 1 stream, "), checked.stdout
+    assert "0 violations in 0 streams, 0 warnings" in checked.stdout
