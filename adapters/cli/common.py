@@ -27,8 +27,26 @@ def database_option(func: F) -> F:
         default=DEFAULT_DATABASE_URL,
         show_default=True,
         help="SQLAlchemy URL: postgresql+asyncpg://… or sqlite+aiosqlite:///path "
-        "(postgresql:// and sqlite:/// mean the same).",
+        "(postgresql:// and sqlite:/// mean the same; a relative path is from the working "
+        "directory).",
+        callback=_checked_url,
     )(func)
+
+
+def _checked_url(ctx: click.Context, param: click.Parameter, url: str) -> str:
+    """A URL resplog cannot use is refused in one line that shows it (password hidden)."""
+    from adapters.store.urls import async_url
+
+    try:
+        async_url(url)
+    # ValueError for another scheme; SQLAlchemy's ArgumentError for what is not a URL at
+    # all (only the store may import SQLAlchemy, so it is caught as what it is: an Exception).
+    except Exception:
+        raise ResplogError(
+            f"not a database URL resplog can use: {redact(url)!r}; give "
+            "postgresql+asyncpg://user@host/db or sqlite+aiosqlite:///path"
+        ) from None
+    return url
 
 
 class Group(click.Group):

@@ -21,7 +21,10 @@ T = TypeVar("T")
 
 
 def _run(database_url: str, work: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
+    from adapters.cli.store import refuse_missing_file
     from adapters.store import SqlApiKeyStore, open_store
+
+    refuse_missing_file(database_url)
 
     async def go() -> T:
         store = await open_store(database_url, listen=False)

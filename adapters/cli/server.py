@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -15,6 +17,7 @@ from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
+from adapters.cli.store import refuse_missing_file
 from domain.errors import ResplogError
 from service.settings import Settings
 
@@ -44,6 +47,7 @@ def migrate(database_url: str) -> None:
 @access_options
 def serve(database_url: str, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
+    refuse_missing_file(database_url)  # never an empty database file left behind
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
     return_freed_memory()
@@ -51,6 +55,7 @@ def serve(database_url: str, **options: Any) -> None:
     # Bound before anything is announced: a port in use is one error line, not "ready"
     # and "listening" followed by uvicorn's failure.
     with (
+        _sole_server(database_url),
         _listen(settings.host, settings.port) as sock,
         asyncio.Runner(loop_factory=_loop_factory()) as runner,
     ):
@@ -59,6 +64,38 @@ def serve(database_url: str, **options: Any) -> None:
     # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
     for sig in reversed(signals):
         signal.raise_signal(sig)
+
+
+@contextlib.contextmanager
+def _sole_server(database_url: str) -> Iterator[None]:
+    """One `serve` per SQLite file: a second is refused in one line. SQLite has no doorbells
+    between processes, so a second server's clients would not see the first's live events
+    or reach its generations to cancel them (`resplog worker`, which only polls the queue,
+    may share the file). An exclusive flock() on the database file, held while serving:
+    Linux keeps flock() and the POSIX locks SQLite takes apart, and the kernel drops it
+    when the process dies, however it dies. The descriptor is closed only after the store
+    (closing a descriptor of the file would drop this process's POSIX locks)."""
+    from adapters.store.urls import async_url
+
+    parsed = async_url(database_url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        yield
+        return
+    import fcntl
+
+    path = os.path.abspath(os.path.expanduser(parsed.database or ""))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ResplogError(
+                f"another resplog serve is using the SQLite database {path!r}: SQLite "
+                "serves one process (use PostgreSQL for replicas)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def _listen(host: str, port: int) -> socket.socket:

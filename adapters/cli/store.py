@@ -29,7 +29,7 @@ async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventSto
     reading command must not create an empty database where a path was mistyped)."""
     from adapters.store import open_store
 
-    _refuse_missing_file(url)
+    refuse_missing_file(url)
     store = await open_store(url, listen=listen)
     try:
         yield store
@@ -37,12 +37,20 @@ async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventSto
         await store.close()
 
 
-def _refuse_missing_file(url: str) -> None:
+def refuse_missing_file(url: str) -> None:
+    """Only `resplog migrate` creates a SQLite database: any other command refuses a path
+    where none is, and says where it looked (a relative path is from the working directory)."""
     from adapters.store.urls import async_url
 
     parsed = async_url(url)
-    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
-        raise ResplogError(f"no SQLite database at {parsed.database!r}")
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    path = Path(parsed.database or "").expanduser()
+    if not path.is_file():
+        raise ResplogError(
+            f"no SQLite database at {str(path.absolute())!r}; create it with "
+            f'"resplog migrate --database-url {url}" (or give --database-url)'
+        )
 
 
 async def replay(scan: LogScan, rid: str) -> tuple[ResponseRow | None, Replay]:

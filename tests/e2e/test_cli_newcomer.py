@@ -149,3 +149,72 @@ def test_summaries_count_in_english(corpus: Corpus) -> None:
     checked = run("verify", corpus.plain, "--database-url", corpus.url)
     assert checked.stdout.startswith("ok: 1 stream, "), checked.stdout
     assert "0 violations in 0 streams, 0 warnings" in checked.stdout
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_a_url_resplog_cannot_use_is_shown_back_in_one_line() -> None:
+    for url, shown in [
+        ("notaurl", "'notaurl'"),
+        ("mysql://admin:hunter2@db/x", "'mysql://admin:***@db/x'"),
+        ("http://example.com/db", "'http://example.com/db'"),
+    ]:
+        for command in (["migrate"], ["serve", "--port", "0"], ["responses", "list"]):
+            line = one_error_line(run(*command, "--database-url", url))
+            assert "not a database URL" in line and shown in line
+            assert "hunter2" not in line and "unexpected" not in line
+
+
+def test_no_command_but_migrate_creates_a_sqlite_file_and_each_says_where_it_looked(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nowhere.db"
+    url = f"sqlite:///{missing}"
+    for command in (
+        ["serve", "--port", "0"],
+        ["worker"],
+        ["keys", "list"],
+        ["responses", "list"],
+    ):
+        line = one_error_line(run(*command, "--database-url", url))
+        assert f"no SQLite database at '{missing}'" in line
+        assert "resplog migrate --database-url" in line
+        assert not missing.exists()
+    # The default path is relative to the working directory: the error names it in full.
+    line = one_error_line(run("responses", "list", cwd=tmp_path))
+    assert f"no SQLite database at '{tmp_path / 'resplog.db'}'" in line
+
+
+def test_a_second_serve_on_one_sqlite_file_is_refused_and_a_worker_may_join(
+    corpus: Corpus,
+) -> None:
+    line = one_error_line(run("serve", "--database-url", corpus.url, "--port", "0"))
+    path = corpus.url.split("///", 1)[1]
+    assert line == (
+        f"error: another resplog serve is using the SQLite database '{path}': SQLite "
+        "serves one process (use PostgreSQL for replicas)"
+    )
+    assert "resplog listening" not in line
+    with subprocess.Popen(
+        [RESPLOG, "worker", "--database-url", corpus.url, "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as worker:
+        try:
+            assert worker.stdout is not None
+            assert "resplog worker: 1 slots" in worker.stdout.readline()
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    # The first server still serves.
+    with openai.OpenAI(
+        base_url=f"{corpus.server.base_url}/v1", api_key="unused", max_retries=0
+    ) as client:
+        assert client.responses.create(model="m", input="still here").status == "completed"
