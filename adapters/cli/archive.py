@@ -19,9 +19,11 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, counted
 from adapters.cli.params import Moment, progress_option
 from adapters.cli.store import opened, run
-from domain.errors import Conflict
+from domain.errors import Conflict, ResplogError
 from domain.objects import TERMINAL_STATUSES
 from service.audit import archive
+from service.audit.verify import StreamCheck
+from service.ports import ResponseRow, StoredEvent
 
 ENDED = tuple(sorted(TERMINAL_STATUSES))
 RUNNING = ("queued", "in_progress")
@@ -55,17 +57,27 @@ def export(
             total = await scan.count(ended)
             responses = events = 0
             out.write(archive.header(time.time(), filters))
+            # A damaged stream stops the export before its end line: the file is then one
+            # that `import` refuses as cut short, and the error names the stream.
+            checked: _Checked | None = None
             with Bar("exporting", total, progress) as bar:
                 async for item in scan.streams(ended):
                     if isinstance(item, Head):
                         assert item.record is not None
+                        if checked is not None:
+                            checked.finish()
+                        checked = _Checked(item.record)
                         out.write(archive.response_line(item.record, item.record.version + 1))
                         responses += 1
                         bar.stream()
                     else:
+                        assert checked is not None
+                        checked.feed(item)
                         out.write(archive.event_line(item))
                         events += 1
                         bar.event()
+                if checked is not None:
+                    checked.finish()
                 bar.done()
             out.write(archive.end(responses, events))
             out.flush()
@@ -79,6 +91,33 @@ def export(
             "they end",
             err=True,
         )
+
+
+class _Checked:
+    """One exported stream, checked as `import` will check it (the same fold, as many events
+    as its row counts) while it is written, so a damaged log is reported by the export and
+    never found first by the import of its file."""
+
+    def __init__(self, record: ResponseRow) -> None:
+        self.record = record
+        self.check = StreamCheck(record.id, None, row_expected=False)
+        self.events = 0
+
+    def feed(self, stored: StoredEvent) -> None:
+        self.check.feed(stored)
+        self.events += 1
+
+    def finish(self) -> None:
+        rid, counted = self.record.id, self.record.version + 1
+        found = self.check.finish()  # as import: any finding refuses the stream
+        why = found[0].line() if found else None
+        if why is None and self.events != counted:
+            why = f"{self.events} events where its row counts {counted}"
+        if why is not None:
+            raise ResplogError(
+                f"the log of {rid} is damaged ({why}); the export stopped there, "
+                f"incomplete (see resplog verify {rid})"
+            )
 
 
 def _lines(path: Path) -> Iterator[bytes]:

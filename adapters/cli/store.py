@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
 from service.audit.timeline import Replay
-from service.ports import ResponseRow
+from service.ports import ResponseRow, StoredEvent
 
 if TYPE_CHECKING:  # the store (SQLAlchemy, the drivers) is imported by the commands that run
     from adapters.store import SqlEventStore
@@ -50,6 +50,32 @@ def refuse_missing_file(url: str) -> None:
         raise ResplogError(
             f"no SQLite database at {str(path.absolute())!r}; create it with "
             f'"resplog migrate --database-url {url}" (or give --database-url)'
+        )
+
+
+class Dense:
+    """One stream's positions as they are read, checked to run on with none missing: a
+    reading command reports a hole (or events its row does not count) instead of passing
+    over it, and `resplog verify` explains it."""
+
+    def __init__(self, rid: str, record: ResponseRow | None, after: int = -1) -> None:
+        self.rid = rid
+        self.record = record
+        self.due = after + 1
+
+    def check(self, stored: StoredEvent) -> None:
+        if stored.position != self.due:
+            self._damaged(f"position {stored.position} where {self.due} was due")
+        self.due += 1
+
+    def end(self) -> None:
+        """After the last event: as many as the row counts (none missing at the end)."""
+        if self.record is not None and self.due != self.record.version + 1:
+            self._damaged(f"{self.due} events where its row counts {self.record.version + 1}")
+
+    def _damaged(self, what: str) -> None:
+        raise ResplogError(
+            f"the log of {self.rid} is damaged: {what} (see resplog verify {self.rid})"
         )
 
 
