@@ -39,7 +39,7 @@ async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
             )
         seen.add(current)
         try:
-            _, folded = await replay(scan, current)
+            record, folded = await replay(scan, current)
         except NotFound:
             if current == rid:
                 raise
@@ -48,7 +48,8 @@ async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
         if folded.request is None:
             raise ResplogError(f"{current}: the log does not start with its request")
         response = folded.response
-        turns.append(turn_view(folded.request, response, folded.end))
+        deleted_at = record.deleted_at if record is not None else None
+        turns.append(turn_view(folded.request, response, folded.end, deleted_at))
         current = response.previous_response_id
     turns.reverse()
     return turns, None

@@ -136,7 +136,10 @@ def _output_lines(response: ResponseObject) -> list[str]:
     lines = []
     for i, item in enumerate(response.output):
         if isinstance(item, FunctionCall):
-            lines.append(f"[{i}] function_call {item.name} {item.call_id}: {clip(item.arguments)}")
+            lines.append(
+                f"[{i}] function_call {item.status}: {item.name} {item.call_id}: "
+                f"{clip(item.arguments)}"
+            )
         elif isinstance(item, OutputMessage):
             text = "".join(
                 getattr(p, "text", "") or getattr(p, "refusal", "") for p in item.content
@@ -144,7 +147,7 @@ def _output_lines(response: ResponseObject) -> list[str]:
             lines.append(f"[{i}] message {item.status}: {clip(text, 100)}")
         elif isinstance(item, ReasoningItem):
             text = "".join(p.text for p in item.content)
-            lines.append(f"[{i}] reasoning: {clip(text, 100)}")
+            lines.append(f"[{i}] reasoning {item.status}: {clip(text, 100)}")
     return lines
 
 

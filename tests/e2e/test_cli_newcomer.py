@@ -4,6 +4,7 @@ kept fixed, run as the real binary."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import socket
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -218,3 +220,21 @@ def test_a_second_serve_on_one_sqlite_file_is_refused_and_a_worker_may_join(
         base_url=f"{corpus.server.base_url}/v1", api_key="unused", max_retries=0
     ) as client:
         assert client.responses.create(model="m", input="still here").status == "completed"
+
+
+def test_show_gives_every_output_item_a_status(corpus: Corpus) -> None:
+    shown = run("responses", "show", corpus.plain, "--database-url", corpus.url)
+    items = [x for x in shown.stdout.splitlines() if x.startswith("[")]
+    assert [x.split(":")[0] for x in items] == ["[0] reasoning completed", "[1] message completed"]
+
+
+def test_conversation_marks_a_turn_deleted_through_the_api(corpus: Corpus) -> None:
+    first, second = corpus.ids[0], corpus.ids[1]
+    with httpx.Client(base_url=corpus.server.base_url) as http:
+        assert http.delete(f"/v1/responses/{first}").status_code == 200
+    text = run("conversation", second, "--database-url", corpus.url).stdout
+    assert text.startswith(f"Conversation of {second}: 2 turns\n")
+    heads = [x for x in text.splitlines() if x.startswith("── Turn")]
+    assert "· deleted 20" in heads[0] and "deleted" not in heads[1]
+    view = json.loads(run("conversation", second, "--json", "--database-url", corpus.url).stdout)
+    assert view["turns"][0]["deleted_at"] is not None and view["turns"][1]["deleted_at"] is None
