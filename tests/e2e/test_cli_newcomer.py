@@ -238,3 +238,20 @@ def test_conversation_marks_a_turn_deleted_through_the_api(corpus: Corpus) -> No
     assert "· deleted 20" in heads[0] and "deleted" not in heads[1]
     view = json.loads(run("conversation", second, "--json", "--database-url", corpus.url).stdout)
     assert view["turns"][0]["deleted_at"] is not None and view["turns"][1]["deleted_at"] is None
+
+
+def test_a_cancel_served_by_the_process_generating_flags_the_row_too(corpus: Corpus) -> None:
+    """The row says `cancel_requested` (time and reason) for a cancel served by the process
+    that generates the response, as it does for one that another replica passes on."""
+    slow = {"scripted_delay_ms": "25", "scripted_tokens": "400"}
+    with openai.OpenAI(
+        base_url=f"{corpus.server.base_url}/v1", api_key="unused", max_retries=0
+    ) as client:
+        r = client.responses.create(model="m", input="x", background=True, metadata=slow)
+        assert client.responses.cancel(r.id).status == "cancelled"
+    shown = json.loads(
+        run("responses", "show", r.id, "--json", "--database-url", corpus.url).stdout
+    )
+    assert shown["row"]["cancel_requested_at"] is not None
+    assert shown["row"]["cancel_reason"] == "cancelled_by_user"
+    assert shown["end"]["reason"] == "cancelled_by_user"
