@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from adapters.cli.access_flags import access_options, access_settings, announce
-from adapters.cli.common import database_option, log, main, redact
+from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
 from adapters.cli.store import refuse_missing_file
@@ -59,7 +59,7 @@ def serve(database_url: str, **options: Any) -> None:
         _listen(settings.host, settings.port) as sock,
         asyncio.Runner(loop_factory=_loop_factory()) as runner,
     ):
-        runner.run(_serve(settings, sock, signals))
+        runner.run(_serve(settings, sock, signals, as_json=json_logs()))
     # Stopped by a signal: now that the process drained and closed, let it take its
     # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
     for sig in reversed(signals):
@@ -118,12 +118,15 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _serve(settings: Settings, sock: socket.socket, signals: list[int]) -> None:
+async def _serve(
+    settings: Settings, sock: socket.socket, signals: list[int], *, as_json: bool
+) -> None:
     """Open the process (refused, in one line, if the database is not migrated or the
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
 
     from adapters.cli.protocol import BoundedHttpToolsProtocol
+    from adapters.cli.requestlog import request_log
     from adapters.http.app import announce_ready, create_app
     from adapters.http.backpressure import send_deadline
     from adapters.wiring import running_process
@@ -136,10 +139,12 @@ async def _serve(settings: Settings, sock: socket.socket, signals: list[int]) ->
         await announce(settings.access, process.bundle.keys)
         app = create_app(settings, process=process)
         config = uvicorn.Config(
-            send_deadline(app, settings.send_timeout_s),
+            send_deadline(request_log(app), settings.send_timeout_s),
             host=settings.host,
             port=settings.port,
             log_level="warning",
+            # JSON logs: uvicorn's few lines go through the root handler too.
+            log_config=None if as_json else uvicorn.config.LOGGING_CONFIG,
             lifespan="on",
             http=BoundedHttpToolsProtocol,
             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,

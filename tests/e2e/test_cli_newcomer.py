@@ -255,3 +255,38 @@ def test_a_cancel_served_by_the_process_generating_flags_the_row_too(corpus: Cor
     assert shown["row"]["cancel_requested_at"] is not None
     assert shown["row"]["cancel_reason"] == "cancelled_by_user"
     assert shown["end"]["reason"] == "cancelled_by_user"
+
+
+def test_the_request_log_is_one_json_line_per_request_without_prompt_or_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RESPLOG_LOG_FORMAT", "json")
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    server = start_server(url, "sqlite", tmp_path / "server.log")
+    secret_key, prompt = "sk-do-not-log-7f3a", "a prompt that must stay out of logs"
+    try:
+        with openai.OpenAI(
+            base_url=f"{server.base_url}/v1", api_key=secret_key, max_retries=0
+        ) as client:
+            plain = client.responses.create(model="m", input=prompt)
+            with client.responses.create(model="m", input=prompt, stream=True) as stream:
+                streamed = [e for e in stream][-1].response.id  # type: ignore[union-attr]
+            client.responses.retrieve(plain.id)
+            with pytest.raises(openai.NotFoundError):
+                client.responses.retrieve("resp_missing")
+    finally:
+        stop_server(server)
+    text = server.log_text()
+    assert prompt not in text and secret_key not in text
+    lines = [json.loads(x) for x in text.splitlines()]  # every line is JSON
+    requests = [x for x in lines if x["logger"] == "resplog.requests"]
+    seen = [(x["method"], x["route"], x["status"], x["response_id"]) for x in requests]
+    assert seen[-4:] == [
+        ("POST", "/v1/responses", 200, plain.id),
+        ("POST", "/v1/responses", 200, streamed),
+        ("GET", "/v1/responses/{response_id}", 200, plain.id),
+        ("GET", "/v1/responses/{response_id}", 404, "resp_missing"),
+    ]
+    for x in requests[-4:]:
+        assert x["owner"] == "anonymous" and x["request_id"].startswith("req_")
+        assert isinstance(x["duration_ms"], float) and x["duration_ms"] >= 0
