@@ -99,17 +99,13 @@ def _sole_server(database_url: str) -> Iterator[None]:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket on `host:port` (port 0: any free one), as uvicorn would bind."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise ResplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    """The listening socket on `host:port` (port 0: any free one), bound as uvicorn binds
+    its own for several workers (`Config.bind_socket`: IPv6 when the host has a colon)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
+        sock.bind((host, port))
         sock.listen(2048)
     except OSError as exc:
         sock.close()
