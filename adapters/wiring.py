@@ -102,12 +102,7 @@ async def open_database(
 
 def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundle:
     """The bundle of one process over its database and engine (nothing is started)."""
-    sealer, made_here = AesGcmSealer.from_setting(settings.reasoning_key)
-    if made_here:
-        log.info(
-            "no --reasoning-key: reasoning sealed for stateless clients opens only in this "
-            "process, until it restarts"
-        )
+    sealer, _ = AesGcmSealer.from_setting(settings.reasoning_key)
     engine = SealedReasoning(engine, sealer)
     runner = Runner(database.writer, engine)
     keeper = LeaseKeeper(
@@ -198,6 +193,7 @@ async def build_engine(settings: Settings) -> Engine:
             max_tokens=settings.scripted_max_tokens,
             max_delay_s=settings.scripted_max_delay_ms / 1000,
             model=settings.model or "scripted",
+            only_model=settings.model is not None,
         )
     if not settings.engine_url:
         raise InvalidRequest(f"--engine {settings.engine} needs --engine-url")

@@ -43,7 +43,11 @@ async def stop_response(svc: Bundle, row: ResponseRow, reason: CancelReason) -> 
     and append the cancellation. In another process: flag its row and ring that process's
     cancel doorbell; it stops the engine and appends the cancellation itself, so the stream
     keeps one writer.
+
+    The row is flagged first whatever the path, so its `cancel_requested_at` and reason
+    read the same for a cancel served here as for one another replica served.
     """
+    await svc.index.request_cancel(row.id, reason)
     gen = svc.runner.request_cancel(row.id, reason)
     if gen is not None:
         await gen.wait()
@@ -52,7 +56,6 @@ async def stop_response(svc: Bundle, row: ResponseRow, reason: CancelReason) -> 
     if claim is not None:
         await _end_here(svc, row.id, reason)
         return
-    await svc.index.request_cancel(row.id, reason)
     await _wait_for_end(svc, row.id, row.version)
 
 

@@ -16,14 +16,14 @@ from typing import Any
 import click
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import Bar
+from adapters.cli.output import Bar, counted
 from adapters.cli.params import Moment, progress_option
 from adapters.cli.store import opened, run
-from adapters.store import archive as archive_store
-from adapters.store.scan import Head, LogScan, Selection
-from domain.errors import Conflict
+from domain.errors import Conflict, ResplogError
 from domain.objects import TERMINAL_STATUSES
 from service.audit import archive
+from service.audit.verify import StreamCheck
+from service.ports import ResponseRow, StoredEvent
 
 ENDED = tuple(sorted(TERMINAL_STATUSES))
 RUNNING = ("queued", "in_progress")
@@ -47,6 +47,8 @@ def export(
     filters: dict[str, Any] = {"since": since, "until": until, "owner": owner}
 
     async def work() -> tuple[int, int, int]:
+        from adapters.store.scan import Head, LogScan, Selection
+
         async with opened(database_url) as store:
             scan = LogScan(store)
             ended = Selection(owner=owner, since=since, until=until, statuses=ENDED)
@@ -55,29 +57,67 @@ def export(
             total = await scan.count(ended)
             responses = events = 0
             out.write(archive.header(time.time(), filters))
+            # A damaged stream stops the export before its end line: the file is then one
+            # that `import` refuses as cut short, and the error names the stream.
+            checked: _Checked | None = None
             with Bar("exporting", total, progress) as bar:
                 async for item in scan.streams(ended):
                     if isinstance(item, Head):
                         assert item.record is not None
+                        if checked is not None:
+                            checked.finish()
+                        checked = _Checked(item.record)
                         out.write(archive.response_line(item.record, item.record.version + 1))
                         responses += 1
                         bar.stream()
                     else:
+                        assert checked is not None
+                        checked.feed(item)
                         out.write(archive.event_line(item))
                         events += 1
                         bar.event()
+                if checked is not None:
+                    checked.finish()
                 bar.done()
             out.write(archive.end(responses, events))
             out.flush()
             return responses, events, skipped
 
     responses, events, skipped = run(work())
-    click.echo(f"exported {responses} responses, {events} events", err=True)
+    click.echo(f"exported {counted(responses, 'response')}, {counted(events, 'event')}", err=True)
     if skipped:
         click.echo(
-            f"note: skipped {skipped} response(s) still running; export them once they end",
+            f"note: skipped {counted(skipped, 'response')} still running; export them once "
+            "they end",
             err=True,
         )
+
+
+class _Checked:
+    """One exported stream, checked as `import` will check it (the same fold, as many events
+    as its row counts) while it is written, so a damaged log is reported by the export and
+    never found first by the import of its file."""
+
+    def __init__(self, record: ResponseRow) -> None:
+        self.record = record
+        self.check = StreamCheck(record.id, None, row_expected=False)
+        self.events = 0
+
+    def feed(self, stored: StoredEvent) -> None:
+        self.check.feed(stored)
+        self.events += 1
+
+    def finish(self) -> None:
+        rid, counted = self.record.id, self.record.version + 1
+        found = self.check.finish()  # as import: any finding refuses the stream
+        why = found[0].line() if found else None
+        if why is None and self.events != counted:
+            why = f"{self.events} events where its row counts {counted}"
+        if why is not None:
+            raise ResplogError(
+                f"the log of {rid} is damaged ({why}); the export stopped there, "
+                f"incomplete (see resplog verify {rid})"
+            )
 
 
 def _lines(path: Path) -> Iterator[bytes]:
@@ -123,13 +163,16 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
     """Load an export file into a (migrated) database that holds none of its responses."""
 
     async def work() -> tuple[int, int]:
+        from adapters.store import archive as archive_store
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             ids, events = _check(file)
             clash = await LogScan(store).existing(ids)
             if clash:
                 first = next(i for i in ids if i in clash)
                 raise Conflict(
-                    f"{len(clash)} response(s) of the file already exist in the database "
+                    f"the database already holds {counted(len(clash), 'response')} of the file "
                     f"(first: {first}); nothing was imported"
                 )
             with Bar("importing", len(ids), progress) as bar:
@@ -142,4 +185,4 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
             return len(ids), events
 
     responses, events = run(work())
-    click.echo(f"imported {responses} responses, {events} events")
+    click.echo(f"imported {counted(responses, 'response')}, {counted(events, 'event')}")

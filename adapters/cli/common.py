@@ -6,8 +6,10 @@ line to stderr and exit non-zero: 1 for a failure, 2 for bad usage (click's own)
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,8 +29,26 @@ def database_option(func: F) -> F:
         default=DEFAULT_DATABASE_URL,
         show_default=True,
         help="SQLAlchemy URL: postgresql+asyncpg://… or sqlite+aiosqlite:///path "
-        "(postgresql:// and sqlite:/// mean the same).",
+        "(postgresql:// and sqlite:/// mean the same; a relative path is from the working "
+        "directory).",
+        callback=_checked_url,
     )(func)
+
+
+def _checked_url(ctx: click.Context, param: click.Parameter, url: str) -> str:
+    """A URL resplog cannot use is refused in one line that shows it (password hidden)."""
+    from adapters.store.urls import async_url
+
+    try:
+        async_url(url)
+    # ValueError for another scheme; SQLAlchemy's ArgumentError for what is not a URL at
+    # all (only the store may import SQLAlchemy, so it is caught as what it is: an Exception).
+    except Exception:
+        raise ResplogError(
+            f"not a database URL resplog can use: {redact(url)!r}; give "
+            "postgresql+asyncpg://user@host/db or sqlite+aiosqlite:///path"
+        ) from None
+    return url
 
 
 class Group(click.Group):
@@ -68,13 +88,51 @@ def _fail(message: str) -> None:
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
 )
-def main(log_level: str) -> None:
+@click.option(
+    "--log-format",
+    envvar="RESPLOG_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one JSON object per log line (the request log's fields as keys).",
+)
+def main(log_level: str, log_format: str) -> None:
     """resplog: a durable OpenAI Responses API server over a replayable event log."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     # Alembic narrates every step at INFO; operators want the outcome.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.root.level))
+
+
+class JsonFormatter(logging.Formatter):
+    """A log record as one JSON object: time, level, logger, message, and the record's
+    `fields` (the request log's method, route, status, …) as keys of their own."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def json_logs() -> bool:
+    """Whether `--log-format json` was given (for uvicorn's own lines to follow it)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.find_root().params.get("log_format") == "json"
 
 
 def redact(url: str) -> str:

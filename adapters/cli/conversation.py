@@ -3,7 +3,7 @@ the log alone by walking `previous_response_id` back to its root."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,8 +11,6 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.params import response_id
 from adapters.cli.store import opened, replay, run
-from adapters.store.conversations import SqlConversations, audited_items
-from adapters.store.scan import LogScan
 from domain.errors import NotFound, ResplogError
 from domain.objects import InputItem
 from service.audit.conversation import (
@@ -25,6 +23,9 @@ from service.audit.conversation import (
     turn_view,
 )
 from service.wire.decode import check_conversation_id
+
+if TYPE_CHECKING:
+    from adapters.store.scan import LogScan
 
 MAX_TURNS = 1000
 
@@ -41,7 +42,7 @@ async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
             )
         seen.add(current)
         try:
-            _, folded = await replay(scan, current)
+            record, folded = await replay(scan, current)
         except NotFound:
             if current == rid:
                 raise
@@ -50,7 +51,8 @@ async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
         if folded.request is None:
             raise ResplogError(f"{current}: the log does not start with its request")
         response = folded.response
-        turns.append(turn_view(folded.request, response, folded.end))
+        deleted_at = record.deleted_at if record is not None else None
+        turns.append(turn_view(folded.request, response, folded.end, deleted_at))
         current = response.previous_response_id
     turns.reverse()
     return turns, None
@@ -59,6 +61,9 @@ async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
 async def _conversation_turns(store: Any, cid: str) -> list[TurnView]:
     """A conversation's turns in its order: each response that added items (folded from its
     own log), and the items added through the API, a turn per run of them."""
+    from adapters.store.conversations import SqlConversations, audited_items
+    from adapters.store.scan import LogScan
+
     row = await SqlConversations(store).get(cid)
     if row is None:
         raise NotFound(f"conversation {cid} not found")
@@ -97,6 +102,8 @@ def show_conversation(database_url: str, rid: str, fmt: str) -> None:
         response_id(rid)
 
     async def work() -> ConversationView:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             if rid.startswith("conv_"):
                 return conversation(rid, await _conversation_turns(store, rid), None)

@@ -6,7 +6,7 @@ it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -14,14 +14,11 @@ import msgspec
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.store import opened, run
-from adapters.store.conversations import (
-    ConversationSummary,
-    SqlConversations,
-    audited_items,
-    summaries,
-)
 from domain.errors import NotFound
 from service.wire.decode import check_conversation_id
+
+if TYPE_CHECKING:
+    from adapters.store.conversations import ConversationSummary
 
 
 @main.group()
@@ -42,6 +39,8 @@ def list_conversations(database_url: str, owner: str | None, limit: int, as_json
     """Conversations newest first, with their item counts (deleted items not counted)."""
 
     async def work() -> list[ConversationSummary]:
+        from adapters.store.conversations import summaries
+
         async with opened(database_url) as store:
             return await summaries(store, owner, limit)
 
@@ -64,6 +63,8 @@ def show_conversation_items(database_url: str, cid: str, as_json: bool) -> None:
     check_conversation_id(cid)
 
     async def work() -> dict[str, Any]:
+        from adapters.store.conversations import SqlConversations, audited_items
+
         async with opened(database_url) as store:
             row = await SqlConversations(store).get(cid)
             if row is None:

@@ -10,8 +10,7 @@ import msgspec
 
 from adapters.cli.common import database_option, main
 from adapters.cli.params import json_option, response_id
-from adapters.cli.store import opened, run
-from adapters.store.scan import LogScan
+from adapters.cli.store import Dense, opened, run
 from domain.errors import CorruptEvent, NotFound
 from service.audit.timeline import iso, summary
 from service.ports import StoredEvent
@@ -82,14 +81,24 @@ def events(database_url: str, rid: str, follow: bool, raw: bool, after: int, as_
     printer = _Printer(raw, as_json)
 
     async def work() -> None:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url, listen=follow) as store:
             scan = LogScan(store)
-            if not await scan.existing([rid]):
+            record = await scan.record(rid)
+            first = await store.read(rid, -1, 1)
+            if record is None and not first:
                 raise NotFound(f"no response {rid} in this database")
+            # Offsets count from the response's first event, whatever --after skips.
+            printer.start = first[0].recorded_at if first else None
+            dense = Dense(rid, record, after)
             source: AsyncIterator[StoredEvent] = (
                 store.subscribe(rid, after) if follow else scan.events(rid, after)
             )
             async for stored in source:
+                dense.check(stored)
                 printer(stored)
+            if not follow:
+                dense.end()
 
     run(work())

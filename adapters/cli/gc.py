@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import Bar, print_json, stdout_console
+from adapters.cli.output import Bar, counted, print_columns, print_json
 from adapters.cli.params import Duration, json_option, progress_option
 from adapters.cli.store import opened, run
-from adapters.store import gc as store_gc
 from service.audit.timeline import iso
+
+if TYPE_CHECKING:  # the store is imported by the command that runs
+    from adapters.store import gc as store_gc
 
 
 @main.command()
@@ -48,6 +50,8 @@ def gc(
 ) -> None:
     """Delete ended `store: false` responses and those past the retention; never one that
     is still running."""
+    from adapters.store import gc as store_gc
+
     cutoff = None if older_than is None else time.time() - older_than
     rule = store_gc.Rule(unstored=True, cutoff=cutoff, deleted=deleted)
     if dry_run:
@@ -71,10 +75,15 @@ def gc(
     if as_json:
         print_json({"deleted": responses, "events": events, "batches": batches})
     else:
-        click.echo(f"deleted {responses} responses ({events} events) in {batches} batch(es)")
+        click.echo(
+            f"deleted {counted(responses, 'response')} ({counted(events, 'event')}) in "
+            f"{counted(batches, 'batch', 'batches')}"
+        )
 
 
 def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -> None:
+    from adapters.store import gc as store_gc
+
     async def work() -> list[store_gc.Candidate]:
         found: list[store_gc.Candidate] = []
         async with opened(database_url) as store:
@@ -87,8 +96,8 @@ def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -
     if as_json:
         print_json({"dry_run": True, "responses": found, "events": events})
         return
-    table = Table("id", "created", "status", "events", "why")
-    for c in found:
-        table.add_row(c.id, iso(c.created_at), c.status, str(c.events), c.why)
-    stdout_console().print(table)
-    click.echo(f"would delete {len(found)} responses ({events} events)")
+    print_columns(
+        ["ID", "CREATED", "STATUS", "EVENTS", "WHY"],
+        [[c.id, iso(c.created_at), c.status, str(c.events), c.why] for c in found],
+    )
+    click.echo(f"would delete {counted(len(found), 'response')} ({counted(events, 'event')})")

@@ -13,6 +13,7 @@ from typing import TypeVar
 import click
 
 from adapters.cli.common import database_option, main
+from adapters.cli.output import print_columns
 from service import keys as uc
 from service.ports import ApiKey, ApiKeyStore
 
@@ -20,7 +21,10 @@ T = TypeVar("T")
 
 
 def _run(database_url: str, work: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
+    from adapters.cli.store import refuse_missing_file
     from adapters.store import SqlApiKeyStore, open_store
+
+    refuse_missing_file(database_url)
 
     async def go() -> T:
         store = await open_store(database_url, listen=False)
@@ -70,10 +74,7 @@ def list_keys(database_url: str, owner: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([_builtins(k) for k in found], indent=2))
         return
-    rows = [["ID", "OWNER", "NAME", "PREFIX", "CREATED", "STATUS"], *map(_row, found)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    print_columns(["ID", "OWNER", "NAME", "PREFIX", "CREATED", "STATUS"], list(map(_row, found)))
 
 
 def _builtins(key: ApiKey) -> dict[str, object]:

@@ -19,8 +19,24 @@ from rich.progress import (
 )
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 response`, `2 responses`: summaries read as English."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def print_json(value: Any) -> None:
     click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
+
+
+def print_columns(header: list[str], rows: list[list[str]]) -> None:
+    """The one table style of every listing (`responses list`, `keys list`, `gc --dry-run`):
+    upper-case headers, columns two spaces apart, an empty cell as `-`, and nothing ever cut
+    or folded to the terminal's width, so an id can be pasted into the next command (a
+    long line wraps in the terminal instead)."""
+    cells = [header, *([cell or "-" for cell in row] for row in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
 def stdout_console() -> Console:

@@ -1,9 +1,10 @@
 """`serve --processes N`: N serving processes on one port, for a machine with more cores.
 
-The parent binds the listening socket (so a port in use is one error line before anything
-starts), forks N children that each run the whole of `serve` (their own database pool,
-log writer, LISTEN connection, runner, sweeper and lease identity: the same as N replicas
-behind a load balancer, which the log already makes safe), and accepts no connection
+The parent binds the listening socket (adapters/cli/server.py `_listen`: a port in use is
+one error line before anything starts), forks N children that each run the whole of
+`serve` (their own database pool, log writer, LISTEN connection, runner, sweeper and lease
+identity: the same as N replicas behind a load balancer, which the log already makes
+safe), and accepts no connection
 itself: the kernel hands each new connection to one child. SIGTERM or SIGINT to the parent
 goes to every child, which drains as a single `serve` does; if a child exits on its own,
 the parent stops the others and exits with its code, for a supervisor to restart the whole.
@@ -19,22 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 from collections.abc import Callable
 from types import FrameType
-
-from domain.errors import ResplogError
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket the children share (inherited across fork)."""
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    try:
-        sock = socket.create_server((host.strip("[]"), port), family=family, backlog=2048)
-    except OSError as exc:
-        raise ResplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
-    return sock
 
 
 def run_children(count: int, child: Callable[[], int]) -> int:

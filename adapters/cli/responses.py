@@ -9,10 +9,9 @@ import click
 from rich.table import Table
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import print_json, stdout_console
+from adapters.cli.output import print_columns, print_json, stdout_console
 from adapters.cli.params import Moment, json_option, response_id
 from adapters.cli.store import opened, replay, run
-from adapters.store.scan import LogScan
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line
 from service.audit.timeline import Replay, clip, durations, iso
@@ -111,19 +110,21 @@ def list_responses(
             {"data": [_listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
         )
         return
-    table = Table("id", "created", "status", "model", "owner", "flags", "previous")
-    for row in page.rows:
-        flags = _flags(row)
-        table.add_row(
-            row.id,
-            iso(row.created_at),
-            row.status,
-            row.model,
-            row.owner,
-            flags,
-            row.previous_response_id or "",
-        )
-    stdout_console().print(table)
+    print_columns(
+        ["ID", "CREATED", "STATUS", "MODEL", "OWNER", "FLAGS", "PREVIOUS"],
+        [
+            [
+                row.id,
+                iso(row.created_at),
+                row.status,
+                row.model,
+                row.owner,
+                _flags(row),
+                row.previous_response_id or "",
+            ]
+            for row in page.rows
+        ],
+    )
     if page.has_more:
         click.echo(f"more: --after {last}", err=True)
 
@@ -135,7 +136,10 @@ def _output_lines(response: ResponseObject) -> list[str]:
     lines = []
     for i, item in enumerate(response.output):
         if isinstance(item, FunctionCall):
-            lines.append(f"[{i}] function_call {item.name} {item.call_id}: {clip(item.arguments)}")
+            lines.append(
+                f"[{i}] function_call {item.status}: {item.name} {item.call_id}: "
+                f"{clip(item.arguments)}"
+            )
         elif isinstance(item, OutputMessage):
             text = "".join(
                 getattr(p, "text", "") or getattr(p, "refusal", "") for p in item.content
@@ -143,7 +147,7 @@ def _output_lines(response: ResponseObject) -> list[str]:
             lines.append(f"[{i}] message {item.status}: {clip(text, 100)}")
         elif isinstance(item, ReasoningItem):
             text = "".join(p.text for p in item.content)
-            lines.append(f"[{i}] reasoning: {clip(text, 100)}")
+            lines.append(f"[{i}] reasoning {item.status}: {clip(text, 100)}")
     return lines
 
 
@@ -218,6 +222,8 @@ def show(database_url: str, rid: str, as_json: bool) -> None:
     response_id(rid)
 
     async def work() -> tuple[ResponseRow | None, Replay]:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             return await replay(LogScan(store), rid)
 

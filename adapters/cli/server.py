@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 import click
 
 from adapters.cli.access_flags import access_options, access_settings, announce
-from adapters.cli.common import database_option, log, main, redact
+from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
+from adapters.cli.store import refuse_missing_file
 from domain.errors import ResplogError
 from service.settings import Settings
 
@@ -87,18 +91,22 @@ def migrate(database_url: str) -> None:
 def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
     options["reasoning_events"] = options["reasoning_events"].replace("-", "_")
+    refuse_missing_file(database_url)  # never an empty database file left behind
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
     return_freed_memory()
     if processes > 1:
         sys.exit(_serve_processes(settings, processes))
-    _serve_here(settings)
+    with _sole_server(database_url), _listen(settings.host, settings.port) as sock:
+        _serve_here(settings, sock)
 
 
-def _serve_here(settings: Settings, fd: int | None = None) -> None:
+def _serve_here(settings: Settings, sock: socket.socket) -> None:
     signals: list[int] = []
+    # Bound before anything is announced: a port in use is one error line, not "ready"
+    # and "listening" followed by uvicorn's failure.
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(settings, signals, fd))
+        runner.run(_serve(settings, sock, signals, as_json=json_logs()))
     # Stopped by a signal: now that the process drained and closed, let it take its
     # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
     for sig in reversed(signals):
@@ -107,18 +115,18 @@ def _serve_here(settings: Settings, fd: int | None = None) -> None:
 
 def _serve_processes(settings: Settings, count: int) -> int:
     """`--processes N` (adapters/cli/processes.py): bind here, serve in N children."""
-    from adapters.cli.processes import bind, run_children
+    from adapters.cli.processes import run_children
 
     if settings.database_url.startswith("sqlite"):
         raise ResplogError("--processes above 1 needs PostgreSQL (SQLite has one writer)")
-    sock = bind(settings.host, settings.port)
+    sock = _listen(settings.host, settings.port)
     log.info("resplog: %d serving processes on %s:%d", count, settings.host, settings.port)
 
     def child() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            _serve_here(settings, sock.fileno())
+            _serve_here(settings, sock)
         except KeyboardInterrupt:
             return 0
         except ResplogError as exc:
@@ -129,12 +137,63 @@ def _serve_processes(settings: Settings, count: int) -> int:
     return run_children(count, child)
 
 
-async def _serve(settings: Settings, signals: list[int], fd: int | None = None) -> None:
+@contextlib.contextmanager
+def _sole_server(database_url: str) -> Iterator[None]:
+    """One `serve` per SQLite file: a second is refused in one line. SQLite has no doorbells
+    between processes, so a second server's clients would not see the first's live events
+    or reach its generations to cancel them (`resplog worker`, which only polls the queue,
+    may share the file). An exclusive flock() on the database file, held while serving:
+    Linux keeps flock() and the POSIX locks SQLite takes apart, and the kernel drops it
+    when the process dies, however it dies. The descriptor is closed only after the store
+    (closing a descriptor of the file would drop this process's POSIX locks)."""
+    from adapters.store.urls import async_url
+
+    parsed = async_url(database_url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        yield
+        return
+    import fcntl
+
+    path = os.path.abspath(os.path.expanduser(parsed.database or ""))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ResplogError(
+                f"another resplog serve is using the SQLite database {path!r}: SQLite "
+                "serves one process (use PostgreSQL for replicas)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket on `host:port` (port 0: any free one), bound as uvicorn binds
+    its own for several workers (`Config.bind_socket`: IPv6 when the host has a colon)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ResplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _serve(
+    settings: Settings, sock: socket.socket, signals: list[int], *, as_json: bool
+) -> None:
     """Open the process (refused, in one line, if the database is not migrated or the
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
 
     from adapters.cli.protocol import BoundedHttpToolsProtocol
+    from adapters.cli.requestlog import request_log
     from adapters.http.app import announce_ready, create_app
     from adapters.http.backpressure import send_deadline
     from adapters.metrics import Metrics
@@ -149,13 +208,14 @@ async def _serve(settings: Settings, signals: list[int], fd: int | None = None) 
         app = create_app(settings, process=process)
         metrics = Metrics()
         process.observe_log(metrics)
-        measured = metrics.asgi(app, settings.metrics, settings.metrics_key)
+        measured = metrics.asgi(request_log(app), settings.metrics, settings.metrics_key)
         config = uvicorn.Config(
             send_deadline(measured, settings.send_timeout_s),
             host=settings.host,
             port=settings.port,
-            fd=fd,
             log_level="warning",
+            # JSON logs: uvicorn's few lines go through the root handler too.
+            log_config=None if as_json else uvicorn.config.LOGGING_CONFIG,
             lifespan="on",
             http=BoundedHttpToolsProtocol,
             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
@@ -165,10 +225,10 @@ async def _serve(settings: Settings, signals: list[int], fd: int | None = None) 
         log.info(
             "resplog listening on http://%s:%d (database %s)",
             settings.host,
-            settings.port,
+            sock.getsockname()[1],
             redact(settings.database_url),
         )
-        await _server(config, signals, on_exit=process.begin_shutdown).serve()
+        await _server(config, signals, on_exit=process.begin_shutdown).serve(sockets=[sock])
 
 
 def _websocket_options(settings: Settings) -> dict[str, Any]:

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
 from adapters.cli.common import database_option, main
-from adapters.cli.output import Bar, print_json
+from adapters.cli.output import Bar, counted, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
-from adapters.store.conversations import SqlConversations, audited_items, conversation_ids
-from adapters.store.scan import Head, LogScan, Selection
 from domain.errors import NotFound
 from service.audit.conversation_check import check_conversation
 from service.audit.verify import Finding, StreamCheck
 from service.ports import StoredEvent
+
+if TYPE_CHECKING:
+    from adapters.store.scan import Head, LogScan
 
 
 class Report(msgspec.Struct, kw_only=True):
@@ -36,9 +37,9 @@ class Report(msgspec.Struct, kw_only=True):
         bad = len({f.stream_id for f in self.violations})
         head = "ok" if self.ok else "FAILED"
         return (
-            f"{head}: {self.streams} streams, {self.events} events checked; "
-            f"{len(self.violations)} violation(s) in {bad} stream(s), "
-            f"{len(self.warnings)} warning(s)"
+            f"{head}: {counted(self.streams, 'stream')}, {counted(self.events, 'event')} "
+            f"checked; {counted(len(self.violations), 'violation')} in "
+            f"{counted(bad, 'stream')}, {counted(len(self.warnings), 'warning')}"
         )
 
 
@@ -51,6 +52,8 @@ class _Verifier:
         self.report = Report()
 
     async def run(self, source: AsyncIterator[Head | StoredEvent]) -> None:
+        from adapters.store.scan import Head
+
         check: StreamCheck | None = None
         async for item in source:
             if isinstance(item, Head):
@@ -80,6 +83,8 @@ class _Verifier:
 
 
 async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[Head | StoredEvent]]:
+    from adapters.store.scan import Selection
+
     if ids:
         missing = sorted(set(ids) - await scan.existing(ids))
         if missing:
@@ -97,6 +102,8 @@ async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[He
 
 async def _conversations(store: Any, report: Report, *, echo: bool) -> None:
     """Each conversation stream against its read model (service/audit/conversation_check)."""
+    from adapters.store.conversations import SqlConversations, audited_items, conversation_ids
+
     rows = SqlConversations(store)
     for cid in await conversation_ids(store):
         row = await rows.get(cid)
@@ -144,6 +151,8 @@ def verify(
         response_id(rid)
 
     async def work() -> Report:
+        from adapters.store.scan import LogScan
+
         async with opened(database_url) as store:
             scan = LogScan(store)
             total, source = await _sources(scan, list(dict.fromkeys(ids)))

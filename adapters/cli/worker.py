@@ -14,6 +14,7 @@ import click
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
+from adapters.cli.store import refuse_missing_file
 from service.settings import Settings
 
 
@@ -22,6 +23,7 @@ from service.settings import Settings
 @generation_options
 def worker(database_url: str, **options: Any) -> None:
     """Generate queued background responses (no HTTP API), beside `serve` replicas."""
+    refuse_missing_file(database_url)
     settings = generation_settings(database_url, **options)
     if settings.workers < 1:
         raise click.BadParameter("a worker needs at least one slot", param_hint="--workers")

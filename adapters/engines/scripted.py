@@ -282,10 +282,15 @@ class ScriptedEngine:
         model: str = "scripted",
         max_tokens: int = 100_000,
         max_delay_s: float = 10.0,
+        only_model: bool = False,
     ) -> None:
         self.delay_s = delay_s
         self.tokens = tokens
         self.model = model
+        # An operator who named the model (`--model`) serves that name only: a replica
+        # started with the wrong engine flags then refuses a real model's name rather than
+        # answering it with the script.
+        self.only_model = only_model
         # The most a request's metadata may ask for (the server's own `delay_s` and
         # `tokens` are the operator's choice): a script then ends within about
         # max_tokens x max_delay_s, and a cancel or a gone client ends it sooner.
@@ -301,8 +306,8 @@ class ScriptedEngine:
         return [self.model]
 
     def serves(self, model: str) -> bool:
-        """Any name: the script is not a model, so there is nothing to mismatch."""
-        return True
+        """Any name unless one was configured: the script is not a model."""
+        return not self.only_model or model == self.model
 
     async def ready(self) -> bool:
         return True

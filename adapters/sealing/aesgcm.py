@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
 import os
 from collections.abc import Sequence
 
@@ -27,6 +28,7 @@ from domain.objects import ReasoningText, SummaryText
 from service.sealing import Sealed
 
 PREFIX = "rsv1."
+log = logging.getLogger("resplog.sealing")
 
 
 class AesGcmSealer:
@@ -36,14 +38,17 @@ class AesGcmSealer:
         if not keys or any(len(k) != 32 for k in keys):
             raise ValueError("reasoning keys are 32 bytes each, at least one")
         self._keys = {hashlib.sha256(k).digest()[:4]: AESGCM(k) for k in keys}
+        self._warn = False
         self._current = hashlib.sha256(keys[0]).digest()[:4]
 
     @classmethod
     def from_setting(cls, value: str | None) -> tuple[AesGcmSealer, bool]:
         """The sealer of `--reasoning-key` (comma-separated base64 keys), and whether the key
-        was made here because none was given."""
+        was made here because none was given (it then says so at its first seal)."""
         if not value:
-            return cls([os.urandom(32)]), True
+            made = cls([os.urandom(32)])
+            made._warn = True
+            return made, True
         try:
             keys = [base64.b64decode(k.strip(), validate=True) for k in value.split(",")]
         except (binascii.Error, ValueError) as exc:
@@ -53,6 +58,12 @@ class AesGcmSealer:
     def seal(
         self, summary: list[SummaryText], content: list[ReasoningText], source: str | None = None
     ) -> str:
+        if self._warn:
+            self._warn = False
+            log.warning(
+                "sealing reasoning with a key of this process's own (no --reasoning-key): "
+                "the blob opens only here, until this process restarts"
+            )
         nonce = os.urandom(12)
         plain = msgspec.json.encode(Sealed(summary, content, source))
         sealed = self._keys[self._current].encrypt(nonce, plain, None)

@@ -64,6 +64,8 @@ class TurnView(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage | None
     error: str | None = None  # "code: message" of a failed response
     end_reason: str | None = None  # the operator-only reason of a failure or cancellation
+    # When the turn was deleted through the API (the row's mark; its log stays for audit).
+    deleted_at: float | None = None
 
 
 class ConversationView(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,8 +118,14 @@ def _output_entry(item: OutputItem) -> Entry:
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 
-def turn_view(request: RequestFacts, response: ResponseObject, end: EndFacts | None) -> TurnView:
-    """One turn from its request (first event) and its projection (the fold)."""
+def turn_view(
+    request: RequestFacts,
+    response: ResponseObject,
+    end: EndFacts | None,
+    deleted_at: float | None = None,
+) -> TurnView:
+    """One turn from its request (first event) and its projection (the fold); `deleted_at`
+    from its row, if it was deleted through the API."""
     error = f"{response.error.code}: {response.error.message}" if response.error else None
     return TurnView(
         response_id=response.id,
@@ -131,6 +139,7 @@ def turn_view(request: RequestFacts, response: ResponseObject, end: EndFacts | N
         usage=response.usage,
         error=error,
         end_reason=end.reason if end else None,
+        deleted_at=deleted_at,
     )
 
 
@@ -191,7 +200,12 @@ def usage_line(usage: Usage | None) -> str:
 
 
 def _heading(turn: TurnView) -> str:
-    return f"{turn.response_id} · {turn.status} · {turn.model} · {iso(turn.created_at)}"
+    deleted = f" · deleted {iso(turn.deleted_at)}" if turn.deleted_at is not None else ""
+    return f"{turn.response_id} · {turn.status} · {turn.model} · {iso(turn.created_at)}{deleted}"
+
+
+def _turns(n: int) -> str:
+    return f"{n} turn" if n == 1 else f"{n} turns"
 
 
 def _ending(turn: TurnView) -> list[str]:
@@ -216,7 +230,7 @@ def _text_entry(entry: Entry) -> str:
 
 
 def to_text(view: ConversationView) -> str:
-    lines = [f"Conversation of {view.response_id}: {len(view.turns)} turn(s)"]
+    lines = [f"Conversation of {view.response_id}: {_turns(len(view.turns))}"]
     if view.missing:
         lines.append(f"(earlier turns are gone: {view.missing} is not in the log)")
     for n, turn in enumerate(view.turns, 1):
@@ -262,7 +276,7 @@ def _md_entry(entry: Entry) -> list[str]:
 
 def to_markdown(view: ConversationView) -> str:
     lines = [f"# Conversation `{view.response_id}`", ""]
-    lines.append(f"{len(view.turns)} turn(s). Total usage: {usage_line(view.usage)}.")
+    lines.append(f"{_turns(len(view.turns))}. Total usage: {usage_line(view.usage)}.")
     if view.missing:
         lines += ["", f"*Earlier turns are gone: `{view.missing}` is not in the log.*"]
     for n, turn in enumerate(view.turns, 1):

@@ -202,7 +202,7 @@ def exported(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Path:
             timeout=60,
         )
     assert result.returncode == 0, result.stderr
-    assert "skipped 1 response(s) still running" in result.stderr
+    assert "skipped 1 response still running" in result.stderr
     return path
 
 
@@ -371,7 +371,7 @@ def test_export_then_import_reproduces_every_row(
     assert table(url, "events") == source_events
     assert ok_json("verify", "--all", url=url)["ok"] is True
     again = one_error_line(resplog("import", str(exported), url=url))
-    assert "already exist" in again and "nothing was imported" in again
+    assert "already holds" in again and "nothing was imported" in again
     assert len(table(url, "events")) == len(source_events)
 
 
@@ -526,3 +526,39 @@ def test_every_failure_is_one_clear_line_and_exit_1(corpus: Corpus, tmp_path: Pa
     missing = one_error_line(resplog("responses", "list", url=f"sqlite:///{tmp_path / 'no.db'}"))
     assert "no SQLite database" in missing
     assert not (tmp_path / "no.db").exists()
+
+
+def test_events_and_export_report_a_damaged_log_and_exit_1(
+    corpus: Corpus, damaged: Damaged, tmp_path: Path
+) -> None:
+    """A hole (or events the row does not count) is never passed over in silence: `events`
+    prints up to it, `export` stops before its end line (so `import` refuses the file), and
+    both name the stream and `resplog verify` in one line."""
+    plain = corpus.ids["plain"]
+    shown = resplog("events", plain, url=damaged.url)
+    line = one_error_line(shown)
+    assert line == (
+        f"error: the log of {plain} is damaged: position 6 where 5 was due "
+        f"(see resplog verify {plain})"
+    )
+    assert [int(x.split()[0]) for x in shown.stdout.splitlines()] == [0, 1, 2, 3, 4]
+    streamed = corpus.ids["streamed"]
+    n = damaged.last["streamed"]
+    line = one_error_line(resplog("events", streamed, url=damaged.url))
+    assert f"damaged: {n + 2} events where its row counts {n + 1}" in line
+    exported = resplog("export", url=damaged.url)
+    line = one_error_line(exported)
+    assert "is damaged" in line and "resplog verify resp_" in line
+    partial = tmp_path / "damaged.jsonl"
+    partial.write_text(exported.stdout)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    upgrade(url)
+    refused = one_error_line(resplog("import", str(partial), url=url))
+    assert "cut short" in refused or "does not verify" in refused
+
+
+def test_events_after_n_keeps_offsets_from_the_first_event(corpus: Corpus) -> None:
+    rid = corpus.ids["streamed"]
+    whole = resplog("events", rid, url=corpus.url).stdout.splitlines()
+    tail = resplog("events", rid, "--after", "3", url=corpus.url).stdout.splitlines()
+    assert tail == whole[4:]

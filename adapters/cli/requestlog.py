@@ -1,0 +1,98 @@
+"""The request log: one line per HTTP request once it is answered (a stream: once it ends),
+with its method, route template, status, duration, request id, owner and response id.
+
+Never the prompt, a header, a query string or a key: the route is the template
+(`/v1/responses/{response_id}`), the owner is the tenant an API key belongs to, and the only
+thing read from a body is the id at the start of a created response. An ASGI wrapper the
+`serve` command puts around the app (inside the send deadline, so it sees the app's own
+sends).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from service.access import Principal
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]  # litestar's own type is not ours to import
+
+log = logging.getLogger("resplog.requests")
+# The first id in a created response's first body bytes (its JSON, or the SSE
+# `response.created` event); openai-python `Response.id`.
+_CREATED_ID = re.compile(rb'"id":"(resp_[0-9a-zA-Z]{1,64})"')
+_SNIFF_BYTES = 1024
+
+
+class _Seen:
+    def __init__(self, scope: Scope) -> None:
+        self.status = 500  # if the app ends without answering (uvicorn then answers 500)
+        params = scope.get("path_params") or {}
+        given = params.get("response_id")  # as the client sent it: bounded
+        self.response_id: str | None = None if given is None else str(given)[:80]
+        self.sniff = self.response_id is None and scope.get("method") == "POST"
+
+    def see(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        elif message["type"] == "http.response.body" and self.sniff:
+            self.sniff = False
+            found = _CREATED_ID.search(bytes(message.get("body", b""))[:_SNIFF_BYTES])
+            self.response_id = found.group(1).decode() if found else None
+
+
+def request_log(app: ASGIApp) -> ASGIApp:
+    """`app`, logging one line per HTTP request at INFO on `resplog.requests`."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        seen: _Seen | None = None
+
+        async def send_seen(message: Message) -> None:
+            nonlocal seen
+            if seen is None:  # the routing has filled in path params by the first send
+                seen = _Seen(scope)
+            seen.see(message)
+            await send(message)
+
+        try:
+            await app(scope, receive, send_seen)
+        finally:
+            _log(scope, seen or _Seen(scope), time.perf_counter() - start)
+
+    return middleware
+
+
+def _log(scope: Scope, seen: _Seen, seconds: float) -> None:
+    state = scope.get("state") or {}
+    owner = next((v.owner for v in state.values() if isinstance(v, Principal)), None)
+    fields = {
+        "method": scope.get("method", "-"),
+        "route": scope.get("path_template") or "(no route)",
+        "status": seen.status,
+        "duration_ms": round(seconds * 1000, 2),
+        "request_id": state.get("request_id"),
+        "owner": owner,
+        "response_id": seen.response_id,
+    }
+    log.info(
+        "%s %s %d %.1fms %s owner=%s response=%s",
+        fields["method"],
+        fields["route"],
+        fields["status"],
+        fields["duration_ms"],
+        fields["request_id"] or "-",
+        owner or "-",
+        seen.response_id or "-",
+        extra={"fields": fields},
+    )
