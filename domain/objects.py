@@ -382,6 +382,9 @@ class ResponseObject(_Obj, frozen=True, kw_only=True):
     # Left out of the JSON unless the response names a conversation, so the objects of
     # logs written before conversations existed keep their bytes.
     conversation: ConversationRef | msgspec.UnsetType = msgspec.UNSET
+    # Echoed when the client sent it (openai-python `Response.prompt_cache_retention`); no
+    # engine here keeps a prompt cache that long, so it is not acted on.
+    prompt_cache_retention: str | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def terminal(self) -> bool:

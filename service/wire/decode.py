@@ -354,6 +354,9 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         top_p=1.0 if p.top_p is None else p.top_p,
         truncation=p.truncation or "disabled",
         conversation=msgspec.UNSET if conversation is None else ConversationRef(id=conversation),
+        prompt_cache_retention=(
+            msgspec.UNSET if p.prompt_cache_retention is None else p.prompt_cache_retention
+        ),
     )
     return CreateRequest(
         response=response,

@@ -303,3 +303,10 @@ def test_a_tool_output_that_answers_no_call_is_openais_400(
         )
         assert body["param"] == "input"
     assert server.count_rows("responses") == before
+
+
+def test_prompt_cache_retention_is_echoed_when_sent(client: openai.OpenAI) -> None:
+    r = client.responses.create(model="scripted", input="hi", prompt_cache_retention="24h")
+    assert r.prompt_cache_retention == "24h"
+    plain = client.responses.create(model="scripted", input="hi")
+    assert "prompt_cache_retention" not in plain.model_dump(exclude_unset=True)
