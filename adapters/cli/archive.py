@@ -104,20 +104,28 @@ class _Checked:
         self.events = 0
 
     def feed(self, stored: StoredEvent) -> None:
+        # An event beyond what the row counts is never written: the file stays one that
+        # `import` refuses as cut short, whichever damaged stream the scan meets first.
+        if self.events == self.record.version + 1:
+            self._damaged(f"more than the {self.events} events its row counts")
         self.check.feed(stored)
         self.events += 1
 
+    def _damaged(self, why: str) -> None:
+        rid = self.record.id
+        raise ResplogError(
+            f"the log of {rid} is damaged ({why}); the export stopped there, "
+            f"incomplete (see resplog verify {rid})"
+        )
+
     def finish(self) -> None:
-        rid, counted = self.record.id, self.record.version + 1
+        counted = self.record.version + 1
         found = self.check.finish()  # as import: any finding refuses the stream
         why = found[0].line() if found else None
         if why is None and self.events != counted:
             why = f"{self.events} events where its row counts {counted}"
         if why is not None:
-            raise ResplogError(
-                f"the log of {rid} is damaged ({why}); the export stopped there, "
-                f"incomplete (see resplog verify {rid})"
-            )
+            self._damaged(why)
 
 
 def _lines(path: Path) -> Iterator[bytes]:
