@@ -123,6 +123,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         cancel_wait_s=settings.cancel_wait_s,
         sealer=sealer,
         reasoning_events=settings.reasoning_events,
+        context_window=settings.context_window,
     )
 
 

@@ -46,6 +46,9 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     # How the reasoning events of the responses this process creates are named; recorded
     # in each response's log, so the processes that generate or read it follow that.
     reasoning_events: ReasoningEvents = "openai"
+    # The operator's bound on every model's context window (`--context-window`); the
+    # engine's own applies too (service/context.py takes the smaller).
+    context_window: int | None = None
     clock: Callable[[], float] = time.time
     # Seals reasoning for stateless clients; the engine above opens and seals through it.
     sealer: Sealer

@@ -253,6 +253,11 @@ class Engine(Protocol):
         has no way to count."""
         ...
 
+    def context_window(self, model: str) -> int | None:
+        """The most tokens `model`'s prompt and answer may hold together, where the engine
+        says (sglang's `context_length`, vLLM's `max_model_len`); None if unknown."""
+        ...
+
     async def ready(self) -> bool:
         """Whether the engine answers."""
         ...

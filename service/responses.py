@@ -37,7 +37,10 @@ from domain.objects import (
 from domain.reasons import CancelReason
 from domain.state import ResponseState
 from domain.tools import offered
+from domain.truncation import FACT as TRUNCATION_FACT
+from domain.truncation import Truncation, cut
 from service.bundle import Bundle
+from service.context import fit
 from service.history import history_for
 from service.ports import (
     StoredEvent,
@@ -80,6 +83,10 @@ async def create_response(
     check_sealed(svc.sealer, items)
     check_media(svc, req.response.model, items)
     check_calls(history, items)
+    truncation = (await fit(svc, req.response, history, items)).truncation
+    extra = req.extra
+    if truncation is not None:  # the input is kept whole, as sent; the cut is a fact
+        extra = {**extra, TRUNCATION_FACT: msgspec.to_builtins(truncation)}
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     facts = RequestFacts(
@@ -87,15 +94,21 @@ async def create_response(
         input=assign_ids(rid, items),
         stream=req.stream,
         include=req.include,
-        extra=req.extra,
+        extra=extra,
         reasoning_events=svc.reasoning_events,
     )
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)
-    prompt = build_prompt(response, facts.input, history, facts.include)
+    prompt = build_prompt(response, facts.input, history, facts.include, truncation)
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
+
+
+def recorded_truncation(facts: RequestFacts) -> Truncation | None:
+    """The cut `truncation: "auto"` made at create, as its facts record it."""
+    raw = facts.extra.get(TRUNCATION_FACT)
+    return None if raw is None else msgspec.convert(raw, Truncation)
 
 
 def check_calls(history: list[Turn], items: list[InputItem]) -> None:
@@ -244,9 +257,14 @@ def build_prompt(
     items: list[InputItem],
     history: list[Turn],
     include: list[str] | None = None,
+    truncation: Truncation | None = None,
 ) -> Prompt:
     """What an engine is asked: the settings the response echoes, the request's input items
-    (from its facts) and the conversation before it. The one place a `Prompt` is made."""
+    (from its facts) and the conversation before it, less what `truncation: "auto"` cut
+    (recorded in the facts). The one place a `Prompt` is made."""
+    if truncation is not None:
+        kept = cut(history, items, truncation.dropped_turns, truncation.dropped_items)
+        history, items = kept.history, kept.items
     return Prompt(
         response_id=response.id,
         model=response.model,

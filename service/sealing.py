@@ -110,6 +110,9 @@ class SealedReasoning:
     async def count_tokens(self, prompt: Prompt) -> int:
         return await self.inner.count_tokens(self._opened(prompt))
 
+    def context_window(self, model: str) -> int | None:
+        return self.inner.context_window(model)
+
     def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         deltas = self.inner.generate(self._opened(prompt))
         return _sealing(deltas, self.sealer) if INCLUDE in prompt.include else deltas

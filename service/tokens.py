@@ -8,6 +8,7 @@ import msgspec
 
 from domain.errors import EngineError, InvalidRequest
 from service.bundle import Bundle
+from service.context import fit
 from service.history import history_for
 from service.references import resolve_references
 from service.responses import assign_ids, build_prompt, check_served
@@ -26,6 +27,11 @@ async def count_input_tokens(svc: Bundle, req: CreateRequest, owner: str) -> int
     check_sealed(svc.sealer, items)
     response = msgspec.structs.replace(req.response, id=_UNSTORED)
     try:
+        # What a create would give the engine: cut to the window with `truncation: "auto"`;
+        # whole (its count over the window) otherwise, where a create would be refused.
+        fitted = await fit(svc, response, history, items, refuse=False)
+        if fitted.truncation is not None:
+            return fitted.truncation.input_tokens
         return await svc.engine.count_tokens(build_prompt(response, items, history))
     except EngineError as exc:
         if exc.code != "tokens_uncountable":

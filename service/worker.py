@@ -19,7 +19,7 @@ from service.history import history_for
 from service.periodic import Periodic
 from service.ports import Claim
 from service.reads import load_state
-from service.responses import build_prompt
+from service.responses import build_prompt, recorded_truncation
 
 log = logging.getLogger("resplog.worker")
 
@@ -71,7 +71,10 @@ class Worker:
         except DomainError as exc:
             await _unstartable(svc, state, exc)
             return
-        prompt = build_prompt(state.response, state.facts.input, history, state.facts.include)
+        facts = state.facts
+        prompt = build_prompt(
+            state.response, facts.input, history, facts.include, recorded_truncation(facts)
+        )
         if svc.keeper.closed:  # shutting down: its claim lapses and another process takes it
             log.info("not launching %s: shutting down", claim.response_id)
             return

@@ -78,6 +78,15 @@ _OPTIONS = [
         "`scripted_delay_ms` metadata gets (a larger value is clamped).",
     ),
     click.option(
+        "--context-window",
+        envvar="RESPLOG_CONTEXT_WINDOW",
+        default=None,
+        type=click.IntRange(min=1),
+        help="Tokens a prompt may hold (default: what the engine reports; the smaller of the "
+        "two applies). A longer prompt is 400 context_length_exceeded, or cut with "
+        "truncation=auto.",
+    ),
+    click.option(
         "--flush-interval-ms",
         envvar="RESPLOG_FLUSH_INTERVAL_MS",
         default=5.0,

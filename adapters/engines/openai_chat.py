@@ -409,6 +409,8 @@ class OpenAIChatEngine(HttpEngine):
         # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
         self.extra_body = dict(extra_body or {})
         self.served: list[str] = []
+        # vLLM's `/v1/models` gives each model's `max_model_len` (OpenAI's own API does not).
+        self.windows: dict[str, int] = {}
         what = f"chat-completions upstream at {self.base_url}"
         super().__init__(timeouts or Timeouts(), api_key, what)
 
@@ -424,6 +426,14 @@ class OpenAIChatEngine(HttpEngine):
             raise
         data = listing.get("data") if isinstance(listing, dict) else None
         self.served = [m["id"] for m in data or [] if isinstance(m, dict) and "id" in m]
+        self.windows = {
+            m["id"]: m["max_model_len"]
+            for m in data or []
+            if isinstance(m, dict)
+            and "id" in m
+            and isinstance(m.get("max_model_len"), int)
+            and m["max_model_len"] > 0
+        }
         if self.model and self.served and self.model not in self.served:
             raise EngineError(
                 f"{self._what} does not serve {self.model!r} (it serves {self.served})",
@@ -442,8 +452,14 @@ class OpenAIChatEngine(HttpEngine):
 
     def upstream_model(self, prompt: Prompt) -> str:
         """The prompt's model if the upstream serves it, else the configured one."""
-        if prompt.model in self.served or not (self.model or self.served):
-            return prompt.model
+        return self.upstream_model_name(prompt.model)
+
+    def context_window(self, model: str) -> int | None:
+        return self.windows.get(self.upstream_model_name(model))
+
+    def upstream_model_name(self, model: str) -> str:
+        if model in self.served or not (self.model or self.served):
+            return model
         return self.model or self.served[0]
 
     async def count_tokens(self, prompt: Prompt) -> int:

@@ -316,6 +316,10 @@ class ScriptedEngine:
         """The words of the prompt: what this engine reports as `input_tokens`."""
         return _prompt_words(prompt)[0]
 
+    def context_window(self, model: str) -> int | None:
+        """None: a script has no window (`--context-window` gives it one)."""
+        return None
+
     def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         """The script, one delta at a time, paced by its own clock."""
         return self._play(prompt)

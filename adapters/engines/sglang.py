@@ -206,6 +206,9 @@ class SglangEngine(HttpEngine):
 
     # --- generation ----------------------------------------------------------------------
 
+    def context_window(self, model: str) -> int | None:
+        return self.context_length
+
     async def count_tokens(self, prompt: Prompt) -> int:
         """The harmony rendering's length: the very ids `generate` would send."""
         return len(self.renderer.render(prompt))

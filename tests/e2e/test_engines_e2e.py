@@ -265,6 +265,30 @@ def test_input_tokens_through_a_chat_upstream(chat_resplog: Server, fake_chat: F
         fake_chat.configure(tokenize=True)
 
 
+def test_the_upstreams_window_refuses_or_cuts_a_long_prompt(
+    chat_resplog: Server, fake_chat: FakeProcess
+) -> None:
+    """vLLM's `/v1/models` names each model's `max_model_len` (2048 in the stand-in): a
+    longer prompt is OpenAI's 400 before anything reaches the upstream's completions, and
+    `truncation: "auto"` drops the oldest input to fit, counted by its `/tokenize`."""
+    client = sdk(chat_resplog)
+    model = served_model(client)
+    long = " ".join(["w"] * 2100)
+    fake_chat.reset()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=model, input=long)
+    assert caught.value.code == "context_length_exceeded"
+    assert fake_chat.log()["requests"] == []
+    made = client.responses.create(
+        model=model,
+        truncation="auto",
+        input=[{"role": "user", "content": long}, {"role": "user", "content": "one two three"}],
+    )
+    sent = fake_chat.log()["requests"][-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["one two three"]
+    assert made.usage is not None and made.usage.input_tokens < 2048
+
+
 def test_a_text_only_engine_refuses_an_image_naming_the_model(sglang_resplog: Server) -> None:
     client = sdk(sglang_resplog)
     model = served_model(client)

@@ -35,6 +35,7 @@ class Config:
     cached_tokens: int = 0
     long_words: int = 200
     tokenize: bool = True  # serve vLLM's `POST /tokenize` (off: 404, as upstreams without it)
+    max_model_len: int = 2048  # vLLM's `/v1/models` gives each model's window
 
 
 def _words(text: str) -> list[str]:
@@ -104,7 +105,13 @@ class FakeChat:
             )
         if (r.method, r.path) == ("GET", "/v1/models"):
             data = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                {
+                    "id": m,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "fake",
+                    "max_model_len": self.config.max_model_len,
+                }
                 for m in self.config.models
             ]
             return await r.json(200, {"object": "list", "data": data})
@@ -114,7 +121,8 @@ class FakeChat:
             body = json.loads(await r.body())
             self.log["tokenize"].append(body)
             count = prompt_tokens(body)
-            return await r.json(200, {"count": count, "max_model_len": 2048, "tokens": []})
+            body = {"count": count, "max_model_len": self.config.max_model_len, "tokens": []}
+            return await r.json(200, body)
         await r.json(404, {"detail": "Not Found"})
 
     async def control(self, r: Request) -> None:

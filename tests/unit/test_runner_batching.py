@@ -49,6 +49,9 @@ class Wire:
     def models(self) -> list[str]:
         return ["m"]
 
+    def context_window(self, model: str) -> int | None:
+        return None
+
     def serves(self, model: str) -> bool:
         return True
 

@@ -79,6 +79,9 @@ class _Engine:
     def models(self) -> list[str]:
         return ["m"]
 
+    def context_window(self, model: str) -> int | None:
+        return None
+
     def serves(self, model: str) -> bool:
         return True
 

@@ -254,6 +254,9 @@ class FailingEngine:
     def models(self) -> list[str]:
         return ["m"]
 
+    def context_window(self, model: str) -> int | None:
+        return None
+
     def serves(self, model: str) -> bool:
         return True
 
