@@ -184,7 +184,7 @@ def _cut_off(
 def _text(batch: Batch, delta: TextDelta) -> None:
     if delta.text:
         _ensure_message(batch, delta.phase)
-        _add_text(batch, delta.text, OutputText(text=""))
+        _add_text(batch, delta.text, OutputText(text=""), delta.logprobs)
 
 
 def _refusal(batch: Batch, delta: RefusalDelta) -> None:
@@ -357,12 +357,18 @@ def _ensure_part(batch: Batch, fresh: ContentPart) -> int:
 # --- streaming text ---------------------------------------------------------------------------
 
 
-def _add_text(batch: Batch, text: str, fresh: ContentPart) -> None:
+def _add_text(
+    batch: Batch, text: str, fresh: ContentPart, logprobs: list[dict[str, Any]] | None = None
+) -> None:
     c = _ensure_part(batch, fresh)
     i = batch.state.open_index
     assert i is not None
     iid, naming = batch.response.output[i].id or "", batch.state.reasoning_events
-    batch.add(lambda n: _text_delta_event(fresh, n, iid, i, c, delta=text, naming=naming))
+    batch.add(
+        lambda n: _text_delta_event(
+            fresh, n, iid, i, c, delta=text, naming=naming, logprobs=logprobs or []
+        )
+    )
 
 
 # Reasoning text events by the naming the response's creation recorded (`RequestFacts`).
@@ -373,12 +379,25 @@ _REASONING_EVENTS = {
 
 
 def _text_delta_event(
-    part: ContentPart, n: int, iid: str, i: int, c: int, *, delta: str, naming: ReasoningEvents
+    part: ContentPart,
+    n: int,
+    iid: str,
+    i: int,
+    c: int,
+    *,
+    delta: str,
+    naming: ReasoningEvents,
+    logprobs: list[dict[str, Any]],
 ) -> AnyEvent:
     """The delta event that streams into a part of this kind."""
     if isinstance(part, OutputText):
         return OutputTextDelta(
-            sequence_number=n, item_id=iid, output_index=i, content_index=c, delta=delta
+            sequence_number=n,
+            item_id=iid,
+            output_index=i,
+            content_index=c,
+            delta=delta,
+            logprobs=logprobs,
         )
     if isinstance(part, Refusal):
         return OutputRefusalDelta(
@@ -462,7 +481,12 @@ def _text_done_event(
     """The event that carries a part's final text, by the part's kind."""
     if isinstance(part, OutputText):
         return OutputTextDone(
-            sequence_number=n, item_id=iid, output_index=i, content_index=c, text=part.text
+            sequence_number=n,
+            item_id=iid,
+            output_index=i,
+            content_index=c,
+            text=part.text,
+            logprobs=part.logprobs,
         )
     if isinstance(part, Refusal):
         return OutputRefusalDone(

@@ -394,6 +394,10 @@ def _text_delta(state: ResponseState, event: TextDeltaEvent) -> ResponseState:
     parts = content_parts(item)
     if isinstance(part, Refusal):
         parts[event.content_index] = replace(part, refusal=part.refusal + event.delta)
+    elif isinstance(part, OutputText) and isinstance(event, OutputTextDelta) and event.logprobs:
+        parts[event.content_index] = replace(
+            part, text=part.text + event.delta, logprobs=[*part.logprobs, *event.logprobs]
+        )
     else:
         parts[event.content_index] = replace(part, text=part.text + event.delta)
     new = _with_parts(item, parts)

@@ -7,7 +7,7 @@ for every engine.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -30,6 +30,10 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     output: list[OutputItem]
 
 
+# The `include` value that asks for the answer's token log probabilities.
+LOGPROBS = "message.output_text.logprobs"
+
+
 class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     """A stored request, resolved against its conversation, ready for an engine to render."""
 
@@ -48,6 +52,11 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     text: TextConfig
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     include: list[str] = msgspec.field(default_factory=list)  # the request's `include`
+    top_logprobs: int = 0  # alternatives per token, when `include` asks for logprobs
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return LOGPROBS in self.include
 
 
 # --- semantic deltas --------------------------------------------------------------------------
@@ -70,10 +79,16 @@ class SummaryDelta(Delta, frozen=True, kw_only=True):
 
 
 class TextDelta(Delta, frozen=True, kw_only=True):
-    """Assistant message text; `commentary` is a preamble said before tool calls."""
+    """Assistant message text; `commentary` is a preamble said before tool calls.
+
+    `logprobs`: one entry per token of `text` when the request asked for them (`include`
+    `message.output_text.logprobs`), in the shape of openai-python's `Logprob` of
+    `ResponseOutputText` (`token`, `bytes`, `logprob`, `top_logprobs`), which the Open
+    Responses schema's `LogProb` requires of the events too."""
 
     text: str
     phase: Literal["commentary", "final_answer"] | None = None
+    logprobs: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class RefusalDelta(Delta, frozen=True, kw_only=True):

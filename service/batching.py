@@ -39,14 +39,18 @@ def coalesce(deltas: list[AnyDelta]) -> list[AnyDelta]:
     out: list[AnyDelta] = []
     for delta in deltas:
         last = out[-1] if out else None
-        if (
-            isinstance(delta, _MERGEABLE)
-            and type(last) is type(delta)
-            and (not isinstance(delta, TextDelta) or delta.phase == last.phase)  # type: ignore[union-attr]
-        ):
+        if isinstance(delta, TextDelta) and isinstance(last, TextDelta):
+            if delta.phase == last.phase:
+                out[-1] = msgspec.structs.replace(
+                    delta,
+                    text=last.text + delta.text,
+                    logprobs=[*last.logprobs, *delta.logprobs],
+                )
+                continue
+        elif isinstance(delta, _MERGEABLE) and type(last) is type(delta):
             out[-1] = msgspec.structs.replace(delta, text=last.text + delta.text)
-        else:
-            out.append(delta)
+            continue
+        out.append(delta)
     return out
 
 

@@ -281,4 +281,5 @@ def build_prompt(
         text=response.text,
         metadata=response.metadata,
         include=list(include or []),
+        top_logprobs=response.top_logprobs or 0,
     )

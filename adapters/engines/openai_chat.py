@@ -210,6 +210,9 @@ def chat_request(prompt: Prompt, model: str) -> dict[str, Any]:
         "response_format": _response_format(prompt),
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    if prompt.wants_logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = prompt.top_logprobs
     return body
 
 
@@ -235,10 +238,51 @@ class _Delta(msgspec.Struct, frozen=True):
     tool_calls: list[_ToolCallDelta] | None = None
 
 
+class _TopLogprob(msgspec.Struct, frozen=True):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class _TokenLogprob(msgspec.Struct, frozen=True):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[_TopLogprob] = msgspec.field(default_factory=list)
+
+
+class _Logprobs(msgspec.Struct, frozen=True):
+    content: list[_TokenLogprob] | None = None
+
+
 class _Choice(msgspec.Struct, frozen=True):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
+
+
+def _logprobs(choice: _Choice) -> list[dict[str, Any]]:
+    """A chunk's content logprobs as a Responses `output_text` holds them (`bytes` always
+    present, as the Open Responses schema requires; chat may send null)."""
+    if choice.logprobs is None or not choice.logprobs.content:
+        return []
+
+    def raw(token: str, given: list[int] | None) -> list[int]:
+        return given if given is not None else list(token.encode())
+
+    return [
+        {
+            "token": t.token,
+            "logprob": t.logprob,
+            "bytes": raw(t.token, t.bytes),
+            "top_logprobs": [
+                {"token": a.token, "logprob": a.logprob, "bytes": raw(a.token, a.bytes)}
+                for a in t.top_logprobs
+            ],
+        }
+        for t in choice.logprobs.content
+    ]
 
 
 class _PromptDetails(msgspec.Struct, frozen=True):
@@ -330,7 +374,7 @@ class ChatStream:
         if delta is not None:
             reasoning = delta.reasoning_content or delta.reasoning  # never both: same text
             self._text("reasoning", reasoning, out)
-            self._text("text", delta.content, out)
+            self._text("text", delta.content, out, _logprobs(choice))
             self._text("refusal", delta.refusal, out)
             for call in delta.tool_calls or []:
                 self._tool_call(call, out)
@@ -349,7 +393,13 @@ class ChatStream:
                 self.call_index = None
         self.kind = kind
 
-    def _text(self, kind: Kind, text: str | None, out: list[AnyDelta]) -> None:
+    def _text(
+        self,
+        kind: Kind,
+        text: str | None,
+        out: list[AnyDelta],
+        logprobs: list[dict[str, Any]] | None = None,
+    ) -> None:
         if not text:
             return
         # Refusal joins the open message; text and refusal are one message's parts.
@@ -358,7 +408,7 @@ class ChatStream:
         if kind == "reasoning":
             out.append(ReasoningDelta(text=text))
         elif kind == "text":
-            out.append(TextDelta(text=text))
+            out.append(TextDelta(text=text, logprobs=logprobs or []))
         else:
             out.append(RefusalDelta(text=text))
 

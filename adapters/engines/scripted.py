@@ -268,6 +268,16 @@ def _finite(key: str, value: str | None) -> float | None:
     return number
 
 
+def with_logprobs(delta: TextDelta, top: int) -> TextDelta:
+    """A script is certain of every token it plays: log probability 0 for the token, and
+    no other alternative (any other has probability 0, a log of minus infinity that JSON
+    cannot hold), so `top_logprobs` holds the token itself when `top` is at least 1."""
+    raw = list(delta.text.encode())
+    entry = {"token": delta.text, "logprob": 0.0, "bytes": raw}
+    alternatives = [entry] if top >= 1 else []
+    return msgspec.structs.replace(delta, logprobs=[{**entry, "top_logprobs": alternatives}])
+
+
 class ScriptedEngine:
     """Plays back `script(prompt)`; records generations it started and aborted."""
 
@@ -350,6 +360,8 @@ class ScriptedEngine:
                     cut = True
                     break
                 await asyncio.sleep(delay)
+                if isinstance(delta, TextDelta) and prompt.wants_logprobs:
+                    delta = with_logprobs(delta, prompt.top_logprobs)
                 yield delta
                 emitted += counts
                 reasoning += isinstance(delta, ReasoningDelta)

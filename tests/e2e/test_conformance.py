@@ -65,6 +65,11 @@ SDK_EXCEPTIONS: dict[tuple[str, str], str] = {
         "resplog has always sent the function's name here for clients that read it; neither "
         "the SDK (3.60) nor the schema declares it, and both allow extra fields"
     ),
+    ("Logprob", "bytes"): (
+        "the Open Responses schema's `LogProb` requires `bytes` in the text events too; the "
+        "SDK's event models (`ResponseTextDeltaEvent.Logprob`) leave it out, allowing extras"
+    ),
+    ("LogprobTopLogprob", "bytes"): "as for `Logprob`: the schema's `TopLogProb` requires it",
 }
 
 _stream_event: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseStreamEvent)
@@ -212,6 +217,8 @@ def formats(http: httpx.Client, seen: Emitted) -> set[str]:
     text = {"format": {"type": "json_schema", "name": "s", "schema": schema}, "verbosity": "low"}
     seen.object(_create(http, input="x", text=text, temperature=0.2, top_p=0.5, top_logprobs=2))
     seen.object(_create(http, input="x", text={"format": {"type": "json_object"}}))
+    logprobs = ["message.output_text.logprobs"]
+    _stream(http, seen, input="odds", include=logprobs, top_logprobs=1, stream=True)
     return {"completed"}
 
 

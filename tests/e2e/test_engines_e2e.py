@@ -289,6 +289,32 @@ def test_the_upstreams_window_refuses_or_cuts_a_long_prompt(
     assert made.usage is not None and made.usage.input_tokens < 2048
 
 
+def test_chat_upstream_logprobs_reach_the_output_text(
+    chat_resplog: Server, fake_chat: FakeProcess
+) -> None:
+    """Asked for, logprobs are requested from the upstream (`logprobs`, `top_logprobs`) and
+    its per-token entries become the `output_text`'s, alternatives and all."""
+    client = sdk(chat_resplog)
+    model = served_model(client)
+    fake_chat.reset()
+    made = client.responses.create(
+        model=model, input="Hi", include=["message.output_text.logprobs"], top_logprobs=2
+    )
+    sent = fake_chat.log()["requests"][-1]
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 2)
+    part: Any = made.output[-1].content[0]  # type: ignore[union-attr]
+    assert "".join(lp.token for lp in part.logprobs) == part.text
+    first = part.logprobs[0]
+    assert first.logprob == -0.25 and first.bytes == list(first.token.encode())
+    assert [(t.token, t.logprob) for t in first.top_logprobs] == [
+        (first.token, -0.25),
+        (" maybe", -1.5),
+    ]
+    plain = client.responses.create(model=model, input="Hi")
+    assert "logprobs" not in fake_chat.log()["requests"][-1]
+    assert plain.output[-1].content[0].logprobs == []  # type: ignore[union-attr]
+
+
 def test_a_text_only_engine_refuses_an_image_naming_the_model(sglang_resplog: Server) -> None:
     client = sdk(sglang_resplog)
     model = served_model(client)

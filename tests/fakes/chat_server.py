@@ -182,8 +182,23 @@ class Completion:
         self.tokens = 0
         self.reasoning = 0
 
+    def logprobs(self, delta: dict[str, Any]) -> dict[str, Any] | None:
+        """Chat's `choices[].logprobs` for a content token, when the request asked
+        (`logprobs: true`, `top_logprobs: n`): the token, then made-up alternatives."""
+        token = delta.get("content")
+        if not token or not self.body.get("logprobs"):
+            return None
+        alternatives = [(token, -0.25), (" maybe", -1.5), (" perhaps", -2.75)]
+        top = [
+            {"token": t, "logprob": p, "bytes": list(t.encode())}
+            for t, p in alternatives[: int(self.body.get("top_logprobs") or 0)]
+        ]
+        entry = {"token": token, "logprob": -0.25, "bytes": list(token.encode())}
+        return {"content": [{**entry, "top_logprobs": top}], "refusal": None}
+
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        logprobs = self.logprobs(delta)
+        choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
         doc: dict[str, Any] = {
             "id": self.id,
             "object": "chat.completion.chunk",

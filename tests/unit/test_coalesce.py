@@ -47,6 +47,13 @@ def test_runs_of_the_same_kind_merge_and_boundaries_stay() -> None:
     ]
 
 
+def test_merged_text_keeps_every_tokens_logprobs_in_order() -> None:
+    a = {"token": "a", "logprob": -0.5, "bytes": [97], "top_logprobs": []}
+    b = {"token": "b", "logprob": -1.0, "bytes": [98], "top_logprobs": []}
+    merged = coalesce([TextDelta(text="a", logprobs=[a]), TextDelta(text="b", logprobs=[b])])
+    assert merged == [TextDelta(text="ab", logprobs=[a, b])]
+
+
 def test_two_calls_in_a_row_are_not_merged() -> None:
     deltas = [FunctionCallStart(name="f"), FunctionCallStart(name="g")]
     assert coalesce(deltas) == deltas
