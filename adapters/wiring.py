@@ -29,6 +29,7 @@ from service.ports import Engine, LogObserver
 from service.runner import Runner
 from service.sealing import SealedReasoning
 from service.settings import Settings
+from service.summaries import ReasoningSummaries
 
 log = logging.getLogger("resplog.wiring")
 
@@ -103,7 +104,7 @@ async def open_database(
 def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundle:
     """The bundle of one process over its database and engine (nothing is started)."""
     sealer, _ = AesGcmSealer.from_setting(settings.reasoning_key)
-    engine = SealedReasoning(engine, sealer)
+    engine = SealedReasoning(ReasoningSummaries(engine, settings.reasoning_summary_tokens), sealer)
     runner = Runner(database.writer, engine)
     keeper = LeaseKeeper(
         database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3

@@ -35,6 +35,7 @@ from domain.objects import (
     ReasoningText,
     SummaryText,
 )
+from service.delegating import DelegatingEngine
 from service.ports import Engine
 
 INCLUDE = "reasoning.encrypted_content"
@@ -85,33 +86,16 @@ def check_sealed(sealer: Sealer, items: Sequence[object]) -> None:
             )
 
 
-class SealedReasoning:
+class SealedReasoning(DelegatingEngine):
     """An engine that opens the reasoning a prompt carries sealed, and seals the reasoning
     it produces when the request asked for it (`include`)."""
 
     def __init__(self, engine: Engine, sealer: Sealer) -> None:
-        self.inner = engine
+        super().__init__(engine)
         self.sealer = sealer
-        self.name = engine.name
-        self.media = engine.media
-
-    def models(self) -> list[str]:
-        return self.inner.models()
-
-    def serves(self, model: str) -> bool:
-        return self.inner.serves(model)
-
-    async def ready(self) -> bool:
-        return await self.inner.ready()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def count_tokens(self, prompt: Prompt) -> int:
         return await self.inner.count_tokens(self._opened(prompt))
-
-    def context_window(self, model: str) -> int | None:
-        return self.inner.context_window(model)
 
     def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         deltas = self.inner.generate(self._opened(prompt))

@@ -28,6 +28,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     scripted_max_tokens: int = 100_000
     scripted_max_delay_ms: float = 10_000.0
     context_window: int | None = None  # tokens; the engine's own window applies too
+    # The longest reasoning summary generated for `reasoning.summary` (0: none are).
+    reasoning_summary_tokens: int = 256
     max_body_bytes: int = 8 * 1024 * 1024
     flush_interval_ms: float = 5.0
     keepalive_s: float = 15.0

@@ -87,6 +87,16 @@ _OPTIONS = [
         "truncation=auto.",
     ),
     click.option(
+        "--reasoning-summary-tokens",
+        envvar="RESPLOG_REASONING_SUMMARY_TOKENS",
+        default=256,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="The longest summary generated for a reasoning item when a request asks "
+        "reasoning.summary (a second, short generation); 0: none (the setting is echoed "
+        "and ignored).",
+    ),
+    click.option(
         "--flush-interval-ms",
         envvar="RESPLOG_FLUSH_INTERVAL_MS",
         default=5.0,

@@ -219,6 +219,7 @@ def formats(http: httpx.Client, seen: Emitted) -> set[str]:
     seen.object(_create(http, input="x", text={"format": {"type": "json_object"}}))
     logprobs = ["message.output_text.logprobs"]
     _stream(http, seen, input="odds", include=logprobs, top_logprobs=1, stream=True)
+    _stream(http, seen, input="sum up", reasoning={"summary": "auto"}, stream=True)
     return {"completed"}
 
 

@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from adapters.engines.harmony import gpt_oss_encoding
 from tests.e2e.conftest import Server, start_server, stop_server
 from tests.fakes.plugin import *  # noqa: F403
 from tests.fakes.process import FakeProcess
@@ -118,6 +119,27 @@ def test_gpt_oss_function_tool_round_trip_through_sglang(
     requests = fake_sglang.log()["requests"]
     assert len(requests) == 2
     assert all(r["sampling_params"]["skip_special_tokens"] is False for r in requests)
+
+
+def test_gpt_oss_reasoning_gets_a_summary_from_a_second_generation(
+    sglang_resplog: Server, fake_sglang: FakeProcess
+) -> None:
+    """`reasoning.summary` on gpt-oss: its analysis channel has no summary, so sglang is
+    asked again, with the analysis text, and the final channel of that generation is the
+    reasoning item's summary."""
+    client = sdk(sglang_resplog)
+    fake_sglang.reset()
+    made = client.responses.create(
+        model=served_model(client), input="Hello there", reasoning={"summary": "detailed"}
+    )
+    item: Any = made.output[0]
+    assert item.type == "reasoning" and item.content and len(item.summary) == 1
+    assert item.summary[0].text and made.output_text
+    requests = fake_sglang.log()["requests"]
+    assert len(requests) == 2
+    asked = gpt_oss_encoding().decode(requests[1]["input_ids"])
+    assert "Summarize it in a short paragraph" in asked
+    assert item.content[0].text in asked
 
 
 def test_usage_is_what_sglang_reported(sglang_resplog: Server, fake_sglang: FakeProcess) -> None:
