@@ -221,11 +221,17 @@ def structured_answer(prompt: Prompt, answer: str) -> str | None:
     union); for `json_object`, `{"answer": ...}`; else None."""
     fmt = prompt.text.format
     if isinstance(fmt, FormatJsonSchema):
-        defs = {**fmt.schema.get("$defs", {}), **fmt.schema.get("definitions", {})}
-        return json.dumps(_instance(fmt.schema, defs, answer, 0))
+        return json.dumps(schema_instance(fmt.schema, answer))
     if isinstance(fmt, FormatJsonObject):
         return json.dumps({"answer": answer})
     return None
+
+
+def schema_instance(schema: dict[str, Any], text: str) -> object:
+    """A JSON value valid against `schema`, its strings `text` (the sglang stand-in plays
+    one back as a grammar-constrained answer would be)."""
+    defs = {**schema.get("$defs", {}), **schema.get("definitions", {})}
+    return _instance(schema, defs, text, 0)
 
 
 def _instance(schema: Any, defs: dict[str, Any], text: str, depth: int) -> object:

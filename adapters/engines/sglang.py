@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator
@@ -28,8 +29,10 @@ from adapters.engines._http import (
     read_deltas,
 )
 from adapters.engines.harmony import HarmonyParser, HarmonyRenderer
+from adapters.engines.harmony.render import announced_tools
 from domain.errors import EngineError
 from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage
+from domain.objects import FormatJsonObject, FormatJsonSchema
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +163,25 @@ class _SglangStream:
         )
 
 
+# Structured outputs (`text.format`): sglang's `/generate` applies one grammar to the whole
+# output, so the prompt opens the final channel itself and the grammar covers the answer
+# alone (no analysis precedes it). With tools on offer the output is left free: a grammar
+# for the answer would forbid the model's calls.
+FINAL_HEADER = "<|channel|>final<|message|>"
+
+
+def constraint(prompt: Prompt) -> str | None:
+    """The JSON schema `sampling_params.json_schema` gets for the prompt's text format."""
+    fmt = prompt.text.format
+    if announced_tools(prompt):
+        return None
+    if isinstance(fmt, FormatJsonSchema):
+        return json.dumps(fmt.schema, separators=(",", ":"))
+    if isinstance(fmt, FormatJsonObject):
+        return '{"type":"object"}'
+    return None
+
+
 class SglangEngine(HttpEngine):
     """gpt-oss on sglang's native `/generate`, rendered and parsed with harmony."""
 
@@ -211,10 +233,18 @@ class SglangEngine(HttpEngine):
 
     async def count_tokens(self, prompt: Prompt) -> int:
         """The harmony rendering's length: the very ids `generate` would send."""
-        return len(self.renderer.render(prompt))
+        return len(self._input_ids(prompt))
+
+    def _input_ids(self, prompt: Prompt) -> list[int]:
+        """The rendering, and for a constrained answer the final channel opened."""
+        ids = self.renderer.render(prompt)
+        return ids + self._final_header() if constraint(prompt) is not None else ids
+
+    def _final_header(self) -> list[int]:
+        return list(self.renderer.encoding.encode(FINAL_HEADER, allowed_special="all"))
 
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
-        ids = self.renderer.render(prompt)
+        ids = self._input_ids(prompt)
         rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*
         body = {
             "input_ids": ids,
@@ -232,7 +262,10 @@ class SglangEngine(HttpEngine):
         except asyncio.CancelledError:
             await self._abort(rid)  # perhaps sent: an unknown rid is answered 200 too
             raise
-        run = _SglangStream(HarmonyParser(self.renderer.encoding), self._what)
+        parser = HarmonyParser(self.renderer.encoding)
+        if constraint(prompt) is not None:
+            parser.prime(self._final_header())
+        run = _SglangStream(parser, self._what)
         try:
             reading = Reading()
             async with contextlib.aclosing(
@@ -258,6 +291,9 @@ class SglangEngine(HttpEngine):
             params["temperature"] = prompt.temperature
         if prompt.top_p is not None:
             params["top_p"] = prompt.top_p
+        schema = constraint(prompt)
+        if schema is not None:
+            params["json_schema"] = schema
         return params
 
     def _budget(self, prompt: Prompt, prompt_tokens: int) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import openai
+import pydantic
 import pytest
 
 from adapters.engines.harmony import gpt_oss_encoding
@@ -140,6 +141,50 @@ def test_gpt_oss_reasoning_gets_a_summary_from_a_second_generation(
     asked = gpt_oss_encoding().decode(requests[1]["input_ids"])
     assert "Summarize it in a short paragraph" in asked
     assert item.content[0].text in asked
+
+
+def test_structured_output_is_constrained_decoding_on_sglang(
+    sglang_resplog: Server, fake_sglang: FakeProcess
+) -> None:
+    """`client.responses.parse(text_format=...)` on gpt-oss: sglang gets the schema as
+    `sampling_params.json_schema` and a prompt that opens the final channel, so its grammar
+    covers the answer alone; the stand-in plays back what such a grammar forces."""
+
+    class City(pydantic.BaseModel):
+        name: str
+        population: int
+        capital: bool
+
+    client = sdk(sglang_resplog)
+    fake_sglang.reset()
+    parsed = client.responses.parse(
+        model=served_model(client), input="Describe Paris.", text_format=City
+    )
+    assert parsed.output_parsed == City(name="constrained", population=1, capital=True)
+    sent = fake_sglang.log()["requests"][-1]
+    schema = json.loads(sent["sampling_params"]["json_schema"])
+    assert schema["properties"]["population"] == {"title": "Population", "type": "integer"}
+    assert gpt_oss_encoding().decode(sent["input_ids"]).endswith(
+        "<|start|>assistant<|channel|>final<|message|>"
+    )
+    assert [i.type for i in parsed.output] == ["message"]  # no analysis before the answer
+    loose: Any = {"format": {"type": "json_object"}}
+    made = client.responses.create(model=served_model(client), input="Paris?", text=loose)
+    assert json.loads(made.output_text) == {}  # any object; the stand-in's is empty
+    sent = fake_sglang.log()["requests"][-1]
+    assert sent["sampling_params"]["json_schema"] == '{"type":"object"}'
+    counted = client.responses.input_tokens.count(
+        model=served_model(client), input="Paris?", text=loose
+    )
+    assert counted.input_tokens == len(sent["input_ids"])  # the opened channel counts
+    # With tools on offer the output stays free (the model may call them instead).
+    client.responses.create(
+        model=served_model(client),
+        input="Weather? [fake:function_call]",
+        tools=WEATHER,
+        text={"format": {"type": "json_object"}},
+    )
+    assert "json_schema" not in fake_sglang.log()["requests"][-1]["sampling_params"]
 
 
 def test_usage_is_what_sglang_reported(sglang_resplog: Server, fake_sglang: FakeProcess) -> None:

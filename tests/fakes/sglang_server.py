@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.engines.harmony import gpt_oss_encoding
+from adapters.engines.scripted import schema_instance
 from tests.fakes.asgi import DropConnection, EventStream, Receive, Request, Scope, Send, serve
 from tests.fakes.transcripts import FAULTS, TRANSCRIPTS, long_answer, scenario
 
@@ -290,6 +291,7 @@ class Run:
         stream: bool = True,
     ) -> None:
         self.fake, self.cfg, self.rid, self.input_ids = fake, fake.config, rid, input_ids
+        self.params = params
         self.style = fake.config.style if stream else "cumulative"  # one whole answer
         text = fake.enc.decode(input_ids)
         self.name = scenario(text)
@@ -307,7 +309,15 @@ class Run:
         self.cached = self._cached()  # the radix-cache hit is fixed when the request starts
 
     def _tokens(self, name: str) -> list[int]:
-        if name in ("long", "stall", "drop", "eof", "server_abort", "bad_counts"):
+        constrained = self.params.get("json_schema")
+        if constrained:
+            # sglang's grammar forces every output token from the first: the answer is a
+            # document of the schema, then the stop (a prompt that did not open the final
+            # channel itself would get JSON where harmony wants a header, as from sglang).
+            text = (
+                json.dumps(schema_instance(json.loads(constrained), "constrained")) + "<|return|>"
+            )
+        elif name in ("long", "stall", "drop", "eof", "server_abort", "bad_counts"):
             text = long_answer(self.cfg.long_words)
         else:
             text = TRANSCRIPTS.get(name, TRANSCRIPTS["reasoning_final"])

@@ -80,6 +80,12 @@ class HarmonyParser:
         self.tokens = 0
         self.reasoning_tokens = 0  # every token of analysis messages, headers included
 
+    def prime(self, token_ids: Iterable[int]) -> None:
+        """Read tokens the prompt already holds (a message header it opens for the model,
+        `<|channel|>final<|message|>`): they set the parser's state but are not output."""
+        self.feed(token_ids)
+        self.tokens = self._message_tokens = 0
+
     def feed(self, token_ids: Iterable[int]) -> list[AnyDelta]:
         """Deltas for these tokens; consecutive text of one message is merged into one."""
         out: list[AnyDelta] = []
