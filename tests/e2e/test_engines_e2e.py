@@ -164,8 +164,10 @@ def test_structured_output_is_constrained_decoding_on_sglang(
     sent = fake_sglang.log()["requests"][-1]
     schema = json.loads(sent["sampling_params"]["json_schema"])
     assert schema["properties"]["population"] == {"title": "Population", "type": "integer"}
-    assert gpt_oss_encoding().decode(sent["input_ids"]).endswith(
-        "<|start|>assistant<|channel|>final<|message|>"
+    assert (
+        gpt_oss_encoding()
+        .decode(sent["input_ids"])
+        .endswith("<|start|>assistant<|channel|>final<|message|>")
     )
     assert [i.type for i in parsed.output] == ["message"]  # no analysis before the answer
     loose: Any = {"format": {"type": "json_object"}}
