@@ -8,6 +8,10 @@ Phases, each on the same fresh database:
             stream: sustained events/s and append -> visible-to-the-tailer latency.
   max       the same streams unpaced (producers only held back by backpressure).
   baseline  one commit per event (`store.append`), closed loop, same streams.
+  remote    the paced load, its tailers on a second store in this process (they hear
+            only the doorbell, as another replica would).
+  process   the paced load, its tailers in another process (another replica on the same
+            box): the latency from append to visible there, on the machine's clock.
   replay    one long stream read back and decoded into typed events.
 Events are made by the real aggregate (`create`, `emit(TextDelta)`, `finish`) before the
 clock starts; encoding them into rows is part of the measured append.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import multiprocessing
 import os
 import secrets
 import statistics
@@ -27,6 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -158,6 +164,59 @@ class Run:
         if self.flushes:
             text += f"  ({self.events / self.flushes:.0f} ev/flush, {self.flush_ms:.1f} ms each)"
         return text
+
+
+def tail_process(url: str, rids: list[str], ready: Any, out: Any) -> None:
+    """Another replica: its own store (own pool, own LISTEN connection) tailing `rids`;
+    sends back when each position became visible (CLOCK_MONOTONIC, which `perf_counter`
+    is on Linux, so the writer's process can compare)."""
+
+    async def main() -> dict[str, dict[int, float]]:
+        store = await open_store(url, pool_size=POOL, max_overflow=0)
+        seen: dict[str, dict[int, float]] = {rid: {} for rid in rids}
+        tasks = [asyncio.create_task(tail(store, rid, seen[rid])) for rid in rids]
+        await asyncio.sleep(0.5)
+        ready.set()
+        await asyncio.gather(*tasks)
+        await store.close()
+        return seen
+
+    out.put(asyncio.run(main()))
+
+
+async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> Run:
+    """The paced load with its tailers in another process."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    proc = ctx.Process(target=tail_process, args=(url, [r for r, _ in work], ready, out))
+    proc.start()
+    await asyncio.get_running_loop().run_in_executor(None, ready.wait, 60)
+    store = await open_store(url, pool_size=POOL, max_overflow=0, listen=False)
+    streams = [Stream(rid, plan) for rid, plan in work]
+    writer = GroupCommitWriter(store, flush_interval=opts["interval"])
+    await writer.start()
+    rate = opts["rate"]
+    step = 1 / rate
+    per_task = opts["per_task"]
+    groups = [streams[i : i + per_task] for i in range(0, len(streams), per_task)]
+    with Meter() as meter:
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            *(produce(writer, g, t0 + i * step / len(groups), step) for i, g in enumerate(groups))
+        )
+        seen = await asyncio.get_running_loop().run_in_executor(None, out.get, True, 120)
+    proc.join(30)
+    await writer.close()
+    await store.close()
+    for s in streams:
+        s.seen = seen[s.rid]
+    lat = [s.seen[p] - t for s in streams for p, t in s.sent.items()]
+    run = Run("process", len(lat), meter, lat, flushes=writer.flushes)
+    lo = t0 + 1.0
+    hi = max(t for s in streams for t in s.sent.values()) - 1.0
+    run.steady = [s.seen[p] - t for s in streams for p, t in s.sent.items() if lo <= t <= hi]
+    run.steady_rate = sum(1 for s in streams for t in s.seen.values() if lo <= t <= hi) / (hi - lo)
+    return run
 
 
 async def tail(store: SqlEventStore, rid: str, seen: dict[int, float]) -> None:
@@ -352,6 +411,9 @@ async def run(args: argparse.Namespace) -> None:
                 )
                 print(run_.line(), f" [{remote.catchup.reads} shared reads]")  # type: ignore[attr-defined]
                 await remote.close()
+            elif phase == "process" and not args.sqlite:
+                work = plans(args.streams, deltas // 2)
+                print((await process_phase(url, work, rate=args.rate, **opts)).line())
             elif phase == "max":
                 work = plans(args.streams, deltas // 2)
                 print((await group_phase(store, "max", work, rate=0, **opts)).line())

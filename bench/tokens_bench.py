@@ -26,7 +26,8 @@ from tests.e2e.conftest import start_server, stop_server
 
 
 def ms(samples: list[float]) -> str:
-    return f"{statistics.median(samples):7.1f} ms (p90 {statistics.quantiles(samples, n=10)[-1]:.1f})"
+    p90 = statistics.quantiles(samples, n=10)[-1]
+    return f"{statistics.median(samples):7.1f} ms (p90 {p90:.1f})"
 
 
 def first_delta(http: httpx.Client, body: dict[str, object]) -> float:
