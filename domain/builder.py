@@ -43,6 +43,7 @@ from domain.fold import content_parts, terminal_snapshot
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
+    Compacted,
     EndItem,
     Finished,
     FunctionCallStart,
@@ -205,6 +206,14 @@ def _summary(batch: Batch, delta: SummaryDelta) -> None:
         _add_summary(batch, delta.text)
 
 
+def _compacted(batch: Batch, delta: Compacted) -> None:
+    """A compaction item, added and done at once (it has no deltas)."""
+    close_item(batch)
+    i, item = len(batch.response.output), delta.item
+    batch.add(lambda n: OutputItemAdded(sequence_number=n, output_index=i, item=item))
+    batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=item))
+
+
 def _function_call(batch: Batch, delta: FunctionCallStart) -> None:
     close_item(batch)
     rid, n = batch.response.id, len(batch.response.output)
@@ -288,6 +297,7 @@ _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     InputDelta: _input,
     EndItem: _end_item,
     ReasoningSealed: _sealed,
+    Compacted: _compacted,
 }
 
 

@@ -50,6 +50,7 @@ from domain.events import (
     tag_of,
 )
 from domain.objects import (
+    CompactionItem,
     ContentPart,
     CustomToolCall,
     FunctionCall,
@@ -276,7 +277,9 @@ def _item_added(state: ResponseState, event: OutputItemAdded) -> ResponseState:
     i, item = event.output_index, event.item
     if not state.started or state.open_index is not None:
         raise _fail(state, event, "an item is still open, or the response never started")
-    if i != len(resp.output) or item.status != "in_progress":
+    # A compaction has no status and no deltas: it is added whole, then done unchanged.
+    status = "in_progress" if isinstance(item, CompactionItem) else item.status
+    if i != len(resp.output) or status != "in_progress":
         raise _fail(state, event, f"a new item must be in_progress at index {len(resp.output)}")
     if (
         content_parts(item)
@@ -309,7 +312,12 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         and not item.encrypted_content
     ):
         item = replace(item, encrypted_content=done.encrypted_content)
-    if done.status not in ("completed", "incomplete") or replace(item, status=done.status) != done:
+    if isinstance(item, CompactionItem) or isinstance(done, CompactionItem):
+        differs = item != done
+    else:
+        ended = done.status in ("completed", "incomplete")
+        differs = not ended or replace(item, status=done.status) != done
+    if differs:
         raise _fail(state, event, "the final item differs from its deltas")
     return _set_item(state, i, done, version=event.sequence_number, open_index=None, closing=False)
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from domain.objects import (
+    CompactionItem,
     InputItem,
     OutputItem,
     ReasoningConfig,
@@ -28,6 +29,20 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     instructions: str | None
     input: list[InputItem]
     output: list[OutputItem]
+
+
+class Compaction(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction made when the response was created, as its request's facts keep it
+    (`extra.compaction`): `context_management`'s threshold was crossed, or the input ended
+    with Codex's `compaction_trigger` (`only`: the compaction is the whole answer)."""
+
+    item: CompactionItem
+    summarized_by: str  # the response that wrote the summary
+    only: bool = False
+    kept_items: int = 0  # the request's trailing input items the engine still gets
+    usage: TokenUsage = msgspec.field(default_factory=lambda: TokenUsage())
+    input_tokens: int | None = None  # the count that crossed the threshold
+    threshold: int | None = None
 
 
 # The `include` value that asks for the answer's token log probabilities.
@@ -53,6 +68,8 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     include: list[str] = msgspec.field(default_factory=list)  # the request's `include`
     top_logprobs: int = 0  # alternatives per token, when `include` asks for logprobs
+    # The compaction made at create, whose item opens the output (service/compaction.py).
+    compaction: Compaction | None = None
 
     @property
     def wants_logprobs(self) -> bool:
@@ -122,6 +139,12 @@ class ReasoningSealed(Delta, frozen=True, kw_only=True):
     encrypted_content: str
 
 
+class Compacted(Delta, frozen=True, kw_only=True):
+    """The conversation was compacted before generation: the compaction output item."""
+
+    item: CompactionItem
+
+
 class EndItem(Delta, frozen=True, kw_only=True):
     """The current output item is complete (a message, a reasoning block, a call)."""
 
@@ -144,7 +167,8 @@ class Finished(Delta, frozen=True, kw_only=True):
 
 
 AnyDelta = (
-    ReasoningDelta
+    Compacted
+    | ReasoningDelta
     | SummaryDelta
     | TextDelta
     | RefusalDelta

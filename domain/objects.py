@@ -141,8 +141,17 @@ class CustomToolCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="cus
     namespace: Namespace = msgspec.UNSET
 
 
+class CompactionItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="compaction"):
+    """A compaction in a response's output (openai-python `ResponseCompactionItem`; it
+    has no `status`): the conversation before it, summarised and sealed. Made whole, so
+    it is added and done in one step; its id names the response that wrote the summary."""
+
+    id: str
+    encrypted_content: str
+
+
 ToolCall = FunctionCall | CustomToolCall
-OutputItem = OutputMessage | ReasoningItem | FunctionCall | CustomToolCall
+OutputItem = OutputMessage | ReasoningItem | FunctionCall | CustomToolCall | CompactionItem
 
 
 # --- input items (what a client sends; stored in the request facts) -------------------------

@@ -12,12 +12,17 @@ engine the summary in the place of the conversation it replaced.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
 
+from domain.compaction import last_user
 from domain.errors import EngineError
+from domain.generation import Compaction, TokenUsage, Turn
 from domain.objects import (
+    CompactionItem,
+    ConversationRef,
     InputItem,
     InputMessage,
     InputText,
@@ -34,7 +39,12 @@ from service.responses import create_and_wait
 from service.sealing import check_sealed
 from service.wire import CreateRequest
 
+log = logging.getLogger("resplog.compaction")
+
 MARK = "resplog_compaction"
+# Where the decoder keeps Codex's trigger and `context_management` (the request's facts).
+TRIGGER = "compaction_trigger"
+CONTEXT_MANAGEMENT = "context_management"
 INSTRUCTIONS = (
     "You are compacting a conversation so that it can continue within a small context. "
     "Write a summary of everything above that the assistant needs to continue the task: "
@@ -73,6 +83,62 @@ async def compact(svc: Bundle, req: CreateRequest, owner: str) -> Compacted:
     )
 
 
+async def auto_compact(
+    svc: Bundle, req: CreateRequest, history: list[Turn], items: list[InputItem], owner: str
+) -> Compaction | None:
+    """The compaction a create asks for, made now by a summarising response of its own:
+    Codex's `compaction_trigger` (the compaction is then the whole answer), or
+    `context_management`'s `compact_threshold` crossed by the prompt's token count (the
+    summary then replaces the conversation but for the request's last user message and
+    what follows it). None when neither applies."""
+    trigger = bool(req.extra.get(TRIGGER))
+    threshold = compact_threshold(req.extra)
+    if not trigger and threshold is None:
+        return None
+    if isinstance(req.response.conversation, ConversationRef):
+        return None  # a conversation's items are its own stream: compact it with /compact
+    counted = None
+    if not trigger:
+        from service.responses import build_prompt
+
+        try:
+            counted = await svc.engine.count_tokens(build_prompt(req.response, items, history))
+        except EngineError as exc:
+            log.warning("cannot count the prompt for context_management: %s", exc)
+            return None
+        if threshold is None or counted <= threshold:
+            return None
+    final = await create_and_wait(svc, _summarising(req, items), owner)
+    if final.status != "completed":
+        raise EngineError(
+            f"the summarising response {final.id} ended {final.status}", code="compaction_failed"
+        )
+    blob = svc.sealer.seal([], [ReasoningText(text=_text(final))], source=final.id)
+    item = CompactionItem(id="cmp_" + final.id.removeprefix("resp_"), encrypted_content=blob)
+    used = final.usage
+    return Compaction(
+        item=item,
+        summarized_by=final.id,
+        only=trigger,
+        kept_items=0 if trigger else len(items) - last_user(items),
+        usage=TokenUsage(
+            input_tokens=used.input_tokens if used else 0,
+            output_tokens=used.output_tokens if used else 0,
+        ),
+        input_tokens=counted,
+        threshold=threshold,
+    )
+
+
+def compact_threshold(extra: dict[str, Any]) -> int | None:
+    """`context_management: [{"type": "compaction", "compact_threshold": N}]`, as the
+    decoder kept it (service/wire/decode.py checked its shape)."""
+    for entry in extra.get(CONTEXT_MANAGEMENT) or []:
+        if entry.get("type") == "compaction" and isinstance(entry.get("compact_threshold"), int):
+            return int(entry["compact_threshold"])
+    return None
+
+
 def _summarising(req: CreateRequest, given: list[InputItem]) -> CreateRequest:
     """The request of the response that writes the summary: the conversation, then the ask;
     no tools; stored and marked, so the log shows the compaction."""
@@ -88,7 +154,10 @@ def _summarising(req: CreateRequest, given: list[InputItem]) -> CreateRequest:
         metadata={MARK: "1"},
     )
     ask = InputMessage(id="", role="user", content=[InputText(text=ASK)])
-    return msgspec.structs.replace(req, response=response, input=[*given, ask], stream=False)
+    # Not the request's own extras: a summarising response never compacts in its turn.
+    return msgspec.structs.replace(
+        req, response=response, input=[*given, ask], stream=False, extra={}
+    )
 
 
 def _text(final: ResponseObject) -> str:

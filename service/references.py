@@ -19,8 +19,10 @@ import msgspec
 
 from domain.errors import NotFound
 from domain.objects import (
+    CompactionItem,
     CustomToolCall,
     FunctionCall,
+    InputCompaction,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
@@ -97,4 +99,6 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             return InputCustomToolCall(
                 id=iid or "", call_id=cid, name=name, input=text, namespace=ns
             )
+        case CompactionItem(id=iid, encrypted_content=blob):
+            return InputCompaction(id=iid, encrypted_content=blob)
     return item

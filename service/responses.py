@@ -14,10 +14,11 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 import msgspec
 
 from domain.commands import create
+from domain.compaction import compacted, from_last_compaction
 from domain.errors import InvalidRequest
 from domain.events import RequestFacts
 from domain.fold import project
-from domain.generation import Prompt, Turn
+from domain.generation import Compaction, Prompt, Turn
 from domain.objects import (
     CustomToolCall,
     CustomToolCallOutput,
@@ -51,6 +52,9 @@ from service.runner import Generation
 from service.sealing import check_sealed
 from service.wire import CreateRequest
 
+# The key of the request facts' `extra` that records a compaction made at create.
+COMPACTION_FACT = "compaction"
+
 
 def new_response_id() -> str:
     return f"resp_{uuid.uuid4().hex}{uuid.uuid4().hex[:16]}"
@@ -83,8 +87,14 @@ async def create_response(
     check_sealed(svc.sealer, items)
     check_media(svc, req.response.model, items)
     check_calls(history, items)
-    truncation = (await fit(svc, req.response, history, items)).truncation
+    history = from_last_compaction(history)
     extra = req.extra
+    view = history, items
+    compaction = await _compaction(svc, req, history, items, owner)
+    if compaction is not None:  # made by a response of its own, before this one starts
+        extra = {**extra, COMPACTION_FACT: msgspec.to_builtins(compaction)}
+        view = compacted(history, items, compaction)
+    truncation = (await fit(svc, req.response, *view)).truncation
     if truncation is not None:  # the input is kept whole, as sent; the cut is a fact
         extra = {**extra, TRUNCATION_FACT: msgspec.to_builtins(truncation)}
     rid = new_response_id()
@@ -99,10 +109,37 @@ async def create_response(
     )
     decision = create(response, facts)
     await svc.writer.append(rid, -1, decision.events, durable=True)
-    prompt = build_prompt(response, facts.input, history, facts.include, truncation)
+    prompt = prompt_from_facts(response, facts, history)
     if not req.background:  # leased to this process by the insert that created it
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
     return Started(decision.state, await _run_here(svc, decision.state, prompt))
+
+
+async def _compaction(
+    svc: Bundle, req: CreateRequest, history: list[Turn], items: list[InputItem], owner: str
+) -> Compaction | None:
+    from service.compaction import auto_compact  # it creates a response itself
+
+    return await auto_compact(svc, req, history, items, owner)
+
+
+def prompt_from_facts(response: ResponseObject, facts: RequestFacts, history: list[Turn]) -> Prompt:
+    """The prompt of a recorded request: its input, and the compaction and cut its facts
+    record, over the conversation it continues."""
+    return build_prompt(
+        response,
+        facts.input,
+        history,
+        facts.include,
+        recorded_truncation(facts),
+        recorded_compaction(facts),
+    )
+
+
+def recorded_compaction(facts: RequestFacts) -> Compaction | None:
+    """The compaction made at create, as its facts record it."""
+    raw = facts.extra.get(COMPACTION_FACT)
+    return None if raw is None else msgspec.convert(raw, Compaction)
 
 
 def recorded_truncation(facts: RequestFacts) -> Truncation | None:
@@ -258,10 +295,15 @@ def build_prompt(
     history: list[Turn],
     include: list[str] | None = None,
     truncation: Truncation | None = None,
+    compaction: Compaction | None = None,
 ) -> Prompt:
     """What an engine is asked: the settings the response echoes, the request's input items
-    (from its facts) and the conversation before it, less what `truncation: "auto"` cut
-    (recorded in the facts). The one place a `Prompt` is made."""
+    (from its facts) and the conversation before it, with what a compaction replaced given
+    as its summary and less what `truncation: "auto"` cut (both recorded in the facts).
+    The one place a `Prompt` is made."""
+    if compaction is not None:
+        history, items = compacted(history, items, compaction)
+    history = from_last_compaction(history)
     if truncation is not None:
         kept = cut(history, items, truncation.dropped_turns, truncation.dropped_items)
         history, items = kept.history, kept.items
@@ -282,4 +324,5 @@ def build_prompt(
         metadata=response.metadata,
         include=list(include or []),
         top_logprobs=response.top_logprobs or 0,
+        compaction=compaction,
     )

@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 
 from domain.builder import emit, finish
 from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
-from domain.generation import AnyDelta, Finished, Prompt
+from domain.generation import AnyDelta, Compacted, Compaction, Finished, Prompt
 from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
 from service.batching import Inbox
@@ -134,7 +134,7 @@ class Runner:
             await self._step(rid, holder, start(holder[0]), durable=True)
         # The engine is read in the inbox's task while this one waits for the log, so what
         # arrives during an append becomes the next batch (service/batching.py).
-        inbox = Inbox(tool_calls(self._engine.generate(prompt), prompt.tools))
+        inbox = Inbox(tool_calls(_deltas(self._engine, prompt), prompt.tools))
         try:
             while True:
                 d = self._decide(holder[0], await inbox.take())
@@ -198,6 +198,26 @@ class Runner:
         except Exception:
             log.exception("generation %s: could not record its end (%s)", rid, reason)
             return state
+
+
+def _deltas(engine: Engine, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+    """The engine's deltas; after the compaction item when the create made one (and
+    nothing else when the compaction is the whole answer: Codex's trigger)."""
+    if prompt.compaction is None:
+        return engine.generate(prompt)
+    return _compacted(engine, prompt, prompt.compaction)
+
+
+async def _compacted(
+    engine: Engine, prompt: Prompt, compaction: Compaction
+) -> AsyncGenerator[AnyDelta, None]:
+    yield Compacted(item=compaction.item)
+    if compaction.only:
+        yield Finished(reason="stop", usage=compaction.usage)
+        return
+    async with contextlib.aclosing(engine.generate(prompt)) as deltas:
+        async for delta in deltas:
+            yield delta
 
 
 def _client_message(reason: str) -> str:

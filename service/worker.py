@@ -19,7 +19,7 @@ from service.history import history_for
 from service.periodic import Periodic
 from service.ports import Claim
 from service.reads import load_state
-from service.responses import build_prompt, recorded_truncation
+from service.responses import prompt_from_facts
 
 log = logging.getLogger("resplog.worker")
 
@@ -72,9 +72,7 @@ class Worker:
             await _unstartable(svc, state, exc)
             return
         facts = state.facts
-        prompt = build_prompt(
-            state.response, facts.input, history, facts.include, recorded_truncation(facts)
-        )
+        prompt = prompt_from_facts(state.response, facts, history)
         if svc.keeper.closed:  # shutting down: its claim lapses and another process takes it
             log.info("not launching %s: shutting down", claim.response_id)
             return

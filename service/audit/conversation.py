@@ -10,6 +10,7 @@ import msgspec
 
 from domain.events import EndFacts, RequestFacts
 from domain.objects import (
+    CompactionItem,
     CustomToolCall,
     CustomToolCallOutput,
     FunctionCall,
@@ -115,6 +116,12 @@ def _output_entry(item: OutputItem) -> Entry:
             return Entry(kind="function_call", call_id=cid, name=name, text=args)
         case CustomToolCall(call_id=cid, name=name, input=text):
             return Entry(kind="custom_tool_call", call_id=cid, name=name, text=text)
+        case CompactionItem(id=iid):
+            source = "resp_" + iid.removeprefix("cmp_")
+            return Entry(
+                kind="compaction",
+                text=f"the conversation before here compacted, summary written by {source}",
+            )
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 

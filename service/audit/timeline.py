@@ -109,7 +109,7 @@ def summary(event: AnyEvent) -> str:
         case OutputItemAdded(output_index=i, item=item):
             return f"#{i} {_item(item)}"
         case OutputItemDone(output_index=i, item=item):
-            return f"#{i} {_item(item)} {item.status}"
+            return f"#{i} {_item(item)} {getattr(item, 'status', None) or 'done'}"
         case ContentPartAdded(output_index=i, content_index=c, part=p):
             return f"#{i}.{c} {_kind(p)}"
         case ContentPartDone(output_index=i, content_index=c, part=p):

@@ -131,7 +131,7 @@ UNSUPPORTED_FIELDS = {
 # Fields of openai-python's `ResponseCreateParams` that resplog accepts and does not act on:
 # hints about caching, background handling and context management. Kept verbatim in the
 # request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
-IGNORED_FIELDS = ("context_management", "background_options", "prompt_cache_options")
+IGNORED_FIELDS = ("background_options", "prompt_cache_options")
 MAX_MODEL_CHARS = 256
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
 CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
@@ -223,17 +223,73 @@ def _object(body: bytes, limits: Limits) -> dict[str, Any]:
 def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     _refuse_unsupported(raw)
     ignored = {k: raw.pop(k) for k in IGNORED_FIELDS if raw.get(k) is not None}
+    acted = {**_trigger(raw), **_context_management(raw.pop("context_management", None))}
     raw = _wrap_hosted(_tag_easy_messages(raw))
     try:
         parsed = msgspec.convert(raw, CreateResponseBody)
     except msgspec.ValidationError as exc:
         raise rejection(exc, raw) from exc
     req = _to_request(parsed, limits)
+    if acted:  # service/compaction.py acts on them; the facts keep them
+        _check_size("context_management", acted.get("context_management"), limits)
+        req = msgspec.structs.replace(req, extra={**req.extra, **acted})
     if ignored:
         for name, value in ignored.items():
             _check_size(name, value, limits)
         req = msgspec.structs.replace(req, extra={**req.extra, "ignored": ignored})
     return req
+
+
+def _trigger(raw: dict[str, Any]) -> dict[str, Any]:
+    """Codex CLI's `{"type": "compaction_trigger"}`, the last input item of a request that
+    wants its conversation compacted (its answer is then one `compaction` item): taken out
+    of the input and kept as a fact. Anywhere else in the input it is a 400."""
+    items = raw.get("input")
+    if not isinstance(items, list):
+        return {}
+    found = [
+        i
+        for i, item in enumerate(items)
+        if isinstance(item, dict) and item.get("type") == "compaction_trigger"
+    ]
+    if not found:
+        return {}
+    if found != [len(items) - 1]:
+        i = found[0] if found[0] != len(items) - 1 else found[1]
+        raise InvalidRequest(
+            f"Invalid 'input[{i}]': a compaction_trigger item must be the last input item.",
+            param=f"input[{i}]",
+            code="invalid_value",
+        )
+    raw["input"] = items[:-1]
+    return {"compaction_trigger": True}
+
+
+def _context_management(value: Any) -> dict[str, Any]:
+    """openai-python `ResponseCreateParams.context_management`: a list of strategies;
+    `compaction` (with an optional integer `compact_threshold`) is acted on, any other
+    strategy kept as sent (and so ignored)."""
+    if value is None:
+        return {}
+    if not isinstance(value, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("type"), str) for e in value
+    ):
+        raise InvalidRequest(
+            "Invalid 'context_management': expected an array of objects with a 'type'.",
+            param="context_management",
+            code="invalid_type",
+        )
+    for i, entry in enumerate(value):
+        threshold = entry.get("compact_threshold")
+        bad = isinstance(threshold, bool) or not isinstance(threshold, int | None)
+        if entry["type"] == "compaction" and (bad or (threshold is not None and threshold < 1)):
+            raise InvalidRequest(
+                f"Invalid 'context_management[{i}].compact_threshold': expected a positive "
+                "integer.",
+                param=f"context_management[{i}].compact_threshold",
+                code="invalid_value",
+            )
+    return {"context_management": value}
 
 
 def _refuse_unsupported(raw: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ later request that passes the item gives the engine the summary in place of the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -71,3 +72,105 @@ def test_bad_compactions_are_openai_400s_and_write_nothing(
         client.responses.create(model="scripted", input=forged)
     assert bad.value.code == "invalid_encrypted_content"
     assert server.count_rows("responses") == before
+
+
+def test_codex_compaction_trigger_answers_one_compaction_item(client: openai.OpenAI) -> None:
+    """Codex CLI compacts with an ordinary streamed, `store: false` create whose input ends
+    in `{"type": "compaction_trigger"}`; its one output item is the compaction, and passed
+    back as input it gives the engine the summary."""
+    conversation: Any = [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Hello Ada."},
+        {"role": "user", "content": "I like tea."},
+    ]
+    events = list(
+        client.responses.create(
+            model="scripted",
+            input=[*conversation, {"type": "compaction_trigger"}],
+            store=False,
+            stream=True,
+            instructions="Be brief.",
+        )
+    )
+    kinds = [e.type for e in events]
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    final: Any = events[-1].response  # type: ignore[union-attr]
+    (item,) = final.output
+    assert item.type == "compaction" and item.encrypted_content.startswith("rsv1.")
+    summarising = client.responses.retrieve("resp_" + item.id.removeprefix("cmp_"))
+    assert summarising.metadata == {"resplog_compaction": "1"}
+    assert "I like tea." in summarising.output_text  # the scripted summary echoes the input
+    assert final.usage.output_tokens == summarising.usage.output_tokens  # type: ignore[union-attr]
+    passed: Any = [item.model_dump(exclude_none=True), {"role": "user", "content": "And me?"}]
+    later = client.responses.create(model="scripted", input=passed, metadata=TRANSCRIPT)
+    assert later.output_text.startswith("developer: Summary of the conversation before this")
+    assert "My name is Ada." in later.output_text
+
+
+def test_context_management_compacts_a_conversation_over_its_threshold(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """Over `compact_threshold` (the scripted engine counts words), the create first has the
+    conversation summarised, its output opens with the compaction item, and the engine is
+    given the summary and the new message alone; the next turn continues from there."""
+    one = client.responses.create(model="scripted", input="alpha beta gamma delta epsilon")
+    two = client.responses.create(
+        model="scripted", input="zeta eta theta iota kappa", previous_response_id=one.id
+    )
+    management: Any = [{"type": "compaction", "compact_threshold": 20}]
+    under = client.responses.create(
+        model="scripted",
+        input="lambda",
+        previous_response_id=one.id,
+        context_management=management,  # 5 + 7 + 1 words: under the threshold
+    )
+    assert [i.type for i in under.output] == ["reasoning", "message"]
+    three = client.responses.create(
+        model="scripted",
+        input="what now?",
+        previous_response_id=two.id,
+        context_management=management,
+        metadata=TRANSCRIPT,
+    )
+    kinds = [i.type for i in three.output]
+    assert kinds[0] == "compaction" and "message" in kinds
+    writer = "resp_" + three.output[0].id.removeprefix("cmp_")
+    summary = client.responses.retrieve(writer).output_text
+    assert "alpha beta gamma" in summary
+    # The engine was given the summary and the new message: no earlier turn.
+    head = f"developer: Summary of the conversation before this point:\n{summary}"
+    assert three.output_text == f"{head} | user: what now?"
+    recorded = facts_of(server, three.id)["extra"]["compaction"]
+    assert recorded["threshold"] == 20 and recorded["input_tokens"] > 20
+    assert recorded["summarized_by"] == writer
+    # The next turn continues from the compaction, not from the turns it replaced.
+    four = client.responses.create(
+        model="scripted", input="and then?", previous_response_id=three.id, metadata=TRANSCRIPT
+    )
+    assert four.output_text.startswith(f"{head} | user: what now? | assistant: ")
+    assert four.output_text.endswith("| user: and then?")
+    shown = subprocess.run(
+        [RESPLOG, "conversation", four.id, "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"the conversation before here compacted, summary written by {writer}" in shown
+
+
+def facts_of(server: Server, rid: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [RESPLOG, "events", rid, "--json", "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return dict(json.loads(out.splitlines()[0])["facts"])

@@ -220,6 +220,8 @@ def formats(http: httpx.Client, seen: Emitted) -> set[str]:
     logprobs = ["message.output_text.logprobs"]
     _stream(http, seen, input="odds", include=logprobs, top_logprobs=1, stream=True)
     _stream(http, seen, input="sum up", reasoning={"summary": "auto"}, stream=True)
+    trigger = [{"role": "user", "content": "compact"}, {"type": "compaction_trigger"}]
+    _stream(http, seen, input=trigger, store=False, stream=True)
     return {"completed"}
 
 

@@ -310,10 +310,17 @@ def test_hosted_tools_can_be_refused_by_the_operator() -> None:
 def test_hints_resplog_does_not_act_on_are_accepted_and_kept_in_the_facts() -> None:
     management = [{"type": "compaction", "compact_threshold": 200000}]
     req = parse(context_management=management, prompt_cache_options={"mode": "implicit"})
-    assert req.extra["ignored"] == {
-        "context_management": management,
-        "prompt_cache_options": {"mode": "implicit"},
-    }
+    assert req.extra["ignored"] == {"prompt_cache_options": {"mode": "implicit"}}
+    assert req.extra["context_management"] == management  # acted on: service/compaction.py
+    for bad in ("x", [{"type": "compaction", "compact_threshold": 0}], [{"kind": 1}]):
+        with pytest.raises(InvalidRequest) as wrong:
+            parse(context_management=bad)
+        assert wrong.value.param.startswith("context_management")
+    trigger = parse(input=[{"role": "user", "content": "hi"}, {"type": "compaction_trigger"}])
+    assert trigger.extra["compaction_trigger"] is True and len(trigger.input) == 1
+    with pytest.raises(InvalidRequest) as early:
+        parse(input=[{"type": "compaction_trigger"}, {"role": "user", "content": "hi"}])
+    assert early.value.param == "input[0]"
     with pytest.raises(InvalidRequest) as caught:
         parse(moderation={"model": "omni"})
     assert caught.value.code == "unsupported_parameter"

@@ -1,0 +1,54 @@
+"""What a compaction leaves of a conversation: the engine is given the sealed summary in the
+place of everything it replaced (domain only: the summary is written by service/compaction.py
+and opened by service/sealing.py).
+
+Two places hold a compaction: the response being created (`Compaction`, from its request's
+facts: its earlier turns and all but its trailing input items are replaced), and an earlier
+turn whose output holds a compaction item (every turn before it is replaced, and its own
+input up to its last user message).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from domain.generation import Compaction, Turn
+from domain.objects import CompactionItem, InputCompaction, InputItem, InputMessage
+
+
+def summary_item(item: CompactionItem) -> InputCompaction:
+    return InputCompaction(id=item.id, encrypted_content=item.encrypted_content)
+
+
+def compacted(
+    history: list[Turn], items: list[InputItem], compaction: Compaction
+) -> tuple[list[Turn], list[InputItem]]:
+    """The conversation a response made by a compaction continues: the summary, then the
+    request's trailing input items it kept."""
+    kept = items[len(items) - compaction.kept_items :] if compaction.kept_items else []
+    return [], [summary_item(compaction.item), *kept]
+
+
+def from_last_compaction(history: list[Turn]) -> list[Turn]:
+    """The history from its last compacted turn on: that turn's input becomes the summary
+    and what followed its last user message (nothing, when the compaction was the whole
+    answer), and its output loses the compaction item."""
+    for k in range(len(history) - 1, -1, -1):
+        turn = history[k]
+        found = [x for x in turn.output if isinstance(x, CompactionItem)]
+        if not found:
+            continue
+        rest = [x for x in turn.output if not isinstance(x, CompactionItem)]
+        kept = turn.input[last_user(turn.input) :] if rest else []
+        head = msgspec.structs.replace(turn, input=[summary_item(found[-1]), *kept], output=rest)
+        return [head, *history[k + 1 :]]
+    return history
+
+
+def last_user(items: list[InputItem]) -> int:
+    """The index of the last user message (0 when there is none: keep everything)."""
+    for i in range(len(items) - 1, -1, -1):
+        item = items[i]
+        if isinstance(item, InputMessage) and item.role == "user":
+            return i
+    return 0
