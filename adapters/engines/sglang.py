@@ -29,6 +29,7 @@ from adapters.engines._http import (
     read_deltas,
 )
 from adapters.engines.harmony import HarmonyParser, HarmonyRenderer
+from adapters.engines.harmony.parse import TokenScore
 from adapters.engines.harmony.render import announced_tools
 from domain.errors import EngineError
 from domain.generation import AnyDelta, Finished, FinishReason, Prompt, TokenUsage
@@ -49,12 +50,20 @@ class _Finish(msgspec.Struct, frozen=True):
     message: str | None = None
 
 
+# One token's `[logprob, token id, text]` (text with `return_text_in_logprobs`).
+_Logprob = tuple[float, int, str | None]
+
+
 class _Meta(msgspec.Struct, frozen=True):
     completion_tokens: int
     finish_reason: _Finish | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int | None = None
+    # With `return_logprob`: per output token (sglang keeps every one so far in each chunk;
+    # a version that sends only the new ones is read too, see `_SglangStream._logprobs`).
+    output_token_logprobs: list[_Logprob] | None = None
+    output_top_logprobs: list[list[_Logprob] | None] | None = None
 
 
 class _Chunk(msgspec.Struct, frozen=True):
@@ -116,9 +125,10 @@ def _stream_error(what: str, error: Any) -> EngineError:
 class _SglangStream:
     """The state of one `/generate` stream: ids reconciled, harmony parsed, how it ended."""
 
-    def __init__(self, parser: HarmonyParser, what: str) -> None:
+    def __init__(self, parser: HarmonyParser, what: str, *, logprobs: bool = False) -> None:
         self.parser = parser
         self.what = what
+        self.logprobs = logprobs
         self.ids = OutputIds()
         self.ended = False  # sglang is done with the request (finished, failed, or aborted)
         self.finished: Finished | None = None
@@ -139,11 +149,34 @@ class _SglangStream:
         if meta.finish_reason is not None and meta.finish_reason.type == "abort":
             self.ended = True  # and its tokens are not taken: the answer stops where it was
         reason = _reason(meta.finish_reason, self.what) if meta.finish_reason else None
-        deltas = self.parser.feed(self._new_ids(chunk.output_ids or [], meta))
+        before = self.ids.consumed
+        new = self._new_ids(chunk.output_ids or [], meta)
+        scored = self._logprobs(meta, before, len(new)) if self.logprobs else None
+        deltas = self.parser.feed(new, scored)
         if reason is not None:
             self.ended = True
             self.finished = Finished(reason=reason, usage=self._usage(meta))
         return deltas
+
+    def _logprobs(self, meta: _Meta, before: int, new: int) -> list[TokenScore] | None:
+        """The scores of this chunk's new tokens: the tail of what sglang keeps (all so
+        far), or the chunk's own when it sends only new ones; None (and a warning) when
+        they do not line up with the ids."""
+        values = meta.output_token_logprobs or []
+        tops: list[list[_Logprob] | None] = list(meta.output_top_logprobs or [])
+        if len(values) == meta.completion_tokens and len(values) == before + new:
+            values, tops = values[before:], tops[before:]
+        elif len(values) != new:
+            log.warning("%s sent %d logprobs for %d new tokens", self.what, len(values), new)
+            return None
+        tops += [None] * (len(values) - len(tops))
+        return [
+            TokenScore(
+                logprob=value[0],
+                alternatives=[(alt[0], alt[2] if alt[2] is not None else "") for alt in top or []],
+            )
+            for value, top in zip(values, tops, strict=True)
+        ]
 
     def _new_ids(self, ids: list[int], meta: _Meta) -> list[int]:
         try:
@@ -246,12 +279,16 @@ class SglangEngine(HttpEngine):
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
         ids = self._input_ids(prompt)
         rid = uuid.uuid4().hex  # fixed length: sglang aborts by rid *prefix*
-        body = {
+        body: dict[str, Any] = {
             "input_ids": ids,
             "sampling_params": self.sampling_params(prompt, len(ids)),
             "stream": True,
             "rid": rid,
         }
+        if prompt.wants_logprobs:  # top-level keys of /generate, not sampling params
+            body["return_logprob"] = True
+            body["top_logprobs_num"] = prompt.top_logprobs
+            body["return_text_in_logprobs"] = True
         limit = deadline(self.timeouts)
         try:
             response = await self._http.open_stream(self._url("/generate"), body, self._what, limit)
@@ -265,7 +302,7 @@ class SglangEngine(HttpEngine):
         parser = HarmonyParser(self.renderer.encoding)
         if constraint(prompt) is not None:
             parser.prime(self._final_header())
-        run = _SglangStream(parser, self._what)
+        run = _SglangStream(parser, self._what, logprobs=prompt.wants_logprobs)
         try:
             reading = Reading()
             async with contextlib.aclosing(

@@ -189,6 +189,40 @@ def test_structured_output_is_constrained_decoding_on_sglang(
     assert "json_schema" not in fake_sglang.log()["requests"][-1]["sampling_params"]
 
 
+def test_gpt_oss_answer_logprobs_come_from_sglang(
+    sglang_resplog: Server, fake_sglang: FakeProcess
+) -> None:
+    """sglang is asked for logprobs (`return_logprob`, `top_logprobs_num`, with text), and
+    the answer's tokens carry them: only the final channel's, none of the analysis."""
+    client = sdk(sglang_resplog)
+    fake_sglang.reset()
+    events = list(
+        client.responses.create(
+            model=served_model(client),
+            input="Hello there",
+            include=["message.output_text.logprobs"],
+            top_logprobs=2,
+            stream=True,
+        )
+    )
+    sent = fake_sglang.log()["requests"][-1]
+    assert (sent["return_logprob"], sent["top_logprobs_num"]) == (True, 2)
+    assert "return_logprob" not in sent["sampling_params"]
+    final: Any = events[-1].response  # type: ignore[union-attr]
+    part = final.output[-1].content[0]
+    assert part.text == "Hello! How can I help you today?"
+    assert "".join(lp.token for lp in part.logprobs) == part.text
+    assert all(len(lp.top_logprobs) == 2 for lp in part.logprobs)
+    assert {lp.logprob for lp in part.logprobs} <= {0.0, -0.5, -1.0}  # the stand-in's scores
+    streamed = [
+        lp.token for e in events if e.type == "response.output_text.delta" for lp in e.logprobs
+    ]  # type: ignore[union-attr]
+    assert "".join(streamed) == part.text
+    plain = client.responses.create(model=served_model(client), input="Hello there")
+    assert "return_logprob" not in fake_sglang.log()["requests"][-1]
+    assert plain.output[-1].content[0].logprobs == []  # type: ignore[union-attr]
+
+
 def test_usage_is_what_sglang_reported(sglang_resplog: Server, fake_sglang: FakeProcess) -> None:
     client = sdk(sglang_resplog)
     model = served_model(client)

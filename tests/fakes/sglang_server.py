@@ -214,7 +214,7 @@ class FakeSglang:
             )
         rid = body.get("rid") or uuid.uuid4().hex
         if not body.get("stream"):
-            return await self._whole(r, Run(self, rid, ids, params, stream=False))
+            return await self._whole(r, self._run_of(body, rid, ids, params, stream=False))
         stream = EventStream(r)
         await stream.start()
         try:
@@ -227,12 +227,21 @@ class FakeSglang:
                 await stream.data(json.dumps({"error": err}).encode())
                 done = True
             else:
-                done = await self._run(Run(self, rid, ids, params), stream)
+                done = await self._run(self._run_of(body, rid, ids, params), stream)
             if done:
                 await stream.data(b"[DONE]")
                 await stream.end()
         finally:
             stream.close()
+
+    def _run_of(
+        self, body: dict[str, Any], rid: str, ids: list[int], params: dict[str, Any], **kw: Any
+    ) -> Run:
+        run = Run(self, rid, ids, params, **kw)
+        run.return_logprob = bool(body.get("return_logprob"))
+        run.top_logprobs_num = int(body.get("top_logprobs_num") or 0)
+        run.return_text_in_logprobs = bool(body.get("return_text_in_logprobs"))
+        return run
 
     async def _whole(self, r: Request, run: Run) -> None:
         """Without `stream`, sglang answers one JSON object: the whole output."""
@@ -292,6 +301,9 @@ class Run:
     ) -> None:
         self.fake, self.cfg, self.rid, self.input_ids = fake, fake.config, rid, input_ids
         self.params = params
+        self.return_logprob = False  # top-level request keys, set by `generate`
+        self.top_logprobs_num = 0
+        self.return_text_in_logprobs = False
         self.style = fake.config.style if stream else "cumulative"  # one whole answer
         text = fake.enc.decode(input_ids)
         self.name = scenario(text)
@@ -358,7 +370,21 @@ class Run:
             )
         if finish is not None:
             meta["e2e_latency"] = time.monotonic() - self.started
+        if self.return_logprob:  # as sglang keeps them: every output token so far
+            meta["output_token_logprobs"] = [self._logprob(i) for i in range(len(self.produced))]
+            if self.top_logprobs_num:
+                meta["output_top_logprobs"] = [
+                    [self._logprob(i, rank) for rank in range(self.top_logprobs_num)]
+                    for i in range(len(self.produced))
+                ]
         return meta
+
+    def _logprob(self, i: int, rank: int = 0) -> list[Any]:
+        """[logprob, token id, text] of output token i (rank 0: the token itself; others:
+        made-up alternatives, less likely), the text as `return_text_in_logprobs` gives it."""
+        tid = self.produced[i] + rank
+        text = self.fake.enc.decode([tid]) if self.return_text_in_logprobs else None
+        return [-0.5 * (i % 3) - 1.25 * rank, tid, text]
 
     def _cached(self) -> int:
         """The longest prefix shared with an earlier prompt+output, as sglang's radix cache

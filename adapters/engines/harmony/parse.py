@@ -12,6 +12,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any, Literal
 
+import msgspec
 from openai_harmony import HarmonyError, Role, StreamableParser
 
 from domain.errors import EngineError
@@ -68,6 +69,27 @@ def _delta(kind: Kind, text: str) -> AnyDelta:
     return ArgumentsDelta(text=text)
 
 
+class TokenScore(msgspec.Struct, frozen=True, kw_only=True):
+    """An output token's log probability and its engine's top alternatives (logprob,
+    text), as the engine reported them."""
+
+    logprob: float
+    alternatives: list[tuple[float, str]] = msgspec.field(default_factory=list)
+
+
+def _entry(text: str, score: TokenScore) -> dict[str, Any]:
+    """A token of the answer in openai-python's `Logprob` shape (`bytes`: the UTF-8 of the
+    token's text as the stream decoded it)."""
+    return {
+        "token": text,
+        "logprob": score.logprob,
+        "bytes": list(text.encode()),
+        "top_logprobs": [
+            {"token": t, "logprob": lp, "bytes": list(t.encode())} for lp, t in score.alternatives
+        ],
+    }
+
+
 class HarmonyParser:
     """Incremental: feed each chunk's new token ids, get the deltas they complete."""
 
@@ -86,22 +108,28 @@ class HarmonyParser:
         self.feed(token_ids)
         self.tokens = self._message_tokens = 0
 
-    def feed(self, token_ids: Iterable[int]) -> list[AnyDelta]:
-        """Deltas for these tokens; consecutive text of one message is merged into one."""
+    def feed(
+        self, token_ids: Iterable[int], scores: list[TokenScore] | None = None
+    ) -> list[AnyDelta]:
+        """Deltas for these tokens; consecutive text of one message is merged into one.
+        With `scores` (one per token), the answer's text carries its tokens' logprobs."""
         out: list[AnyDelta] = []
         pending: list[str] = []
-        for token in token_ids:
+        scored: list[dict[str, Any]] = []
+        for k, token in enumerate(token_ids):
             self._process(token)
             if token == self._message_token:
                 self._header_done(out)
             elif token in self._end_tokens:
-                self._flush(out, pending)
+                self._flush(out, pending, scored)
                 self._message_done(out)
             elif self._kind is not None:
-                text = self._parser.last_content_delta
+                text = self._parser.last_content_delta or ""
                 if text:
                     pending.append(text)
-        self._flush(out, pending)
+                if scores is not None and self._kind == "answer":
+                    scored.append(_entry(text, scores[k]))
+        self._flush(out, pending, scored)
         return out
 
     def _process(self, token: int) -> None:
@@ -123,11 +151,15 @@ class HarmonyParser:
             out.append(FunctionCallStart(name=function_name(recipient or "")))
             self._opened = True
 
-    def _flush(self, out: list[AnyDelta], pending: list[str]) -> None:
+    def _flush(self, out: list[AnyDelta], pending: list[str], scored: list[dict[str, Any]]) -> None:
         if pending and self._kind is not None:
-            out.append(_delta(self._kind, "".join(pending)))
+            delta = _delta(self._kind, "".join(pending))
+            if scored and isinstance(delta, TextDelta):
+                delta = msgspec.structs.replace(delta, logprobs=list(scored))
+            out.append(delta)
             self._opened = True
             pending.clear()
+        scored.clear()
 
     def _message_done(self, out: list[AnyDelta]) -> None:
         if self._opened:
