@@ -180,3 +180,30 @@ def test_intermediate_chunks_without_text_and_unknown_meta_keys_are_fine(
     data["text"] = None
     assert run.on_chunk(json.dumps(data)) == HarmonyParser(encoding).feed(tokens[:6])
     assert run.ids.consumed == 6
+
+
+@pytest.mark.parametrize("kept", ["all so far", "only new"])
+def test_logprobs_of_the_answer_line_up_with_its_tokens(
+    encoding: Any, tokens: list[int], kept: str
+) -> None:
+    """Whether sglang sends every token's score so far in each chunk or only the new ones,
+    the final channel's text carries one entry per token, and the analysis none."""
+    run = _SglangStream(HarmonyParser(encoding), "sglang", logprobs=True)
+    scores = [[-0.1 * i, t, encoding.decode([t])] for i, t in enumerate(tokens)]
+    tops = [[[-0.1 * i, t, encoding.decode([t])], [-9.0, 0, "!"]] for i, t in enumerate(tokens)]
+    texts: list[TextDelta] = []
+    for step in range(0, len(tokens), 7):
+        new = tokens[step : step + 7]
+        end = step + len(new)
+        lo = 0 if kept == "all so far" else step
+        meta = {"output_token_logprobs": scores[lo:end], "output_top_logprobs": tops[lo:end]}
+        ids = tokens[:end] if kept == "all so far" else new
+        out = run.on_chunk(chunk(ids, end, **meta))
+        texts += [d for d in out if isinstance(d, TextDelta)]
+    answer = [d for d in texts if d.phase == "final_answer"]
+    entries = [e for d in answer for e in d.logprobs]
+    assert "".join(e["token"] for e in entries) == "".join(d.text for d in answer)
+    assert all(
+        e["top_logprobs"][1] == {"token": "!", "logprob": -9.0, "bytes": [33]} for e in entries
+    )
+    assert not [d for d in texts if d.phase != "final_answer" and d.logprobs]
