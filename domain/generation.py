@@ -68,6 +68,9 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     include: list[str] = msgspec.field(default_factory=list)  # the request's `include`
     top_logprobs: int = 0  # alternatives per token, when `include` asks for logprobs
+    # Hints for an upstream that uses them (an OpenAI-compatible chat API): the request's
+    # `prompt_cache_key`, `safety_identifier`, and `service_tier` unless the default.
+    hints: dict[str, str] = msgspec.field(default_factory=dict)
     # The compaction made at create, whose item opens the output (service/compaction.py).
     compaction: Compaction | None = None
 

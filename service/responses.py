@@ -136,6 +136,15 @@ def prompt_from_facts(response: ResponseObject, facts: RequestFacts, history: li
     )
 
 
+def _hints(response: ResponseObject) -> dict[str, str]:
+    given = {
+        "prompt_cache_key": response.prompt_cache_key,
+        "safety_identifier": response.safety_identifier,
+        "service_tier": None if response.service_tier == "default" else response.service_tier,
+    }
+    return {k: v for k, v in given.items() if v}
+
+
 def recorded_compaction(facts: RequestFacts) -> Compaction | None:
     """The compaction made at create, as its facts record it."""
     raw = facts.extra.get(COMPACTION_FACT)
@@ -324,5 +333,6 @@ def build_prompt(
         metadata=response.metadata,
         include=list(include or []),
         top_logprobs=response.top_logprobs or 0,
+        hints=_hints(response),
         compaction=compaction,
     )

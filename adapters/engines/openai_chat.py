@@ -210,6 +210,7 @@ def chat_request(prompt: Prompt, model: str) -> dict[str, Any]:
         "response_format": _response_format(prompt),
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    body.update(prompt.hints)  # chat completions takes the same three fields
     if prompt.wants_logprobs:
         body["logprobs"] = True
         body["top_logprobs"] = prompt.top_logprobs

@@ -415,6 +415,14 @@ def test_chat_upstream_logprobs_reach_the_output_text(
     ]
     plain = client.responses.create(model=model, input="Hi")
     assert "logprobs" not in fake_chat.log()["requests"][-1]
+    assert "prompt_cache_key" not in fake_chat.log()["requests"][-1]
+    # The hints an OpenAI-compatible upstream uses go with the request.
+    client.responses.create(
+        model=model, input="Hi", prompt_cache_key="k1", safety_identifier="u1", service_tier="flex"
+    )
+    hinted = fake_chat.log()["requests"][-1]
+    assert (hinted["prompt_cache_key"], hinted["safety_identifier"]) == ("k1", "u1")
+    assert hinted["service_tier"] == "flex"
     assert plain.output[-1].content[0].logprobs == []  # type: ignore[union-attr]
 
 
