@@ -99,3 +99,48 @@ def test_32_concurrent_streams(resplog: Server) -> None:
         assert seqs == list(range(len(seqs)))
         assert last.type == "response.incomplete"
         assert last.response.usage.output_tokens == 16
+
+
+def test_input_tokens_is_what_the_engine_then_counts(resplog: Server) -> None:
+    """Counted by vLLM's `/tokenize` from the very chat request a create sends."""
+    client = sdk(resplog)
+    body: Any = {"model": MODEL, "input": "Count me, please.", "instructions": "Be brief."}
+    counted = client.responses.input_tokens.count(**body)
+    made = client.responses.create(**body, max_output_tokens=4)
+    assert made.usage is not None and counted.input_tokens == made.usage.input_tokens
+
+
+def test_json_schema_is_decoded_under_the_schema(resplog: Server) -> None:
+    """vLLM's guided decoding (`response_format`) keeps even random weights to the schema;
+    `ignore_eos` lets them pad with whitespace after it, which JSON allows."""
+    client = sdk(resplog)
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    made = client.responses.create(
+        model=MODEL,
+        input="Answer in JSON.",
+        max_output_tokens=48,
+        text={
+            "format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}
+        },
+    )
+    value = json.loads(made.output_text)
+    assert isinstance(value, dict) and set(value) == {"ok"} and isinstance(value["ok"], bool)
+
+
+def test_logprobs_come_from_the_engine(resplog: Server) -> None:
+    client = sdk(resplog)
+    made = client.responses.create(
+        model=MODEL,
+        input="Hello there",
+        max_output_tokens=8,
+        include=["message.output_text.logprobs"],
+        top_logprobs=2,
+    )
+    part: Any = made.output[-1].content[0]  # type: ignore[union-attr]
+    assert made.usage is not None and len(part.logprobs) == made.usage.output_tokens
+    assert all(lp.logprob <= 0 and len(lp.top_logprobs) == 2 for lp in part.logprobs)
