@@ -347,6 +347,9 @@ class ChatStream:
         self.closed_calls: set[int] = set()
         self.finish_reason: FinishReason | None = None
         self.usage: _Usage | None = None
+        # Scores of tokens whose text was empty (a character split across tokens comes
+        # with the next one): they go with the next text, so every token keeps its score.
+        self.held_logprobs: list[dict[str, Any]] = []
 
     def on_chunk(self, data: bytes | str) -> list[AnyDelta]:
         try:
@@ -375,7 +378,10 @@ class ChatStream:
         if delta is not None:
             reasoning = delta.reasoning_content or delta.reasoning  # never both: same text
             self._text("reasoning", reasoning, out)
-            self._text("text", delta.content, out, _logprobs(choice))
+            scores = _logprobs(choice)
+            if scores and not delta.content:
+                self.held_logprobs += scores
+            self._text("text", delta.content, out, scores)
             self._text("refusal", delta.refusal, out)
             for call in delta.tool_calls or []:
                 self._tool_call(call, out)
@@ -409,7 +415,8 @@ class ChatStream:
         if kind == "reasoning":
             out.append(ReasoningDelta(text=text))
         elif kind == "text":
-            out.append(TextDelta(text=text, logprobs=logprobs or []))
+            held, self.held_logprobs = self.held_logprobs, []
+            out.append(TextDelta(text=text, logprobs=[*held, *(logprobs or [])]))
         else:
             out.append(RefusalDelta(text=text))
 

@@ -106,13 +106,14 @@ def test_input_tokens_is_what_the_engine_then_counts(resplog: Server) -> None:
     client = sdk(resplog)
     body: Any = {"model": MODEL, "input": "Count me, please.", "instructions": "Be brief."}
     counted = client.responses.input_tokens.count(**body)
-    made = client.responses.create(**body, max_output_tokens=4)
+    made = client.responses.create(**body, max_output_tokens=16)
     assert made.usage is not None and counted.input_tokens == made.usage.input_tokens
 
 
 def test_json_schema_is_decoded_under_the_schema(resplog: Server) -> None:
-    """vLLM's guided decoding (`response_format`) keeps even random weights to the schema;
-    `ignore_eos` lets them pad with whitespace after it, which JSON allows."""
+    """vLLM's guided decoding (`response_format`) keeps even random weights to the schema.
+    The document the answer opens with validates (`ignore_eos`, which this suite sends to
+    keep random weights from stopping early, lets the model go on once it is complete)."""
     client = sdk(resplog)
     schema = {
         "type": "object",
@@ -128,7 +129,7 @@ def test_json_schema_is_decoded_under_the_schema(resplog: Server) -> None:
             "format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}
         },
     )
-    value = json.loads(made.output_text)
+    value, _ = json.JSONDecoder().raw_decode(made.output_text.lstrip())
     assert isinstance(value, dict) and set(value) == {"ok"} and isinstance(value["ok"], bool)
 
 
@@ -137,7 +138,7 @@ def test_logprobs_come_from_the_engine(resplog: Server) -> None:
     made = client.responses.create(
         model=MODEL,
         input="Hello there",
-        max_output_tokens=8,
+        max_output_tokens=16,
         include=["message.output_text.logprobs"],
         top_logprobs=2,
     )
