@@ -31,6 +31,8 @@ RAW: tuple[type[BaseException], ...] = (
     sqlite3.Error,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    # Every host of a multi-host URL tried, none read-write (a failover in progress).
+    asyncpg.TargetServerAttributeNotMatched,
 )
 
 # SQLite has no SQLSTATE: these of its messages mean "busy or unavailable", not "wrong".
@@ -68,7 +70,13 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, sa_exc.DBAPIError):
         # A dropped asyncpg connection lands here.
         return isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
-    return isinstance(exc, OSError | sa_exc.TimeoutError | asyncpg.InterfaceError)
+    return isinstance(
+        exc,
+        OSError
+        | sa_exc.TimeoutError
+        | asyncpg.InterfaceError
+        | asyncpg.TargetServerAttributeNotMatched,
+    )
 
 
 def _one_line(exc: BaseException) -> str:

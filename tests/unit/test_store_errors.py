@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import asyncpg
 import pytest
 import sqlalchemy.exc as sa_exc
 
@@ -28,6 +29,8 @@ class _PgError(Exception):
         sa_exc.OperationalError("BEGIN", {}, sqlite3.OperationalError("database is locked")),
         ConnectionRefusedError("connect call failed"),
         TimeoutError(),
+        # A multi-host URL mid-failover: the old primary gone, the standby not yet promoted.
+        asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write"),
     ],
 )
 def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
