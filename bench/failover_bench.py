@@ -1,0 +1,107 @@
+"""Failover: how long after the PostgreSQL primary dies does `resplog serve`, given both
+nodes in one multi-host URL, create responses again once the synchronous standby is
+promoted, with background streams running through it.
+
+Each round starts a private primary with a synchronous standby (never the shared server),
+`serve` on `postgresql://…@primary,standby/…?target_session_attrs=read-write`, and
+`--streams` background responses generating (scripted engine, 20 ms a token); then it
+kills every process of the primary (SIGKILL), promotes the standby at once (`pg_ctl
+promote -w`, standing in for pg_auto_failover), and creates until one succeeds. Printed
+per round and as the median: kill → promoted (the baseline: the database's own part, the
+floor no client can beat) and kill → first successful create; their difference is
+resplog's part of the recovery. A failover tool's detection delay (pg_auto_failover's
+health checks, seconds) comes on top of both and is not measured here. Exits 1 if a
+stream does not end or a create never succeeds.
+
+    .venv/bin/python bench/failover_bench.py --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e.cluster import replicated_postgres
+from tests.e2e.conftest import start_server, stop_server
+
+SCRIPT = {"scripted_delay_ms": "20", "scripted_tokens": "300"}
+BODY = {"model": "scripted", "input": "x"}
+
+
+def first_create(http: httpx.Client, since: float, limit: float = 60.0) -> float:
+    while time.monotonic() - since < limit:
+        try:
+            if http.post("/v1/responses", json=BODY).status_code == 200:
+                return time.monotonic() - since
+        except httpx.TransportError:
+            pass
+        time.sleep(0.01)
+    raise SystemExit(f"no create succeeded within {limit:.0f} s of the kill")
+
+
+def one_round(streams: int, workdir: Path) -> tuple[float, float]:
+    with replicated_postgres() as (primary, standby):
+        url = (
+            f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
+            "/postgres?target_session_attrs=read-write"
+        )
+        server = start_server(url, "postgres", workdir / "server.log")
+        try:
+            with httpx.Client(base_url=server.base_url, timeout=60) as http:
+                body = {**BODY, "background": True, "metadata": SCRIPT}
+                ids = [http.post("/v1/responses", json=body).json()["id"] for _ in range(streams)]
+                time.sleep(1.0)  # the streams are generating
+                killed = time.monotonic()
+                primary.kill()
+                standby.promote()
+                promoted = time.monotonic() - killed
+                recovered = first_create(http, killed)
+                deadline = time.monotonic() + 60
+                for rid in ids:
+                    while http.get(f"/v1/responses/{rid}").json()["status"] in (
+                        "queued",
+                        "in_progress",
+                    ):
+                        if time.monotonic() > deadline:
+                            raise SystemExit(f"{rid} never ended")
+                        time.sleep(0.1)
+        finally:
+            stop_server(server)
+    return promoted, recovered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--streams", type=int, default=8)
+    args = parser.parse_args()
+    promoted: list[float] = []
+    recovered: list[float] = []
+    for n in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="resplog-failover-") as tmp:
+            p, r = one_round(args.streams, Path(tmp))
+        promoted.append(p)
+        recovered.append(r)
+        print(
+            f"round {n + 1}: kill -> promoted {p * 1000:.0f} ms, kill -> first create "
+            f"{r * 1000:.0f} ms"
+        )
+    p50, r50 = statistics.median(promoted), statistics.median(recovered)
+    print(
+        f"failover ({args.streams} background streams running, {args.rounds} rounds, median): "
+        f"kill -> first successful create {r50 * 1000:.0f} ms; "
+        f"baseline kill -> standby promoted {p50 * 1000:.0f} ms; "
+        f"resplog's own part {(r50 - p50) * 1000:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
