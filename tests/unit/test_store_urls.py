@@ -57,3 +57,15 @@ def test_one_host_is_unchanged_and_sqlalchemys_own_options_stay_out_of_the_dsn()
 def test_the_password_of_a_host_list_is_redacted(url: str) -> None:
     assert "s%40cret" not in redact(url)
     assert "s%40cret" not in async_url(url).render_as_string(hide_password=True)
+
+
+def test_a_host_list_that_wants_the_writable_node_asks_every_host_at_once() -> None:
+    """The engine connects through `multihost.first_writable` (a dead first host would hold
+    asyncpg's own ordered attempt for its whole timeout); other targets and one host keep
+    asyncpg's way, with the connect arguments as they were."""
+    from adapters.store.multihost import engine_arguments
+
+    assert set(engine_arguments(async_url(LIBPQ), {"timeout": 5})) == {"async_creator"}
+    anyone = async_url(LIBPQ + "?target_session_attrs=any")
+    assert engine_arguments(anyone, {"timeout": 5}) == {"connect_args": {"timeout": 5}}
+    assert engine_arguments(async_url("postgresql://u@h/db"), {}) == {}
