@@ -14,6 +14,12 @@ health checks, seconds) comes on top of both and is not measured here. Exits 1 i
 stream does not end or a create never succeeds.
 
     .venv/bin/python bench/failover_bench.py --rounds 5
+    .venv/bin/python bench/failover_bench.py --rounds 3 --freeze
+    .venv/bin/python bench/failover_bench.py --rounds 3 --freeze --statement-timeout-s 2
+
+With `--freeze` the primary is SIGSTOPped instead (a machine that neither answers nor
+refuses): the pooled connections to it then hang until `--db-statement-timeout-s`
+(`--statement-timeout-s` here sets it for the server).
 """
 
 from __future__ import annotations
@@ -47,20 +53,22 @@ def first_create(http: httpx.Client, since: float, limit: float = 60.0) -> float
     raise SystemExit(f"no create succeeded within {limit:.0f} s of the kill")
 
 
-def one_round(streams: int, workdir: Path) -> tuple[float, float]:
+def one_round(
+    streams: int, workdir: Path, freeze: bool, serve_flags: tuple[str, ...] = ()
+) -> tuple[float, float]:
     with replicated_postgres() as (primary, standby):
         url = (
             f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
             "/postgres?target_session_attrs=read-write"
         )
-        server = start_server(url, "postgres", workdir / "server.log")
+        server = start_server(url, "postgres", workdir / "server.log", *serve_flags)
         try:
             with httpx.Client(base_url=server.base_url, timeout=60) as http:
                 body = {**BODY, "background": True, "metadata": SCRIPT}
                 ids = [http.post("/v1/responses", json=body).json()["id"] for _ in range(streams)]
                 time.sleep(1.0)  # the streams are generating
                 killed = time.monotonic()
-                primary.kill()
+                primary.freeze() if freeze else primary.kill()
                 standby.promote()
                 promoted = time.monotonic() - killed
                 recovered = first_create(http, killed)
@@ -82,12 +90,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument(
+        "--freeze",
+        action="store_true",
+        help="SIGSTOP the primary instead of SIGKILL: its machine neither answers nor refuses",
+    )
+    parser.add_argument(
+        "--statement-timeout-s",
+        type=float,
+        default=None,
+        help="serve's --db-statement-timeout-s (its default, 10 s, when not given)",
+    )
     args = parser.parse_args()
+    flags = (
+        ()
+        if args.statement_timeout_s is None
+        else ("--db-statement-timeout-s", str(args.statement_timeout_s))
+    )
     promoted: list[float] = []
     recovered: list[float] = []
     for n in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="resplog-failover-") as tmp:
-            p, r = one_round(args.streams, Path(tmp))
+            p, r = one_round(args.streams, Path(tmp), args.freeze, flags)
         promoted.append(p)
         recovered.append(r)
         print(
@@ -96,7 +120,8 @@ def main() -> None:
         )
     p50, r50 = statistics.median(promoted), statistics.median(recovered)
     print(
-        f"failover ({args.streams} background streams running, {args.rounds} rounds, median): "
+        f"failover ({'frozen' if args.freeze else 'killed'} primary, "
+        f"{args.streams} background streams running, {args.rounds} rounds, median): "
         f"kill -> first successful create {r50 * 1000:.0f} ms; "
         f"baseline kill -> standby promoted {p50 * 1000:.0f} ms; "
         f"resplog's own part {(r50 - p50) * 1000:.0f} ms"
