@@ -11,7 +11,7 @@ per round and as the median: kill → promoted (the baseline: the database's own
 floor no client can beat) and kill → first successful create; their difference is
 resplog's part of the recovery. A failover tool's detection delay (pg_auto_failover's
 health checks, seconds) comes on top of both and is not measured here. Exits 1 if a
-stream does not end or a create never succeeds.
+stream does not complete or a create never succeeds.
 
     .venv/bin/python bench/failover_bench.py --rounds 5
     .venv/bin/python bench/failover_bench.py --rounds 3 --freeze
@@ -74,13 +74,15 @@ def one_round(
                 recovered = first_create(http, killed)
                 deadline = time.monotonic() + 60
                 for rid in ids:
-                    while http.get(f"/v1/responses/{rid}").json()["status"] in (
+                    while (status := http.get(f"/v1/responses/{rid}").json()["status"]) in (
                         "queued",
                         "in_progress",
                     ):
                         if time.monotonic() > deadline:
                             raise SystemExit(f"{rid} never ended")
                         time.sleep(0.1)
+                    if status != "completed":  # its lease did not outlive the failover
+                        raise SystemExit(f"{rid} ended {status}")
         finally:
             stop_server(server)
     return promoted, recovered

@@ -102,7 +102,12 @@ class Listener:
                 await self._listen_once()
                 log.warning("doorbell connection closed; reconnecting")
                 backoff = 0.05
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except (
+                OSError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.TargetServerAttributeNotMatched,  # no primary yet: a failover
+            ) as exc:
                 log.warning("doorbell connection lost (%s); reconnecting in %.2fs", exc, backoff)
             except Exception:  # never let the listener die (nor `stop` raise it): tails poll
                 log.exception("doorbell connection failed; reconnecting in %.2fs", backoff)

@@ -19,6 +19,14 @@ class _PgError(Exception):
         self.sqlstate = sqlstate
 
 
+def _wrapped(exc: Exception) -> sa_exc.DBAPIError:
+    """As SQLAlchemy's asyncpg adapter raises a driver error with no SQLSTATE: an
+    `InternalError` whose `orig` is the adapter's exception, caused by the driver's."""
+    adapted = Exception(str(exc))
+    adapted.__cause__ = exc
+    return sa_exc.InternalError("connect", {}, adapted)
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -31,6 +39,7 @@ class _PgError(Exception):
         TimeoutError(),
         # A multi-host URL mid-failover: the old primary gone, the standby not yet promoted.
         asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write"),
+        _wrapped(asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write")),
     ],
 )
 def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
