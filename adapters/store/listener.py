@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -29,6 +29,7 @@ RingFn = Callable[[list[str] | None], None]
 # Told a notification's payload, or None after a (re)connect ("anything may have happened").
 ChannelFn = Callable[[str | None], None]
 MANY = "*"
+LISTEN_CONNECT_TIMEOUT = 10.0  # seconds to open the LISTEN connection
 # PostgreSQL refuses payloads of 8000 bytes or more; stay well inside.
 _PAYLOAD_LIMIT = 7900
 
@@ -63,8 +64,11 @@ class Listener:
         channels: Mapping[str, ChannelFn] | None = None,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
+        connect: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self._dsn = dsn
+        # How to connect instead of `asyncpg.connect(dsn)`: to several hosts at once.
+        self._connect = connect
         self._ring = ring
         self._origin = origin
         self._channels = dict(channels or {})
@@ -98,7 +102,12 @@ class Listener:
                 await self._listen_once()
                 log.warning("doorbell connection closed; reconnecting")
                 backoff = 0.05
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except (
+                OSError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.TargetServerAttributeNotMatched,  # no primary yet: a failover
+            ) as exc:
                 log.warning("doorbell connection lost (%s); reconnecting in %.2fs", exc, backoff)
             except Exception:  # never let the listener die (nor `stop` raise it): tails poll
                 log.exception("doorbell connection failed; reconnecting in %.2fs", backoff)
@@ -107,7 +116,10 @@ class Listener:
             backoff = min(backoff * 2, self._max_backoff)
 
     async def _listen_once(self) -> None:
-        conn = await asyncpg.connect(self._dsn, timeout=10)
+        if self._connect is not None:
+            conn = await self._connect()
+        else:
+            conn = await asyncpg.connect(self._dsn, timeout=LISTEN_CONNECT_TIMEOUT)
         lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         conn.add_termination_listener(lambda _c: _settle(lost))
         try:

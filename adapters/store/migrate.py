@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 import migrations
+from adapters.store.multihost import engine_arguments
 from adapters.store.transient import guarded
 from adapters.store.urls import async_url, ensure_sqlite_directory
 from domain.errors import NotMigrated as NotMigrated  # where the composition roots look
@@ -64,7 +65,7 @@ def _on_connection(action: Callable[[Config], None]) -> Callable[[Connection], N
 async def _run(url: str | URL, work: Callable[[Connection], object]) -> object:
     parsed = async_url(url)
     ensure_sqlite_directory(parsed)
-    engine = create_async_engine(parsed, poolclass=NullPool)
+    engine = create_async_engine(parsed, poolclass=NullPool, **engine_arguments(parsed, {}))
     try:
         async with engine.connect() as conn:
             result = await conn.run_sync(work)

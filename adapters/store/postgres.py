@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
-from adapters.store.listener import CHANNEL, Listener, doorbell_payload
+from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
+from adapters.store.multihost import engine_arguments, racing_connect
 from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, SqlEventStore
@@ -108,8 +109,9 @@ def _stored(row: Any) -> StoredEvent:
     return StoredEvent(sid, position, type_, data.encode(), facts_bytes, recorded_at)
 
 
-def _timeouts(settings: StoreSettings) -> dict[str, Any]:
-    """Engine arguments for the connect and statement limits (see `StoreSettings`)."""
+def _engine_arguments(url: URL, settings: StoreSettings) -> dict[str, Any]:
+    """Engine arguments for the connect and statement limits (see `StoreSettings`), and
+    for a URL of several hosts (`multihost.py`)."""
     connect: dict[str, float] = {}
     extra: dict[str, Any] = {}
     if settings.connect_timeout is not None:
@@ -117,7 +119,7 @@ def _timeouts(settings: StoreSettings) -> dict[str, Any]:
         extra["pool_timeout"] = settings.connect_timeout
     if settings.statement_timeout is not None:
         connect["command_timeout"] = settings.statement_timeout
-    return {"connect_args": connect, **extra} if connect else extra
+    return {**engine_arguments(url, connect), **extra}
 
 
 class PostgresEventStore(SqlEventStore):
@@ -133,7 +135,7 @@ class PostgresEventStore(SqlEventStore):
             pool_size=20 if settings.pool_size is None else settings.pool_size,
             max_overflow=20 if settings.max_overflow is None else settings.max_overflow,
             pool_pre_ping=settings.pool_pre_ping,
-            **_timeouts(settings),
+            **_engine_arguments(url, settings),
         )
         super().__init__(url, engine, settings)
         if settings.pg_insert not in ("unnest", "executemany"):
@@ -147,7 +149,13 @@ class PostgresEventStore(SqlEventStore):
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
             CANCEL_CHANNEL: self.bells.on_cancel_payload,
         }
-        self.listener = Listener(asyncpg_dsn(url), self._rung, self.origin, channels=channels)
+        self.listener = Listener(
+            asyncpg_dsn(url),
+            self._rung,
+            self.origin,
+            channels=channels,
+            connect=racing_connect(url, {"timeout": LISTEN_CONNECT_TIMEOUT}),
+        )
 
     async def start(self) -> None:
         if self.settings.listen:

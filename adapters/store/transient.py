@@ -31,6 +31,8 @@ RAW: tuple[type[BaseException], ...] = (
     sqlite3.Error,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    # Every host of a multi-host URL tried, none read-write (a failover in progress).
+    asyncpg.TargetServerAttributeNotMatched,
 )
 
 # SQLite has no SQLSTATE: these of its messages mean "busy or unavailable", not "wrong".
@@ -50,10 +52,22 @@ def _sqlstate(exc: BaseException) -> str | None:
     return None
 
 
+def _no_writable_host(exc: BaseException) -> bool:
+    """asyncpg found no host of a multi-host URL read-write (a failover under way), raised
+    as it is or wrapped by SQLAlchemy (as an `InternalError`, which is no SQLSTATE)."""
+    orig = getattr(exc, "orig", None)
+    return any(
+        isinstance(candidate, asyncpg.TargetServerAttributeNotMatched)
+        for candidate in (exc, orig, getattr(orig, "__cause__", None), exc.__cause__)
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the same transaction may succeed."""
     if isinstance(exc, StoreError):
         return isinstance(exc, StoreUnavailable)
+    if _no_writable_host(exc):
+        return True
     if isinstance(exc, sa_exc.IntegrityError | sqlite3.IntegrityError):
         return False
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import asyncpg
 import msgspec
 import sqlalchemy as sa
 
@@ -80,25 +81,53 @@ class PrivatePostgres:
     """A throwaway cluster on a free port, in a directory of its own, run as the `postgres`
     user when the tests run as root (PostgreSQL refuses to run as root)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, standby_of: PrivatePostgres | None = None) -> None:
+        """A fresh cluster, or a streaming standby of a running `standby_of` (a base backup
+        with `-R`: it follows the primary from its first start, until promoted)."""
         self.root = Path(tempfile.mkdtemp(prefix="resplog-pg-"))
         self.data = self.root / "data"
         self.port = free_port()
+        self.options = ""  # more `-c name=value` settings for `start`
         self._as_postgres = os.geteuid() == 0
         self._frozen: list[int] = []
         if self._as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run(PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync")
+        if standby_of is None:
+            initdb = (PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres")
+            self._run(*initdb, "--no-sync")
+        else:
+            source = ("-h", "127.0.0.1", "-p", standby_of.port, "-U", "postgres")
+            backup = (PG_BIN / "pg_basebackup", "-D", self.data, *source, "-R", "-X", "stream")
+            self._run(*backup, "--no-sync")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += self.options
         self._ctl("start", "-w", "-o", options, "-l", self.root / "server.log")
 
     def stop(self) -> None:
         self._ctl("stop", "-w", "-m", "fast")
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and every backend at once: the host is gone (a postmaster
+        killed alone leaves its backends serving their connections for a while)."""
+        for pid in self._processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self._is_up() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _is_up(self) -> bool:
+        ready = [str(PG_BIN / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-t", "1"]
+        return subprocess.run(ready, capture_output=True, check=False).returncode == 0
+
+    def promote(self) -> None:
+        """A standby becomes a primary (what a failover tool does once the old one is gone)."""
+        self._ctl("promote", "-w")
 
     def freeze(self) -> None:
         """SIGSTOP the postmaster and every backend: the database neither answers nor
@@ -123,7 +152,8 @@ class PrivatePostgres:
     def destroy(self) -> None:
         self.thaw()
         if (self.data / "postmaster.pid").exists():
-            self._ctl("stop", "-w", "-m", "immediate")
+            with contextlib.suppress(subprocess.CalledProcessError):  # killed: a stale pid file
+                self._ctl("stop", "-w", "-m", "immediate")
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _ctl(self, *args: object) -> None:
@@ -145,6 +175,40 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         yield cluster
     finally:
         cluster.destroy()
+
+
+@contextmanager
+def replicated_postgres() -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
+    """A primary and its synchronous streaming standby, started: a commit returns only once
+    the standby has the WAL, so a standby promoted after the primary dies has every commit
+    a client was told of. Given on the command line, not in postgresql.conf, so that the
+    promoted standby (whose files are a copy) does not wait for a standby of its own."""
+    primary = PrivatePostgres()
+    primary.options = " -c synchronous_standby_names='*' -c synchronous_commit=on"
+    standby: PrivatePostgres | None = None
+    try:
+        primary.start()
+        standby = PrivatePostgres(standby_of=primary)
+        standby.start()
+        asyncio.run(_until_synchronous(primary))
+        yield primary, standby
+    finally:
+        if standby is not None:
+            standby.destroy()
+        primary.destroy()
+
+
+async def _until_synchronous(primary: PrivatePostgres) -> None:
+    conn = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{primary.port}/postgres")
+    try:
+        query = "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"
+        deadline = time.monotonic() + 30
+        while await conn.fetchval(query) == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the standby never became synchronous")
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
 
 
 # --- the fold check -------------------------------------------------------------------------

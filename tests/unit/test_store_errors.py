@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import asyncpg
 import pytest
 import sqlalchemy.exc as sa_exc
 
@@ -18,6 +19,14 @@ class _PgError(Exception):
         self.sqlstate = sqlstate
 
 
+def _wrapped(exc: Exception) -> sa_exc.DBAPIError:
+    """As SQLAlchemy's asyncpg adapter raises a driver error with no SQLSTATE: an
+    `InternalError` whose `orig` is the adapter's exception, caused by the driver's."""
+    adapted = Exception(str(exc))
+    adapted.__cause__ = exc
+    return sa_exc.InternalError("connect", {}, adapted)
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -28,6 +37,9 @@ class _PgError(Exception):
         sa_exc.OperationalError("BEGIN", {}, sqlite3.OperationalError("database is locked")),
         ConnectionRefusedError("connect call failed"),
         TimeoutError(),
+        # A multi-host URL mid-failover: the old primary gone, the standby not yet promoted.
+        asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write"),
+        _wrapped(asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write")),
     ],
 )
 def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
