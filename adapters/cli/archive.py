@@ -46,7 +46,8 @@ def export(
     out = sys.stdout.buffer
     filters: dict[str, Any] = {"since": since, "until": until, "owner": owner}
 
-    async def work() -> tuple[int, int, int]:
+    async def work() -> tuple[int, int, int, int]:
+        from adapters.store.conversations import conversation_ids
         from adapters.store.scan import Head, LogScan, Selection
 
         async with opened(database_url) as store:
@@ -79,18 +80,57 @@ def export(
                 if checked is not None:
                     checked.finish()
                 bar.done()
-            out.write(archive.end(responses, events))
+            conversations = 0
+            for cid in await conversation_ids(store):
+                n = await _export_conversation(store, cid, filters, out)
+                if n is not None:
+                    conversations += 1
+                    events += n
+            out.write(archive.end(responses, events, conversations))
             out.flush()
-            return responses, events, skipped
+            return responses, events, skipped, conversations
 
-    responses, events, skipped = run(work())
-    click.echo(f"exported {counted(responses, 'response')}, {counted(events, 'event')}", err=True)
+    responses, events, skipped, conversations = run(work())
+    click.echo(
+        f"exported {counted(responses, 'response')}, "
+        f"{counted(conversations, 'conversation')}, {counted(events, 'event')}",
+        err=True,
+    )
     if skipped:
         click.echo(
             f"note: skipped {counted(skipped, 'response')} still running; export them once "
             "they end",
             err=True,
         )
+
+
+async def _export_conversation(
+    store: Any, cid: str, filters: dict[str, Any], out: Any
+) -> int | None:
+    """One conversation's stream, checked as `verify` checks it (a damaged one stops the
+    export, as for a response); None if the filters leave it out."""
+    from adapters.store.conversations import SqlConversations, audited_items
+    from service.audit.conversation_check import check_conversation
+
+    row = await SqlConversations(store).get(cid)
+    if row is None or (filters["owner"] is not None and row.owner != filters["owner"]):
+        return None
+    if filters["since"] is not None and row.created_at < filters["since"]:
+        return None
+    if filters["until"] is not None and row.created_at >= filters["until"]:
+        return None
+    events = await store.read(cid)
+    items = [(a.item.id, a.deleted) for a in await audited_items(store, cid)]
+    found = check_conversation(row, events, items)
+    if found:
+        raise ResplogError(
+            f"the log of {cid} is damaged ({found[0].line()}); the export stopped there, "
+            f"incomplete (see resplog verify {cid})"
+        )
+    out.write(archive.conversation_line(cid, len(events)))
+    for stored in events:
+        out.write(archive.event_line(stored))
+    return len(events)
 
 
 class _Checked:
@@ -133,8 +173,11 @@ def _lines(path: Path) -> Iterator[bytes]:
         yield from f
 
 
-def _batches(path: Path, max_events: int) -> Iterator[list[archive.Imported]]:
-    batch: list[archive.Imported] = []
+Stream = archive.Imported | archive.ImportedConversation
+
+
+def _batches(path: Path, max_events: int) -> Iterator[list[Stream]]:
+    batch: list[Stream] = []
     size = 0
     for imported in archive.read(_lines(path)):
         if batch and size + len(imported.events) > max_events:
@@ -151,9 +194,15 @@ def _check(path: Path) -> tuple[list[str], int]:
     ids: list[str] = []
     events = 0
     for imported in archive.read(_lines(path)):
-        ids.append(imported.record.id)
+        ids.append(stream_id(imported))
         events += len(imported.events)
     return ids, events
+
+
+def stream_id(imported: Stream) -> str:
+    if isinstance(imported, archive.ImportedConversation):
+        return imported.rebuilt.row.id
+    return imported.record.id
 
 
 @main.command("import")
@@ -168,9 +217,10 @@ def _check(path: Path) -> tuple[list[str], int]:
 )
 @progress_option
 def import_log(database_url: str, file: Path, batch_events: int, progress: bool | None) -> None:
-    """Load an export file into a (migrated) database that holds none of its responses."""
+    """Load an export file into a (migrated) database that holds none of its responses
+    and conversations."""
 
-    async def work() -> tuple[int, int]:
+    async def work() -> tuple[list[str], int]:
         from adapters.store import archive as archive_store
         from adapters.store.scan import LogScan
 
@@ -180,7 +230,7 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
             if clash:
                 first = next(i for i in ids if i in clash)
                 raise Conflict(
-                    f"the database already holds {counted(len(clash), 'response')} of the file "
+                    f"the database already holds {counted(len(clash), 'stream')} of the file "
                     f"(first: {first}); nothing was imported"
                 )
             with Bar("importing", len(ids), progress) as bar:
@@ -190,7 +240,11 @@ def import_log(database_url: str, file: Path, batch_events: int, progress: bool 
                         bar.stream()
                         bar.event(len(imported.events))
                 bar.done()
-            return len(ids), events
+            return ids, events
 
-    responses, events = run(work())
-    click.echo(f"imported {counted(responses, 'response')}, {counted(events, 'event')}")
+    ids, events = run(work())
+    chats = sum(1 for i in ids if i.startswith("conv_"))
+    click.echo(
+        f"imported {counted(len(ids) - chats, 'response')}, "
+        f"{counted(chats, 'conversation')}, {counted(events, 'event')}"
+    )

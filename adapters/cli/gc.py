@@ -28,7 +28,11 @@ if TYPE_CHECKING:  # the store is imported by the command that runs
     help="Also delete ended responses created longer ago than this (e.g. 30d); "
     "default: no age limit.",
 )
-@click.option("--deleted", is_flag=True, help="Also delete responses deleted through the API.")
+@click.option(
+    "--deleted",
+    is_flag=True,
+    help="Also delete responses and conversations deleted through the API.",
+)
 @click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
 @click.option(
     "--batch-size",
@@ -58,8 +62,8 @@ def gc(
         _dry_run(database_url, rule, batch_size, as_json)
         return
 
-    async def work() -> tuple[int, int, int]:
-        responses = events = batches = 0
+    async def work() -> tuple[int, int, int, int]:
+        responses = events = batches = chats = 0
         async with opened(database_url) as store:
             with Bar("collecting", None, progress) as bar:
                 async for page in store_gc.candidates(store, rule, batch_size):
@@ -68,15 +72,23 @@ def gc(
                     for _ in range(gone):
                         bar.stream()
                     bar.event(rows)
+                for found in await store_gc.deleted_conversations(store) if deleted else []:
+                    rows = await store_gc.collect_conversation(store, found.id)
+                    chats, events = chats + (rows > 0), events + rows
+                    bar.stream()
+                    bar.event(rows)
                 bar.done()
-        return responses, events, batches
+        return responses, events, batches, chats
 
-    responses, events, batches = run(work())
+    responses, events, batches, chats = run(work())
     if as_json:
-        print_json({"deleted": responses, "events": events, "batches": batches})
+        print_json(
+            {"deleted": responses, "events": events, "batches": batches, "conversations": chats}
+        )
     else:
         click.echo(
-            f"deleted {counted(responses, 'response')} ({counted(events, 'event')}) in "
+            f"deleted {counted(responses, 'response')} and "
+            f"{counted(chats, 'conversation')} ({counted(events, 'event')}) in "
             f"{counted(batches, 'batch', 'batches')}"
         )
 
@@ -84,20 +96,27 @@ def gc(
 def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -> None:
     from adapters.store import gc as store_gc
 
-    async def work() -> list[store_gc.Candidate]:
+    async def work() -> tuple[list[store_gc.Candidate], list[store_gc.ConversationCandidate]]:
         found: list[store_gc.Candidate] = []
         async with opened(database_url) as store:
             async for batch in store_gc.candidates(store, rule, page):
                 found += batch
-        return found
+            chats = await store_gc.deleted_conversations(store) if rule.deleted else []
+        return found, chats
 
-    found = run(work())
-    events = sum(c.events for c in found)
+    found, chats = run(work())
+    events = sum(c.events for c in found) + sum(c.events for c in chats)
     if as_json:
-        print_json({"dry_run": True, "responses": found, "events": events})
+        print_json({"dry_run": True, "responses": found, "conversations": chats, "events": events})
         return
     print_columns(
         ["ID", "CREATED", "STATUS", "EVENTS", "WHY"],
-        [[c.id, iso(c.created_at), c.status, str(c.events), c.why] for c in found],
+        [
+            *([c.id, iso(c.created_at), c.status, str(c.events), c.why] for c in found),
+            *([c.id, iso(c.deleted_at), "deleted", str(c.events), "deleted"] for c in chats),
+        ],
     )
-    click.echo(f"would delete {counted(len(found), 'response')} ({counted(events, 'event')})")
+    click.echo(
+        f"would delete {counted(len(found), 'response')} and "
+        f"{counted(len(chats), 'conversation')} ({counted(events, 'event')})"
+    )

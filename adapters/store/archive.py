@@ -5,23 +5,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
 from adapters.store.sql import SqlEventStore
+from adapters.store.tables import conversation_items as t_items
+from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import values_of
 from adapters.store.transient import guarded
 from domain.errors import Conflict
-from service.audit.archive import Imported
+from service.audit.archive import Imported, ImportedConversation
 
 
 @guarded
-async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
+async def insert(store: SqlEventStore, streams: Sequence[Imported | ImportedConversation]) -> None:
     """Insert the streams in one transaction; `Conflict` (and nothing written) if any of
-    them exists by now."""
-    rows = [values_of(s.record) for s in streams]
+    them exists by now. A conversation gets its rows as rebuilt from its events."""
+    rows = [values_of(s.record) for s in streams if isinstance(s, Imported)]
+    chats = [s.rebuilt for s in streams if isinstance(s, ImportedConversation)]
+    conversations = [
+        {
+            "id": c.row.id,
+            "owner": c.row.owner,
+            "created_at": c.row.created_at,
+            "updated_at": c.row.updated_at,
+            "version": c.row.version,
+            "metadata": msgspec.json.encode(c.row.metadata).decode(),
+            "deleted_at": c.row.deleted_at,
+        }
+        for c in chats
+    ]
+    items = [
+        {"conversation_id": c.row.id, **msgspec.structs.asdict(i)} for c in chats for i in c.items
+    ]
     events = [
         {
             "stream_id": e.stream_id,
@@ -36,11 +55,16 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
     ]
     try:
         async with store._begin_write() as conn:
-            await conn.execute(sa.insert(t_responses), rows)
+            if rows:
+                await conn.execute(sa.insert(t_responses), rows)
+            if conversations:
+                await conn.execute(sa.insert(t_conversations), conversations)
+            if items:
+                await conn.execute(sa.insert(t_items), items)
             await conn.execute(sa.insert(t_events), events)
     except sa_exc.IntegrityError:
-        ids = ", ".join(s.record.id for s in streams[:3])
+        ids = ", ".join(s.events[0].stream_id for s in streams[:3] if s.events)
         raise Conflict(
-            f"a response of this batch ({ids}, …) was created while importing; "
+            f"a stream of this batch ({ids}, …) was created while importing; "
             "the batch was not written"
         ) from None

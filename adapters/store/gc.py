@@ -1,6 +1,7 @@
 """Garbage collection: which ended responses may go, and deleting a batch of them (events and
 row) in one transaction. A response that has not ended is never selected, and the delete
-re-checks the rule, so a row that changed in between stays."""
+re-checks the rule, so a row that changed in between stays. Conversations deleted through
+the API go the same way (row, items and events), when asked."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import msgspec
 import sqlalchemy as sa
 
 from adapters.store.sql import SqlEventStore
+from adapters.store.tables import conversation_items as t_items
+from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.transient import guarded, guarded_iter
@@ -106,3 +109,48 @@ async def collect(store: SqlEventStore, rule: Rule, ids: Sequence[str]) -> tuple
             return 0, 0
         result = await conn.execute(sa.delete(t_events).where(t_events.c.stream_id.in_(list(gone))))
     return len(gone), int(result.rowcount)
+
+
+# --- conversations ------------------------------------------------------------------------------
+
+
+class ConversationCandidate(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    deleted_at: float
+    events: int
+
+
+@guarded
+async def deleted_conversations(store: SqlEventStore) -> list[ConversationCandidate]:
+    """Conversations deleted through the API (their log was kept for audit until now).
+    A conversation is never collected otherwise: it has no end and no retention (OpenAI
+    keeps conversations until they are deleted)."""
+    c = t_conversations.c
+    query = (
+        sa.select(c.id, c.deleted_at, c.version)
+        .where(c.deleted_at.is_not(None))
+        .order_by(c.deleted_at, c.id)
+    )
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return [
+        ConversationCandidate(id=r.id, deleted_at=r.deleted_at, events=r.version + 1) for r in rows
+    ]
+
+
+@guarded
+async def collect_conversation(store: SqlEventStore, conversation_id: str) -> int:
+    """Delete a deleted conversation's row, items and events in one transaction; the
+    events deleted (0 if it is not deleted, or gone)."""
+    c = t_conversations.c
+    async with store._begin_write() as conn:
+        gone = await conn.execute(
+            sa.delete(t_conversations).where(c.id == conversation_id, c.deleted_at.is_not(None))
+        )
+        if gone.rowcount != 1:
+            return 0
+        await conn.execute(sa.delete(t_items).where(t_items.c.conversation_id == conversation_id))
+        result = await conn.execute(
+            sa.delete(t_events).where(t_events.c.stream_id == conversation_id)
+        )
+    return int(result.rowcount)

@@ -153,14 +153,17 @@ class LogScan:
 
     @guarded
     async def existing(self, ids: Sequence[str]) -> set[str]:
-        """Which of `ids` have a read-model row or any event."""
+        """Which of `ids` have a read-model row (a response's or a conversation's) or any
+        event."""
         found: set[str] = set()
         async with self.store.engine.connect() as conn:
             for start in range(0, len(ids), _CHUNK):
                 chunk = list(ids[start : start + _CHUNK])
                 rows = sa.select(t_responses.c.id).where(t_responses.c.id.in_(chunk))
                 logs = sa.select(t_events.c.stream_id).where(t_events.c.stream_id.in_(chunk))
+                chats = sa.select(t_conversations.c.id).where(t_conversations.c.id.in_(chunk))
                 found.update((await conn.execute(rows)).scalars())
+                found.update((await conn.execute(chats)).scalars())
                 found.update((await conn.execute(logs.distinct())).scalars())
         return found
 

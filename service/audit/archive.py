@@ -5,7 +5,10 @@
     {"kind":"response","id":"resp_…","events":N,"updated_at":…,…}           per response,
     {"kind":"event","stream_id":"resp_…","position":0,"type":…,"data":"…",   then its N
      "facts":"…"|null,"recorded_at":…}                                       events in order
-    {"kind":"end","responses":R,"events":E}                                  last line
+    {"kind":"conversation","id":"conv_…","events":N}                        per
+    {"kind":"event","stream_id":"conv_…",…}                                  conversation,
+                                                                             its N events
+    {"kind":"end","responses":R,"events":E,"conversations":C}                last line
 
 `data` and `facts` are the stored text as JSON strings, so they come back exactly as they
 were whatever reads the file in between; `recorded_at` is a JSON number that round-trips. A
@@ -13,6 +16,11 @@ response line carries only what no event records (`updated_at`, the cancel flag 
 reason, the delete flag, the lease): the rest of the row is rebuilt from the events by the
 same fold `verify` uses, so an imported row equals the fold by construction, and a file
 whose log does not verify is refused.
+
+A conversation's stream (format 2) needs no row line at all: every column of its read
+model is stamped by one of its events, so `service/audit/conversation_check.rebuild` makes
+the rows from the events, and `check_conversation` (what `verify` runs) must pass on them.
+Files of format 1 (no conversations) still import.
 """
 
 from __future__ import annotations
@@ -24,11 +32,13 @@ import msgspec
 
 from domain.errors import ArchiveError
 from domain.reasons import CancelReason
+from service.audit.conversation_check import Rebuilt, check_conversation, rebuild
 from service.audit.records import FLAGS, flags_of
 from service.audit.verify import StreamCheck
 from service.ports import ResponseRow, StoredEvent
 
-FORMAT = 1
+FORMAT = 2
+READS = (1, 2)  # the formats this version imports
 HEADER_KIND = "resplog.export"
 
 
@@ -60,12 +70,20 @@ class EventLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     recorded_at: float
 
 
-class End(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="end"):
-    responses: int
+class ConversationLine(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="conversation"
+):
+    id: str
     events: int
 
 
-Line = Header | ResponseLine | EventLine | End
+class End(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="end"):
+    responses: int
+    events: int
+    conversations: int = 0  # absent from files of format 1
+
+
+Line = Header | ResponseLine | ConversationLine | EventLine | End
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Line)
@@ -79,8 +97,12 @@ def header(exported_at: float, filters: dict[str, Any]) -> bytes:
     return _line(Header(format=FORMAT, exported_at=exported_at, filters=filters))
 
 
-def end(responses: int, events: int) -> bytes:
-    return _line(End(responses=responses, events=events))
+def end(responses: int, events: int, conversations: int = 0) -> bytes:
+    return _line(End(responses=responses, events=events, conversations=conversations))
+
+
+def conversation_line(conversation_id: str, events: int) -> bytes:
+    return _line(ConversationLine(id=conversation_id, events=events))
 
 
 def response_line(record: ResponseRow, events: int) -> bytes:
@@ -111,6 +133,14 @@ class Imported(msgspec.Struct, frozen=True, kw_only=True):
     line: int  # where its response line is, for messages
 
 
+class ImportedConversation(msgspec.Struct, frozen=True, kw_only=True):
+    """One conversation of a file, checked: its rebuilt rows and its events."""
+
+    rebuilt: Rebuilt
+    events: list[StoredEvent]
+    line: int
+
+
 def _fail(number: int, why: str) -> ArchiveError:
     return ArchiveError(f"line {number}: {why}")
 
@@ -123,9 +153,10 @@ def _decode(number: int, raw: bytes) -> Line:
 
 
 class _Pending:
-    """The response being read: its line, and its events so far."""
+    """The stream being read (a response's or a conversation's): its line, and its events
+    so far."""
 
-    def __init__(self, number: int, line: ResponseLine) -> None:
+    def __init__(self, number: int, line: ResponseLine | ConversationLine) -> None:
         self.number = number
         self.line = line
         self.events: list[StoredEvent] = []
@@ -141,10 +172,12 @@ class _Pending:
             StoredEvent(line.stream_id, line.position, line.type, data, facts, line.recorded_at)
         )
 
-    def close(self, number: int) -> Imported:
+    def close(self, number: int) -> Imported | ImportedConversation:
         line = self.line
         if len(self.events) != line.events:
             raise _fail(number, f"{line.id} has {len(self.events)} of its {line.events} events")
+        if isinstance(line, ConversationLine):
+            return self._conversation(line)
         check = StreamCheck(line.id, None, row_expected=False)
         for stored in self.events:
             check.feed(stored)
@@ -156,44 +189,60 @@ class _Pending:
             raise _fail(self.number, f"{line.id} has not ended; only ended responses are imported")
         return Imported(record=rebuilt, events=self.events, line=self.number)
 
+    def _conversation(self, line: ConversationLine) -> ImportedConversation:
+        rebuilt = rebuild(line.id, self.events)
+        if rebuilt is None:
+            raise _fail(self.number, f"{line.id} does not begin with conversation.created")
+        kept = [(i.item_id, i.deleted_at is not None) for i in rebuilt.items]
+        findings = check_conversation(rebuilt.row, self.events, kept)
+        if findings:
+            raise _fail(self.number, f"{line.id} does not verify: {findings[0].line()}")
+        return ImportedConversation(rebuilt=rebuilt, events=self.events, line=self.number)
 
-def read(lines: Iterable[bytes]) -> Iterator[Imported]:
-    """Each response of an export file, checked; raises `ArchiveError` naming the line of the
-    first problem (a file must be read to its end before anything of it is trusted)."""
+
+def read(lines: Iterable[bytes]) -> Iterator[Imported | ImportedConversation]:
+    """Each response and conversation of an export file, checked; raises `ArchiveError`
+    naming the line of the first problem (a file must be read to its end before anything
+    of it is trusted)."""
     numbered = enumerate(lines, 1)
     first = next(numbered, None)
     head = None if first is None else _decode(*first)
     if not isinstance(head, Header):
         raise ArchiveError("not a resplog export: the first line is not its header")
-    if head.format != FORMAT:
-        raise _fail(1, f"export format {head.format}; this resplog reads format {FORMAT}")
+    if head.format not in READS:
+        raise _fail(1, f"export format {head.format}; this resplog reads formats 1 and 2")
     pending: _Pending | None = None
     seen: set[str] = set()
-    responses = events = 0
+    responses = events = conversations = 0
     for number, raw in numbered:
         line = _decode(number, raw)
         if isinstance(line, End):
             if pending is not None:
                 yield pending.close(number)
-            if (line.responses, line.events) != (responses, events):
+            counts = (line.responses, line.events, line.conversations)
+            if counts != (responses, events, conversations):
                 raise _fail(
                     number,
-                    f"the file ends with {responses} responses and {events} events, "
-                    f"its last line says {line.responses} and {line.events}",
+                    f"the file ends with {responses} responses, {events} events and "
+                    f"{conversations} conversations, its last line says {line.responses}, "
+                    f"{line.events} and {line.conversations}",
                 )
             if next(numbered, None) is not None:
                 raise _fail(number + 1, "lines after the end of the export")
             return
         if isinstance(line, Header):
             raise _fail(number, "a second header")
-        if isinstance(line, ResponseLine):
+        if isinstance(line, ResponseLine | ConversationLine):
             if pending is not None:
                 yield pending.close(number)
             if line.id in seen:
                 raise _fail(number, f"{line.id} appears twice")
             seen.add(line.id)
             pending = _Pending(number, line)
-            responses += 1
+            if isinstance(line, ResponseLine):
+                responses += 1
+            else:
+                conversations += 1
         else:
             if pending is None:
                 raise _fail(number, "an event before any response line")

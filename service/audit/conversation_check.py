@@ -89,3 +89,79 @@ def _fold(state: Folded, event: ConversationEvent, position: int) -> str | None:
         case Removed():
             state.deleted = True
     return None
+
+
+# --- rebuilding the read model (import) -------------------------------------------------------
+
+
+class ItemRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A `conversation_items` row as the store writes it (adapters/store/conversations.py)."""
+
+    position: int
+    seq: int
+    item_id: str
+    data: str
+    response_id: str | None = None
+    deleted_at: float | None = None
+
+
+class Rebuilt(msgspec.Struct, frozen=True, kw_only=True):
+    row: ConversationRow
+    items: list[ItemRow]
+
+
+_items_encoder = msgspec.json.Encoder()
+
+
+def rebuild(conversation_id: str, events: list[StoredEvent]) -> Rebuilt | None:
+    """The read model a conversation's events make, as the store made it while they were
+    appended: each append stamps `updated_at` and the event's `recorded_at` with the same
+    time, an item already there is skipped (keeping its neighbours' `seq`), a delete stamps
+    the item or the conversation. None if the stream does not begin with its creation."""
+    decoded: list[ConversationEvent] = []
+    for stored in events:
+        try:
+            decoded.append(_event.decode(stored.data))
+        except msgspec.DecodeError:
+            return None
+    if not decoded or not isinstance(decoded[0], Created):
+        return None
+    first = decoded[0]
+    metadata, deleted_at = dict(first.conversation.metadata), None
+    items: list[ItemRow] = []
+    known: dict[str, int] = {}
+    for stored, event in zip(events, decoded, strict=True):
+        match event:
+            case ItemsAdded(items=added, response_id=rid):
+                for seq, item in enumerate(added):
+                    if item.id in known:
+                        continue
+                    known[item.id] = len(items)
+                    data = _items_encoder.encode(item).decode()
+                    items.append(
+                        ItemRow(
+                            position=stored.position,
+                            seq=seq,
+                            item_id=item.id,
+                            data=data,
+                            response_id=rid,
+                        )
+                    )
+            case ItemDeleted(item_id=item_id) if item_id in known:
+                i = known[item_id]
+                if items[i].deleted_at is None:
+                    items[i] = msgspec.structs.replace(items[i], deleted_at=stored.recorded_at)
+            case Updated(metadata=new):
+                metadata = dict(new)
+            case Removed():
+                deleted_at = stored.recorded_at
+    row = ConversationRow(
+        id=conversation_id,
+        owner=first.owner,
+        created_at=events[0].recorded_at,
+        updated_at=events[-1].recorded_at,
+        version=events[-1].position,
+        metadata=metadata,
+        deleted_at=deleted_at,
+    )
+    return Rebuilt(row=row, items=items)

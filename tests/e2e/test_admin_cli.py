@@ -81,7 +81,11 @@ def sql(url: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 
 def table(url: str, name: str) -> list[tuple[Any, ...]]:
     """Every row of a table, in key order, booleans as integers (SQLite's own form)."""
-    order = "id" if name == "responses" else "stream_id, position"
+    order = {
+        "responses": "id",
+        "conversations": "id",
+        "conversation_items": "conversation_id, position, seq",
+    }.get(name, "stream_id, position")
     rows = sql(url, f"SELECT * FROM {name} ORDER BY {order}")
     return [tuple(int(v) if isinstance(v, bool) else v for v in row) for row in rows]
 
@@ -105,6 +109,10 @@ def wait_started(http: httpx.Client, rid: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"{rid} never started")
+
+
+# The corpus's conversations (their streams are exported, verified and collected too).
+CONVERSATIONS: dict[str, str] = {}
 
 
 @dataclass
@@ -144,6 +152,19 @@ def _make(client: openai.OpenAI, http: httpx.Client) -> tuple[dict[str, str], li
     third = client.responses.create(
         model="scripted", previous_response_id=second.id, input="Thanks"
     )
+    # A conversation with every kind of change (its streams go into the export too), and
+    # one deleted through the API.
+    conv = client.conversations.create(items=[{"role": "user", "content": "I am Ada."}])
+    client.conversations.update(conv.id, metadata={"topic": "tea"})
+    turn = client.responses.create(model="scripted", input="Tea?", conversation=conv.id)
+    kept = client.conversations.items.create(
+        conv.id, items=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    )
+    client.conversations.items.delete(kept.data[0].id, conversation_id=conv.id)
+    ids["conversation_turn"] = turn.id
+    gone = client.conversations.create()
+    client.conversations.delete(gone.id)
+    CONVERSATIONS.update(live=conv.id, deleted=gone.id)
     replay = http.get(f"/v1/responses/{ids['streamed']}/events", params={"format": "jsonl"})
     return ids, [first.id, second.id, third.id], replay.content
 
@@ -222,7 +243,7 @@ def test_verify_passes_on_every_log_the_service_wrote(corpus: Corpus) -> None:
     """No violation; the response a killed server left running is only a warning."""
     report = ok_json("verify", "--all", "--stale-after", "0s", url=corpus.url)
     assert report["ok"] is True and report["violations"] == []
-    assert report["streams"] == len(corpus.ids) + len(corpus.chain)
+    assert report["streams"] == len(corpus.ids) + len(corpus.chain) + len(CONVERSATIONS)
     assert [(w["stream_id"], w["kind"]) for w in report["warnings"]] == [
         (corpus.ids["running"], "stale")
     ]
@@ -370,6 +391,8 @@ def test_export_then_import_reproduces_every_row(
     source_events = [e for e in table(corpus.url, "events") if e[0] != running]
     assert table(url, "responses") == source_rows
     assert table(url, "events") == source_events
+    for rows in ("conversations", "conversation_items"):  # rebuilt from their events
+        assert table(url, rows) == table(corpus.url, rows) != []
     assert ok_json("verify", "--all", url=url)["ok"] is True
     again = one_error_line(resplog("import", str(exported), url=url))
     assert "already holds" in again and "nothing was imported" in again
@@ -382,7 +405,12 @@ def test_export_selects_by_owner_and_time(corpus: Corpus, tmp_path: Path) -> Non
     assert [json.loads(x)["kind"] for x in out] == ["resplog.export", "end"]
     assert json.loads(out[0])["filters"]["owner"] == "nobody"
     late = resplog("export", "--since", "2999-01-01", url=corpus.url).stdout
-    assert json.loads(late.splitlines()[-1]) == {"kind": "end", "responses": 0, "events": 0}
+    assert json.loads(late.splitlines()[-1]) == {
+        "kind": "end",
+        "responses": 0,
+        "events": 0,
+        "conversations": 0,
+    }
 
 
 def test_a_cut_short_export_is_refused_and_writes_nothing(exported: Path, tmp_path: Path) -> None:
@@ -419,7 +447,16 @@ def test_gc_deletes_rows_and_events_in_batches_and_the_log_still_verifies(
     assert len(table(url, "responses")) == before - 1
     done = ok_json("gc", "--older-than", "0s", "--batch-size", "3", url=url)
     assert done["deleted"] == before - 1 and done["batches"] >= 3
-    assert table(url, "responses") == [] and table(url, "events") == []
+    assert done["conversations"] == 0  # a conversation has no retention
+    assert table(url, "responses") == []
+    streams = {e[0] for e in table(url, "events")}
+    assert streams == set(CONVERSATIONS.values())
+    # --deleted takes the conversation deleted through the API: row, items and log.
+    dry = ok_json("gc", "--deleted", "--dry-run", url=url)
+    assert [c["id"] for c in dry["conversations"]] == [CONVERSATIONS["deleted"]]
+    assert ok_json("gc", "--deleted", url=url)["conversations"] == 1
+    assert {e[0] for e in table(url, "events")} == {CONVERSATIONS["live"]}
+    assert [r[0] for r in table(url, "conversations")] == [CONVERSATIONS["live"]]
     assert ok_json("verify", "--all", url=url)["ok"] is True
 
 

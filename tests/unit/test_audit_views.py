@@ -160,6 +160,20 @@ def test_an_export_reads_back_into_the_same_rows() -> None:
     assert flags_of(imported[0].record) == {**flags_of(imported[0].record), **FLAGGED}
 
 
+def test_a_format_1_export_still_reads_back() -> None:
+    """Files written before conversations were exported: header format 1, no conversation
+    count on the last line."""
+    a = log(deltas=1)
+    lines = export_lines(a)  # type: ignore[arg-type]
+    old_head = lines[0].replace(b'"format":2', b'"format":1')
+    old_end = lines[-1].replace(b',"conversations":0', b"")
+    assert old_head != lines[0] and old_end != lines[-1]
+    imported = list(archive.read([old_head, *lines[1:-1], old_end]))
+    assert [i.events for i in imported] == [stored(*a)]  # type: ignore[union-attr]
+    future = lines[0].replace(b'"format":2', b'"format":3')
+    assert "export format 3" in _error([future, *lines[1:]])
+
+
 def _error(lines: list[bytes]) -> str:
     with pytest.raises(ArchiveError) as info:
         list(archive.read(lines))
