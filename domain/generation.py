@@ -88,6 +88,8 @@ class FunctionCallStart(Delta, frozen=True, kw_only=True):
     call_id: str | None = None  # the engine's id if it has one; else one is derived
     namespace: str | None = None
     custom: bool = False
+    # The MCP server whose tool this is (service/toolcalls.py names it): an `mcp_call`.
+    server_label: str | None = None
 
 
 class InputDelta(Delta, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ the CLI) pick which.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -222,6 +222,30 @@ class Doorbells(Protocol):
     def listen(self, work: Callable[[], None], cancel: CancelBell) -> None:
         """Call `work` when work may be queued, `cancel` when responses this process
         leases were asked to stop."""
+        ...
+
+
+class ToolError(Exception):
+    """An MCP server did not give a result: `error` is the failed call's `error` object
+    (domain/mcp.py), in words safe to show the client (no headers)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class ToolServers(Protocol):
+    """The MCP servers of `mcp` tools (adapters/tools/mcp.py, over the `mcp` package's
+    streamable HTTP client). Both raise `ToolError`; timeouts are the caller's."""
+
+    async def list_tools(self, url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+        """The server's tools, each `{name, input_schema, description, annotations}`."""
+        ...
+
+    async def call_tool(
+        self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any]
+    ) -> str:
+        """The tool's result as text."""
         ...
 
 

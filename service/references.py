@@ -17,7 +17,7 @@ import re
 
 import msgspec
 
-from domain.errors import NotFound
+from domain.errors import InvalidRequest, NotFound
 from domain.objects import (
     CustomToolCall,
     FunctionCall,
@@ -27,6 +27,9 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     ItemReference,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
     OutputItem,
     OutputMessage,
     ReasoningItem,
@@ -96,5 +99,11 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
         case CustomToolCall(id=iid, call_id=cid, name=name, input=text, namespace=ns):
             return InputCustomToolCall(
                 id=iid or "", call_id=cid, name=name, input=text, namespace=ns
+            )
+        case McpListTools() | McpCall() | McpApprovalRequest():
+            # The server ran these itself; the turn that holds them carries them.
+            raise InvalidRequest(
+                f"Item '{item.id}' is an MCP item; pass it with previous_response_id.",
+                param="input",
             )
     return item

@@ -36,7 +36,7 @@ from domain.objects import (
 )
 from domain.reasons import CancelReason
 from domain.state import ResponseState
-from domain.tools import offered
+from domain.tools import mcp_servers, offered
 from service.bundle import Bundle
 from service.history import history_for
 from service.ports import (
@@ -82,12 +82,19 @@ async def create_response(
     check_calls(history, items)
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
+    extra = req.extra
+    if svc.runner.tools is None and mcp_servers(response.tools):
+        raise InvalidRequest(
+            "This server does not run MCP tools.", param="tools", code="unsupported_parameter"
+        )
+    if req.secrets:
+        extra = {**extra, "mcp_headers_sealed": _sealed_headers(svc, req.secrets)}
     facts = RequestFacts(
         owner=owner,
         input=assign_ids(rid, items),
         stream=req.stream,
         include=req.include,
-        extra=req.extra,
+        extra=extra,
         reasoning_events=svc.reasoning_events,
     )
     decision = create(response, facts)
@@ -264,3 +271,13 @@ def build_prompt(
         metadata=response.metadata,
         include=list(include or []),
     )
+
+
+def _sealed_headers(svc: Bundle, secrets: dict[str, dict[str, str]]) -> str:
+    """The `mcp` tools' headers as the log may hold them: sealed under the server's key
+    (service/mcploop.py opens them for the calls)."""
+    if svc.runner.tools is None:
+        raise InvalidRequest(
+            "This server does not run MCP tools.", param="tools", code="unsupported_parameter"
+        )
+    return svc.runner.tools.seal(secrets)

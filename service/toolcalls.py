@@ -46,7 +46,11 @@ async def _named(
             tool = resolve(tools, delta.name)
             if tool is not None:
                 delta = msgspec.structs.replace(
-                    delta, name=tool.name, namespace=tool.namespace, custom=tool.custom
+                    delta,
+                    name=tool.name,
+                    namespace=tool.namespace,
+                    custom=tool.custom,
+                    server_label=tool.server_label,
                 )
                 held = [] if tool.custom else None
         yield delta
