@@ -56,7 +56,7 @@ def build(calls: Path, gate: Path | None) -> MCPServer:
     @server.tool(description="Returns far too much.")
     def garbage(text: str) -> str:
         count("garbage")
-        return "x" * 1_000_000
+        return "x" * 50_000
 
     @server.tool(description="Returns once the gate file exists.")
     async def slow(text: str) -> str:
