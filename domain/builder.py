@@ -46,6 +46,7 @@ from domain.events import (
 from domain.fold import content_parts, terminal_snapshot
 from domain.generation import (
     AnyDelta,
+    ApprovalRequest,
     ArgumentsDelta,
     EndItem,
     Finished,
@@ -65,6 +66,7 @@ from domain.objects import (
     IncompleteDetails,
     InputTokensDetails,
     ItemStatus,
+    McpApprovalRequest,
     McpCall,
     McpListTools,
     OutputItem,
@@ -329,6 +331,20 @@ def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
         )
 
 
+def _approval(batch: Batch, delta: ApprovalRequest) -> None:
+    """An MCP call waiting for the client: added whole, as OpenAI adds it."""
+    close_item(batch)
+    n = len(batch.response.output)
+    item = McpApprovalRequest(
+        id=item_id(batch.response.id, "mcpr", n),
+        server_label=delta.server_label,
+        name=delta.name,
+        arguments=delta.arguments,
+    )
+    batch.add(lambda s: OutputItemAdded(sequence_number=s, output_index=n, item=item))
+    batch.add(lambda s: OutputItemDone(sequence_number=s, output_index=n, item=item))
+
+
 def _end_item(batch: Batch, delta: EndItem) -> None:
     i = batch.state.open_index
     if i is not None and isinstance(batch.response.output[i], McpCall):
@@ -360,6 +376,7 @@ _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     ArgumentsDelta: _arguments,
     InputDelta: _input,
     EndItem: _end_item,
+    ApprovalRequest: _approval,
     ReasoningSealed: _sealed,
 }
 

@@ -19,6 +19,8 @@ from domain.batch import Batch, require
 from domain.builder import close_item, item_id
 from domain.errors import InvalidTransition
 from domain.events import (
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
     McpCallCompleted,
     McpCallFailed,
     McpCallInProgress,
@@ -28,7 +30,7 @@ from domain.events import (
     OutputItemAdded,
     OutputItemDone,
 )
-from domain.objects import McpCall, McpListTools
+from domain.objects import McpApprovalRequest, McpCall, McpListTools
 from domain.state import Decision, ResponseState
 
 replace = msgspec.structs.replace
@@ -148,4 +150,36 @@ def interrupted(state: ResponseState) -> Decision:
         return Decision([], state)  # never started: it is run now, once
     batch = Batch(state)
     close_item(batch, "incomplete")
+    return batch.decision()
+
+
+def approved_call(state: ResponseState, request: McpApprovalRequest) -> Decision:
+    """The call the client approved (an `mcp_approval_response` for `request` of the turn
+    this one continues), opened with its arguments as the model wrote them, to be run."""
+    require(state, "in_progress")
+    batch = Batch(state)
+    close_item(batch)
+    n = len(batch.response.output)
+    iid = item_id(batch.response.id, "mcp", n)
+    call = McpCall(
+        id=iid,
+        server_label=request.server_label,
+        name=request.name,
+        arguments="",
+        status="in_progress",
+        approval_request_id=request.id,
+    )
+    args = request.arguments
+    batch.add(lambda s: OutputItemAdded(sequence_number=s, output_index=n, item=call))
+    if args:
+        batch.add(
+            lambda s: McpCallArgumentsDelta(
+                sequence_number=s, item_id=iid, output_index=n, delta=args
+            )
+        )
+    batch.add(
+        lambda s: McpCallArgumentsDone(
+            sequence_number=s, item_id=iid, output_index=n, arguments=args
+        )
+    )
     return batch.decision()

@@ -75,6 +75,7 @@ class OfferedTool(msgspec.Struct, frozen=True, kw_only=True):
     custom: bool = False  # free-form text input; `parameters` is then CUSTOM_PARAMETERS
     format: dict[str, Any] | None = None  # a custom tool's input format (grammar), as sent
     server_label: str | None = None  # an MCP server's tool: the server runs it (docs/mcp.md)
+    approval: bool = False  # an MCP tool whose calls wait for the client's approval
 
     def qualified(self, separator: str) -> str:
         """The name an engine without namespaces uses: `namespace<sep>name`."""
@@ -258,6 +259,7 @@ def mcp_offered(server: McpServer, listed_tools: list[dict[str, Any]]) -> list[O
                 description=t.get("description"),
                 parameters=t.get("input_schema"),
                 server_label=server.server_label,
+                approval=needs_approval(server, name),
             )
         )
     return out

@@ -25,8 +25,9 @@ import msgspec
 
 from domain.errors import EngineError
 from domain.events import RequestFacts
-from domain.generation import Finished, Prompt, TokenUsage
+from domain.generation import Finished, Prompt, TokenUsage, Turn
 from domain.mcp import (
+    approved_call,
     call_ended,
     call_started,
     calls_made,
@@ -45,7 +46,10 @@ from domain.objects import (
     InputItem,
     InputMessage,
     InputReasoning,
+    McpApprovalRequest,
+    McpApprovalResponse,
     McpCall,
+    McpListTools,
     OutputItem,
     OutputMessage,
     ReasoningItem,
@@ -111,6 +115,40 @@ def as_input(output: list[OutputItem]) -> list[InputItem]:
     return out
 
 
+def engine_prompt(prompt: Prompt) -> Prompt:
+    """The prompt as every engine can render it: an earlier turn that holds MCP items is
+    given as input items in order (each call a function call and its output), and the
+    approvals the client sent are left out (the loop acts on them, the model need not)."""
+    history = [_linear(t) for t in prompt.history]
+    items = [i for i in prompt.input if not isinstance(i, McpApprovalResponse)]
+    if history == prompt.history and items == prompt.input:
+        return prompt
+    return msgspec.structs.replace(prompt, history=history, input=items)
+
+
+def _linear(turn: Turn) -> Turn:
+    mcp = (McpCall, McpListTools, McpApprovalRequest)
+    if not any(isinstance(i, mcp) for i in turn.output) and not any(
+        isinstance(i, McpApprovalResponse) for i in turn.input
+    ):
+        return turn
+    items = [i for i in turn.input if not isinstance(i, McpApprovalResponse)]
+    return msgspec.structs.replace(turn, input=[*items, *as_input(turn.output)], output=[])
+
+
+def _approved(prompt: Prompt, state: ResponseState) -> McpApprovalRequest | None:
+    """The next approved request of the turn this one continues that was not run yet."""
+    assert state.response is not None
+    done = {i.approval_request_id for i in state.response.output if isinstance(i, McpCall)}
+    asked = {i.id: i for t in prompt.history for i in t.output if isinstance(i, McpApprovalRequest)}
+    for item in prompt.input:
+        if isinstance(item, McpApprovalResponse) and item.approve:
+            request = asked.get(item.approval_request_id)
+            if request is not None and request.id not in done:
+                return request
+    return None
+
+
 class ToolLoop:
     """Runs the MCP steps of one process's generations."""
 
@@ -173,12 +211,18 @@ class ToolLoop:
             if call is not None:
                 await self._call(holder, call, servers, headers, step, limit, deadline)
                 continue
+            request = _approved(prompt, holder[0])
+            if request is not None:
+                await step(approved_call(holder[0], request))
+                continue
             offered = list(prompt.tools)
             if limit is None or calls_made(holder[0]) < limit:
                 offered += self.offered(holder[0], servers)
             assert holder[0].response is not None
             nxt = msgspec.structs.replace(
-                prompt, input=[*prompt.input, *as_input(holder[0].response.output)], tools=offered
+                engine_prompt(prompt),
+                input=[*engine_prompt(prompt).input, *as_input(holder[0].response.output)],
+                tools=offered,
             )
             finished = await generate(nxt)
             if finished is None:

@@ -31,6 +31,7 @@ from domain.objects import (
     InputItem,
     InputMessage,
     InputReasoning,
+    McpApprovalResponse,
     OutputItem,
     ResponseObject,
 )
@@ -237,6 +238,7 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         InputCustomToolCall: "ctc",
         CustomToolCallOutput: "ctco",
         InputCompaction: "cmp",
+        McpApprovalResponse: "mcpa",
     }
     return [
         item

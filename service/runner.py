@@ -20,14 +20,14 @@ from domain.builder import emit, finish
 from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
-from domain.generation import AnyDelta, EndItem, Finished, Prompt
+from domain.generation import AnyDelta, ApprovalRequest, EndItem, Finished, Prompt, TokenUsage
 from domain.mcp import pending_call
 from domain.objects import McpCall
 from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
 from domain.tools import mcp_servers
 from service.batching import Inbox
-from service.mcploop import ToolLoop
+from service.mcploop import ToolLoop, engine_prompt
 from service.ports import Engine, EventWriter
 from service.toolcalls import tool_calls
 
@@ -147,6 +147,7 @@ class Runner:
             return holder[0]
         # The engine is read in the inbox's task while this one waits for the log, so what
         # arrives during an append becomes the next batch (service/batching.py).
+        prompt = engine_prompt(prompt)
         inbox = Inbox(tool_calls(self._engine.generate(prompt), prompt.tools))
         try:
             while True:
@@ -194,6 +195,10 @@ class Runner:
                     d = emit(state, delta)
                     events += d.events
                     state = d.state
+                    if isinstance(delta, ApprovalRequest):
+                        # The client decides: the response ends here (docs/mcp.md).
+                        finished = Finished(reason="stop", usage=TokenUsage())
+                        break
                     if pending_call(state) is not None:
                         break
                 await self._step(rid, holder, Decision(events, state), durable=True)

@@ -35,6 +35,7 @@ from domain.objects import (
     InputReasoning,
     InputText,
     ItemReference,
+    McpApprovalResponse,
     OutputText,
     ReasoningConfig,
     Refusal,
@@ -64,6 +65,7 @@ from service.wire.request import (
     InputImageParam,
     InputItemParam,
     ItemReferenceParam,
+    McpApprovalResponseParam,
     McpToolParam,
     MessageParam,
     NamespaceToolParam,
@@ -797,6 +799,9 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemR
         case CustomToolCallOutputParam(call_id=call_id, output=output):
             text = _tool_output(output, f"{param}.output", limits)
             return CustomToolCallOutput(id=iid, call_id=call_id, output=text)
+        case McpApprovalResponseParam(approval_request_id=req, approve=ok, reason=why):
+            _check_text(f"{param}.reason", why, limits)
+            return McpApprovalResponse(id=iid, approval_request_id=req, approve=ok, reason=why)
         case ReasoningItemParam(summary=summary, content=content, encrypted_content=enc):
             return InputReasoning(
                 id=iid,

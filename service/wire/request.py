@@ -278,8 +278,18 @@ class ReasoningItemParam(_Item, frozen=True, kw_only=True, tag="reasoning"):
     encrypted_content: Any = None  # kept when it is a string, else dropped (as ever)
 
 
+class McpApprovalResponseParam(_Item, frozen=True, kw_only=True, tag="mcp_approval_response"):
+    """openai-python `ResponseInputItemParam.McpApprovalResponse`: the client's answer to
+    an `mcp_approval_request` of the response it continues."""
+
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
 InputItemParam = (
-    MessageParam
+    McpApprovalResponseParam
+    | MessageParam
     | FunctionCallParam
     | FunctionCallOutputParam
     | ReasoningItemParam

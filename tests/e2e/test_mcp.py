@@ -349,3 +349,46 @@ async def _dump(url: str) -> str:
         return "\n".join(str(dict(r)) for r in rows)
     finally:
         await conn.close()
+
+
+def test_an_approval_request_ends_the_response_and_the_approval_continues_the_loop(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    first = sdk.responses.create(
+        model="scripted",
+        input="ask first",
+        tools=[_tool(tools, require_approval={"never": {"tool_names": ["shout"]}})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert first.status == "completed"
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request" and request.name == "echo"  # type: ignore[union-attr]
+    assert tools.calls() == []  # nothing ran before the client said so
+    second = sdk.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],  # type: ignore[list-item]
+        tools=[_tool(tools, require_approval={"never": {"tool_names": ["shout"]}})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert second.status == "completed", second.error
+    call = next(i for i in second.output if i.type == "mcp_call")
+    assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
+    assert second.output[-1].type == "message"
+    assert tools.calls() == ["echo"]
+    items = list(sdk.responses.input_items.list(second.id))
+    assert items[0].type == "mcp_approval_response"
+    # A refusal runs nothing.
+    third = sdk.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}
+        ],  # type: ignore[list-item]
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": ""},  # the model answers
+    )
+    assert third.status == "completed"
+    assert tools.calls() == ["echo"]
