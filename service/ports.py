@@ -1,7 +1,7 @@
 """The ports the use-cases need: the event log (read, tail, group-committed append), the
-response read model, leases and doorbells for work across processes, the generation engine
-and the API keys. Adapters implement them; only the composition roots (the app factory and
-the CLI) pick which.
+response read model, leases and doorbells for work across processes, the generation engine,
+the API keys, and the MCP servers of `mcp` tools (`ToolServers`). Adapters implement them;
+only the composition roots (the app factory and the CLI) pick which.
 """
 
 from __future__ import annotations
