@@ -22,7 +22,8 @@ import pytest
 
 from tests.e2e.cluster import fold_check, start_worker, stop
 from tests.e2e.conftest import RESPLOG, Server, free_port, start_server, stop_server
-from tests.fakes.process import ROOT
+from tests.fakes.plugin import *  # noqa: F403
+from tests.fakes.process import ROOT, FakeProcess
 
 SECRET = "tok-3f1c9a7e-never-in-the-log"
 
@@ -392,3 +393,39 @@ def test_an_approval_request_ends_the_response_and_the_approval_continues_the_lo
     )
     assert third.status == "completed"
     assert tools.calls() == ["echo"]
+
+
+@pytest.fixture(scope="module")
+def sglang_mcp(
+    fake_sglang_server: FakeProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("mcp-sglang")
+    engine = ("--engine", "sglang", "--engine-url", fake_sglang_server.url)
+    srv = start_server(
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}", "sqlite", tmp / "server.log", engine=engine
+    )
+    yield srv
+    stop_server(srv)
+
+
+def test_gpt_oss_calls_mcp_tools_through_harmony_on_the_sglang_stand_in(
+    sglang_mcp: Server, fake_sglang: FakeProcess, tools: ToolServer
+) -> None:
+    """The fake sglang plays gpt-oss: `to=functions.echo`, then (seeing the tool's answer
+    rendered back as a harmony tool message) `to=functions.shout`, then its answer."""
+    with openai.OpenAI(base_url=f"{sglang_mcp.base_url}/v1", api_key="unused") as client:
+        model = client.models.list().data[0].id
+        r = client.responses.create(
+            model=model,
+            input="Use the tools. [fake:mcp_loop]",
+            tools=[_tool(tools)],  # type: ignore[list-item]
+        )
+    assert r.status == "completed", r.error
+    echo, shout = _calls(r)
+    assert (echo.name, echo.output) == ("echo", "echo: one")  # type: ignore[attr-defined]
+    assert (shout.name, shout.output) == ("shout", "TWO")  # type: ignore[attr-defined]
+    assert r.output_text == "Done after two tools."
+    assert tools.calls() == ["echo", "shout"]
+    # Three generations; the stand-in picks each step by the tool messages it was shown
+    # (tests/fakes/transcripts.py), so the answers were rendered back as harmony tool turns.
+    assert len(fake_sglang.log()["requests"]) == 3
