@@ -429,3 +429,25 @@ def test_gpt_oss_calls_mcp_tools_through_harmony_on_the_sglang_stand_in(
     # Three generations; the stand-in picks each step by the tool messages it was shown
     # (tests/fakes/transcripts.py), so the answers were rendered back as harmony tool turns.
     assert len(fake_sglang.log()["requests"]) == 3
+
+
+def test_a_cancel_stops_the_loop_during_a_call(sdk: openai.OpenAI, tools: ToolServer) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="cancel me",
+        background=True,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "slow,echo"},
+    )
+    deadline = time.monotonic() + 30
+    while tools.calls() != ["slow"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    final = sdk.responses.cancel(r.id)
+    assert final.status == "cancelled"
+    (slow,) = _calls(final)
+    assert slow.status == "incomplete" and slow.error is not None  # type: ignore[attr-defined]
+    tools.gate.touch()
+    # The log ends with the cancellation, so nothing can follow it: the loop is over.
+    assert sdk.responses.retrieve(r.id).status == "cancelled"
+    assert tools.calls() == ["slow"]
