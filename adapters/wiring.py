@@ -25,6 +25,7 @@ from domain.errors import InvalidRequest, StoreError
 from service.background import Background
 from service.bundle import Bundle
 from service.leases import LeaseKeeper
+from service.mcploop import ToolLimits, ToolLoop
 from service.ports import Engine, LogObserver
 from service.runner import Runner
 from service.sealing import SealedReasoning
@@ -105,7 +106,17 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
     """The bundle of one process over its database and engine (nothing is started)."""
     sealer, _ = AesGcmSealer.from_setting(settings.reasoning_key)
     engine = SealedReasoning(ReasoningSummaries(engine, settings.reasoning_summary_tokens), sealer)
-    runner = Runner(database.writer, engine)
+    tools = None
+    if settings.mcp_tools == "on":
+        from adapters.tools import McpToolServers
+
+        limits = ToolLimits(
+            call_timeout_s=settings.mcp_call_timeout_s,
+            loop_timeout_s=settings.mcp_loop_timeout_s,
+            max_output_bytes=settings.mcp_max_output_bytes,
+        )
+        tools = ToolLoop(McpToolServers(), sealer, limits)
+    runner = Runner(database.writer, engine, tools=tools)
     keeper = LeaseKeeper(
         database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3
     )

@@ -21,6 +21,10 @@ from domain.events import (
     EndFacts,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
+    McpCallFailed,
+    McpListToolsFailed,
     OutputItemAdded,
     OutputItemDone,
     OutputRefusalDelta,
@@ -42,6 +46,7 @@ from domain.events import (
 from domain.fold import content_parts, terminal_snapshot
 from domain.generation import (
     AnyDelta,
+    ApprovalRequest,
     ArgumentsDelta,
     Compacted,
     EndItem,
@@ -62,6 +67,9 @@ from domain.objects import (
     IncompleteDetails,
     InputTokensDetails,
     ItemStatus,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
     OutputItem,
     OutputMessage,
     OutputText,
@@ -129,6 +137,12 @@ def close_item(batch: Batch, status: ItemStatus = "completed") -> None:
         return
     _close_part(batch)
     item = batch.response.output[i]
+    if isinstance(item, McpCall):
+        _close_mcp_call(batch, i, item, status)
+        return
+    if isinstance(item, McpListTools):
+        _close_tool_list(batch, i, item)
+        return
     if isinstance(item, FunctionCall):
         iid, name, args = item.id or "", item.name, item.arguments
         batch.add(
@@ -144,6 +158,46 @@ def close_item(batch: Batch, status: ItemStatus = "completed") -> None:
             )
         )
     done = replace(item, status=status)
+    batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
+
+
+def end_mcp_arguments(batch: Batch) -> None:
+    """The open MCP call's arguments are complete; the call stays open to be run."""
+    i = batch.state.open_index
+    item = batch.response.output[i] if i is not None else None
+    if isinstance(item, McpCall) and i is not None and not batch.state.closing:
+        iid, args = item.id, item.arguments
+        batch.add(
+            lambda n: McpCallArgumentsDone(
+                sequence_number=n, item_id=iid, output_index=i, arguments=args
+            )
+        )
+
+
+NOT_RUN = "The call was not run: the response ended first."
+
+
+def _close_mcp_call(batch: Batch, i: int, item: McpCall, status: ItemStatus) -> None:
+    """An MCP call closed by anything but its result (the response ended, was cut off or
+    cancelled): failed, with why, so no call is left open and none is run afterwards."""
+    end_mcp_arguments(batch)
+    iid = item.id
+    if batch.state.mcp_step != "ended":
+        batch.add(lambda n: McpCallFailed(sequence_number=n, item_id=iid, output_index=i))
+    current = batch.response.output[i]
+    assert isinstance(current, McpCall)
+    done = current
+    if current.status == "in_progress":
+        error = {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": NOT_RUN}]}
+        done = replace(current, status="failed" if status == "completed" else status, error=error)
+    batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
+
+
+def _close_tool_list(batch: Batch, i: int, item: McpListTools) -> None:
+    iid = item.id
+    if not batch.state.closing:
+        batch.add(lambda n: McpListToolsFailed(sequence_number=n, item_id=iid, output_index=i))
+    done = replace(item, error="The tools were not listed: the response ended first.")
     batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
 
 
@@ -220,7 +274,15 @@ def _function_call(batch: Batch, delta: FunctionCallStart) -> None:
     call_id = delta.call_id or item_id(rid, "call", n)
     namespace = msgspec.UNSET if delta.namespace is None else delta.namespace
     call: OutputItem
-    if delta.custom:
+    if delta.server_label is not None:
+        call = McpCall(
+            id=item_id(rid, "mcp", n),
+            server_label=delta.server_label,
+            name=delta.name,
+            arguments="",
+            status="in_progress",
+        )
+    elif delta.custom:
         call = CustomToolCall(
             id=item_id(rid, "ctc", n),
             call_id=call_id,
@@ -258,6 +320,15 @@ def _input(batch: Batch, delta: InputDelta) -> None:
 def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
     i, resp, text = batch.state.open_index, batch.response, delta.text
     item = resp.output[i] if i is not None else None
+    if isinstance(item, McpCall) and i is not None:
+        if text:
+            mid = item.id
+            batch.add(
+                lambda n: McpCallArgumentsDelta(
+                    sequence_number=n, item_id=mid, output_index=i, delta=text
+                )
+            )
+        return
     if not isinstance(item, FunctionCall) or i is None:
         raise InvalidTransition(f"response {resp.id}: arguments with no open function call")
     if text:
@@ -269,7 +340,25 @@ def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
         )
 
 
+def _approval(batch: Batch, delta: ApprovalRequest) -> None:
+    """An MCP call waiting for the client: added whole, as OpenAI adds it."""
+    close_item(batch)
+    n = len(batch.response.output)
+    item = McpApprovalRequest(
+        id=item_id(batch.response.id, "mcpr", n),
+        server_label=delta.server_label,
+        name=delta.name,
+        arguments=delta.arguments,
+    )
+    batch.add(lambda s: OutputItemAdded(sequence_number=s, output_index=n, item=item))
+    batch.add(lambda s: OutputItemDone(sequence_number=s, output_index=n, item=item))
+
+
 def _end_item(batch: Batch, delta: EndItem) -> None:
+    i = batch.state.open_index
+    if i is not None and isinstance(batch.response.output[i], McpCall):
+        end_mcp_arguments(batch)  # the runner runs it (service/mcploop.py), then closes it
+        return
     close_item(batch)
 
 
@@ -296,6 +385,7 @@ _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     ArgumentsDelta: _arguments,
     InputDelta: _input,
     EndItem: _end_item,
+    ApprovalRequest: _approval,
     ReasoningSealed: _sealed,
     Compacted: _compacted,
 }

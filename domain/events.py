@@ -204,6 +204,62 @@ class CustomToolCallInputDone(
     input: str
 
 
+# --- MCP tools (openai-python `response_mcp_*_event.py`) -------------------------------------
+
+
+class McpListToolsInProgress(
+    Event, frozen=True, kw_only=True, tag="response.mcp_list_tools.in_progress"
+):
+    item_id: str
+    output_index: int
+
+
+class McpListToolsCompleted(
+    Event, frozen=True, kw_only=True, tag="response.mcp_list_tools.completed"
+):
+    item_id: str
+    output_index: int
+
+
+class McpListToolsFailed(Event, frozen=True, kw_only=True, tag="response.mcp_list_tools.failed"):
+    item_id: str
+    output_index: int
+
+
+class McpCallArgumentsDelta(
+    Event, frozen=True, kw_only=True, tag="response.mcp_call_arguments.delta"
+):
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class McpCallArgumentsDone(
+    Event, frozen=True, kw_only=True, tag="response.mcp_call_arguments.done"
+):
+    item_id: str
+    output_index: int
+    arguments: str
+
+
+class McpCallInProgress(Event, frozen=True, kw_only=True, tag="response.mcp_call.in_progress"):
+    """The call is being executed: appended durably before the MCP server is asked, so a
+    process that dies during the call leaves this as the last step of the item."""
+
+    item_id: str
+    output_index: int
+
+
+class McpCallCompleted(Event, frozen=True, kw_only=True, tag="response.mcp_call.completed"):
+    item_id: str
+    output_index: int
+
+
+class McpCallFailed(Event, frozen=True, kw_only=True, tag="response.mcp_call.failed"):
+    item_id: str
+    output_index: int
+
+
 class ReasoningTextDelta(Event, frozen=True, kw_only=True, tag="response.reasoning_text.delta"):
     item_id: str
     output_index: int
@@ -301,6 +357,14 @@ AnyEvent = (
     | ReasoningSummaryPartDone
     | ReasoningSummaryTextDelta
     | ReasoningSummaryTextDone
+    | McpListToolsInProgress
+    | McpListToolsCompleted
+    | McpListToolsFailed
+    | McpCallArgumentsDelta
+    | McpCallArgumentsDone
+    | McpCallInProgress
+    | McpCallCompleted
+    | McpCallFailed
 )
 
 # The classes a stored row decodes into, one per tag. `ResponseCancelled` shares its tag
@@ -333,6 +397,14 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ReasoningSummaryPartDone,
     ReasoningSummaryTextDelta,
     ReasoningSummaryTextDone,
+    McpListToolsInProgress,
+    McpListToolsCompleted,
+    McpListToolsFailed,
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
+    McpCallInProgress,
+    McpCallCompleted,
+    McpCallFailed,
 )
 
 

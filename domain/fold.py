@@ -25,6 +25,14 @@ from domain.events import (
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
     LegacyResponseCancelled,
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
+    McpCallCompleted,
+    McpCallFailed,
+    McpCallInProgress,
+    McpListToolsCompleted,
+    McpListToolsFailed,
+    McpListToolsInProgress,
     OutputItemAdded,
     OutputItemDone,
     OutputRefusalDelta,
@@ -55,6 +63,9 @@ from domain.objects import (
     CustomToolCall,
     FunctionCall,
     IncompleteDetails,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
     OutputItem,
     OutputMessage,
     OutputText,
@@ -277,12 +288,18 @@ def _item_added(state: ResponseState, event: OutputItemAdded) -> ResponseState:
     i, item = event.output_index, event.item
     if not state.started or state.open_index is not None:
         raise _fail(state, event, "an item is still open, or the response never started")
-    # A compaction has no status and no deltas: it is added whole, then done unchanged.
-    status = "in_progress" if isinstance(item, CompactionItem) else item.status
-    if i != len(resp.output) or status != "in_progress":
+    if i != len(resp.output):
+        raise _fail(state, event, f"a new item must be at index {len(resp.output)}")
+    if isinstance(item, McpListTools):
+        if item.tools or item.error is not None:
+            raise _fail(state, event, "a new tool list must be empty")
+    elif isinstance(item, McpApprovalRequest | CompactionItem):
+        pass  # added whole, as OpenAI does: nothing streams into it (and neither has a status)
+    elif item.status != "in_progress":
         raise _fail(state, event, f"a new item must be in_progress at index {len(resp.output)}")
     if (
-        content_parts(item)
+        (isinstance(item, McpCall) and (item.arguments or item.output or item.error))
+        or content_parts(item)
         or (isinstance(item, FunctionCall) and item.arguments)
         or (isinstance(item, CustomToolCall) and item.input)
     ):
@@ -295,6 +312,7 @@ def _item_added(state: ResponseState, event: OutputItemAdded) -> ResponseState:
         open_part=None,
         open_summary=None,
         closing=False,
+        mcp_step=None,
     )
 
 
@@ -305,6 +323,8 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         raise _fail(state, event, "a content part is still open")
     if isinstance(item, FunctionCall | CustomToolCall):
         _must_be_closing(state, event, "call's final arguments")
+    if isinstance(item, McpListTools | McpCall | McpApprovalRequest):
+        return _mcp_item_done(state, event, item)
     # A reasoning item may gain its sealed content as it closes (service/sealing.py).
     if (
         isinstance(item, ReasoningItem)
@@ -314,6 +334,8 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         item = replace(item, encrypted_content=done.encrypted_content)
     if isinstance(item, CompactionItem) or isinstance(done, CompactionItem):
         differs = item != done
+    elif isinstance(done, McpListTools | McpCall | McpApprovalRequest):
+        differs = True  # an MCP item closes through `_mcp_item_done`, above
     else:
         ended = done.status in ("completed", "incomplete")
         differs = not ended or replace(item, status=done.status) != done
@@ -511,6 +533,101 @@ def _input_done(state: ResponseState, event: CustomToolCallInputDone) -> Respons
     return replace(state, version=event.sequence_number, closing=True)
 
 
+# --- MCP items ------------------------------------------------------------------------------
+
+
+def _mcp_item_done(
+    state: ResponseState, event: OutputItemDone, item: McpListTools | McpCall | McpApprovalRequest
+) -> ResponseState:
+    """An MCP item closes with what its execution gave (the tools, the output or error),
+    which no delta streamed: only its identity must match what was opened and streamed."""
+    i, done = event.output_index, event.item
+    if isinstance(item, McpListTools):
+        ok = (
+            isinstance(done, McpListTools)
+            and state.closing
+            and done.server_label == item.server_label
+        )
+    elif isinstance(item, McpCall):
+        ok = (
+            isinstance(done, McpCall)
+            and state.mcp_step == "ended"
+            and (done.server_label, done.name, done.arguments)
+            == (item.server_label, item.name, item.arguments)
+            and done.status in ("completed", "failed", "incomplete")
+        )
+    else:
+        ok = done == item
+    if not ok:
+        raise _fail(state, event, "the final MCP item differs from its steps")
+    return _set_item(
+        state, i, done, version=event.sequence_number, open_index=None, closing=False, mcp_step=None
+    )
+
+
+def _open_list(state: ResponseState, event: Any) -> McpListTools:
+    item = _open_item(state, event, event.output_index, event.item_id)
+    if not isinstance(item, McpListTools):
+        raise _fail(state, event, f"output item {event.output_index} is not an MCP tool list")
+    return item
+
+
+def _list_in_progress(state: ResponseState, event: McpListToolsInProgress) -> ResponseState:
+    _open_list(state, event)
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number)
+
+
+def _list_ended(
+    state: ResponseState, event: McpListToolsCompleted | McpListToolsFailed
+) -> ResponseState:
+    _open_list(state, event)
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number, closing=True)
+
+
+def _open_mcp_call(state: ResponseState, event: Any) -> McpCall:
+    item = _open_item(state, event, event.output_index, event.item_id)
+    if not isinstance(item, McpCall):
+        raise _fail(state, event, f"output item {event.output_index} is not an MCP call")
+    return item
+
+
+def _mcp_arguments_delta(state: ResponseState, event: McpCallArgumentsDelta) -> ResponseState:
+    item = _open_mcp_call(state, event)
+    _not_closing(state, event)
+    new = replace(item, arguments=item.arguments + event.delta)
+    return _set_item(state, event.output_index, new, version=event.sequence_number)
+
+
+def _mcp_arguments_done(state: ResponseState, event: McpCallArgumentsDone) -> ResponseState:
+    item = _open_mcp_call(state, event)
+    if item.arguments != event.arguments:
+        raise _fail(state, event, "the final arguments differ from their deltas")
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number, closing=True)
+
+
+def _mcp_calling(state: ResponseState, event: McpCallInProgress) -> ResponseState:
+    _open_mcp_call(state, event)
+    _must_be_closing(state, event, "call's final arguments")
+    if state.mcp_step is not None:
+        raise _fail(state, event, "the call was already started")
+    return replace(state, version=event.sequence_number, mcp_step="calling")
+
+
+def _mcp_ended(state: ResponseState, event: McpCallCompleted | McpCallFailed) -> ResponseState:
+    _open_mcp_call(state, event)
+    _must_be_closing(state, event, "call's final arguments")
+    # A call may fail without ever being started (its arguments were cut off, or it was
+    # refused); it completes only once started.
+    if state.mcp_step == "ended" or (
+        isinstance(event, McpCallCompleted) and state.mcp_step != "calling"
+    ):
+        raise _fail(state, event, "the call's result does not follow its start")
+    return replace(state, version=event.sequence_number, mcp_step="ended")
+
+
 # --- dispatch ---------------------------------------------------------------------------------
 
 # A table rather than one `match`, so that each handler is typed for its own event class
@@ -544,4 +661,12 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     FunctionCallArgumentsDone: _arguments_done,
     CustomToolCallInputDelta: _input_delta,
     CustomToolCallInputDone: _input_done,
+    McpListToolsInProgress: _list_in_progress,
+    McpListToolsCompleted: _list_ended,
+    McpListToolsFailed: _list_ended,
+    McpCallArgumentsDelta: _mcp_arguments_delta,
+    McpCallArgumentsDone: _mcp_arguments_done,
+    McpCallInProgress: _mcp_calling,
+    McpCallCompleted: _mcp_ended,
+    McpCallFailed: _mcp_ended,
 }

@@ -123,6 +123,19 @@ class FunctionCallStart(Delta, frozen=True, kw_only=True):
     call_id: str | None = None  # the engine's id if it has one; else one is derived
     namespace: str | None = None
     custom: bool = False
+    # The MCP server whose tool this is (service/toolcalls.py names it): an `mcp_call`;
+    # `approval`: its calls wait for the client (an `mcp_approval_request` instead).
+    server_label: str | None = None
+    approval: bool = False
+
+
+class ApprovalRequest(Delta, frozen=True, kw_only=True):
+    """The model called an MCP tool whose calls wait for the client's approval
+    (`require_approval`): the whole call, which becomes an `mcp_approval_request`."""
+
+    server_label: str
+    name: str
+    arguments: str
 
 
 class InputDelta(Delta, frozen=True, kw_only=True):
@@ -181,4 +194,5 @@ AnyDelta = (
     | ReasoningSealed
     | EndItem
     | Finished
+    | ApprovalRequest
 )

@@ -150,8 +150,62 @@ class CompactionItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="com
     encrypted_content: str
 
 
+# --- MCP items (openai-python `response_output_item.py`: McpListTools, McpCall,
+# McpApprovalRequest; the server runs these calls itself, see docs/mcp.md) ---------------
+
+
+class McpListTools(_Obj, frozen=True, kw_only=True, tag_field="type", tag="mcp_list_tools"):
+    """The tools an MCP server offered (each `{name, input_schema, description,
+    annotations}`), or why they could not be listed. No `status` field, as in OpenAI's."""
+
+    id: str
+    server_label: str
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    error: str | None = None
+
+
+McpCallStatus = Literal["in_progress", "completed", "incomplete", "calling", "failed"]
+
+
+class McpCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="mcp_call"):
+    """One call of an MCP server's tool, run by the server; `error` is one of openai-python's
+    `McpToolCallError` shapes (`mcp_protocol_error`, `mcp_tool_execution_error`,
+    `http_error`)."""
+
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: dict[str, Any] | None = None
+    approval_request_id: str | None = None
+    status: McpCallStatus | None = None
+
+
+class McpApprovalRequest(
+    _Obj, frozen=True, kw_only=True, tag_field="type", tag="mcp_approval_request"
+):
+    """The model wants to call a tool that needs the client's approval: the response ends,
+    and a later request answers it with an `mcp_approval_response` item."""
+
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+
+
+McpItem = McpListTools | McpCall | McpApprovalRequest
 ToolCall = FunctionCall | CustomToolCall
-OutputItem = OutputMessage | ReasoningItem | FunctionCall | CustomToolCall | CompactionItem
+OutputItem = (
+    OutputMessage
+    | ReasoningItem
+    | FunctionCall
+    | CustomToolCall
+    | McpListTools
+    | McpCall
+    | McpApprovalRequest
+    | CompactionItem
+)
 
 
 # --- input items (what a client sends; stored in the request facts) -------------------------
@@ -229,6 +283,18 @@ class InputCompaction(_Obj, frozen=True, kw_only=True, tag_field="type", tag="co
     created_by: str | None = None
 
 
+class McpApprovalResponse(
+    _Obj, frozen=True, kw_only=True, tag_field="type", tag="mcp_approval_response"
+):
+    """The client's answer to an `mcp_approval_request` (openai-python
+    `ResponseInputItemParam.McpApprovalResponse`)."""
+
+    id: str
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
 InputItem = (
     InputMessage
     | FunctionCallOutput
@@ -237,6 +303,7 @@ InputItem = (
     | InputCustomToolCall
     | CustomToolCallOutput
     | InputCompaction
+    | McpApprovalResponse
 )
 
 

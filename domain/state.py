@@ -22,6 +22,10 @@ class ResponseState(msgspec.Struct, frozen=True, kw_only=True):
     # The open part's final text (or the open call's final arguments) was sent: no more
     # deltas, and the part (or call) must close next.
     closing: bool = False
+    # The open `mcp_call`'s step once its arguments are done: "calling" (it was handed to
+    # the MCP server: `response.mcp_call.in_progress`), "ended" (its result is recorded and
+    # `output_item.done` must follow). None before: the call was never started.
+    mcp_step: str | None = None
 
     @property
     def status(self) -> str | None:

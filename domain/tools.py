@@ -55,7 +55,6 @@ HOSTED_TOOL_TYPES: frozenset[str] = frozenset(
         "computer_use_preview",
         "code_interpreter",
         "image_generation",
-        "mcp",
         "local_shell",
         "shell",
         "apply_patch",
@@ -75,6 +74,8 @@ class OfferedTool(msgspec.Struct, frozen=True, kw_only=True):
     namespace_description: str | None = None
     custom: bool = False  # free-form text input; `parameters` is then CUSTOM_PARAMETERS
     format: dict[str, Any] | None = None  # a custom tool's input format (grammar), as sent
+    server_label: str | None = None  # an MCP server's tool: the server runs it (docs/mcp.md)
+    approval: bool = False  # an MCP tool whose calls wait for the client's approval
 
     def qualified(self, separator: str) -> str:
         """The name an engine without namespaces uses: `namespace<sep>name`."""
@@ -193,3 +194,72 @@ def narrowed(tools: list[OfferedTool], choice: ToolChoice) -> list[OfferedTool]:
             allowed = {(e.get("type"), e.get("name")) for e in entries}
             return [t for t in tools if ("custom" if t.custom else "function", t.name) in allowed]
     return list(tools)
+
+
+# --- MCP servers (docs/mcp.md) ------------------------------------------------------------------
+
+
+class McpServer(msgspec.Struct, frozen=True, kw_only=True):
+    """An echoed `mcp` tool: where its server is and which of its tools the model may use.
+    Its headers are not here: they never reach the log (service/mcploop.py)."""
+
+    server_label: str
+    server_url: str
+    allowed_tools: list[str] | None = None
+    require_approval: Any = None
+    server_description: str | None = None
+
+
+def mcp_servers(tools: list[dict[str, Any]]) -> list[McpServer]:
+    """The `mcp` tools among the echoed ones, in order."""
+    out = []
+    for tool in tools:
+        if tool.get("type") != "mcp":
+            continue
+        allowed = tool.get("allowed_tools")
+        if isinstance(allowed, dict):  # openai-python `McpAllowedToolsMcpToolFilter`
+            allowed = allowed.get("tool_names")
+        out.append(
+            McpServer(
+                server_label=str(tool.get("server_label")),
+                server_url=str(tool.get("server_url")),
+                allowed_tools=[str(n) for n in allowed] if isinstance(allowed, list) else None,
+                require_approval=tool.get("require_approval"),
+                server_description=tool.get("server_description"),
+            )
+        )
+    return out
+
+
+def needs_approval(server: McpServer, name: str) -> bool:
+    """Whether a call of `name` waits for the client (`require_approval`); OpenAI's default
+    is "always", so only "never" or a `never` filter naming the tool lets it run."""
+    rule = server.require_approval
+    if rule == "never":
+        return False
+    if isinstance(rule, dict):
+        if name in ((rule.get("never") or {}).get("tool_names") or []):
+            return False
+        always = rule.get("always")
+        if isinstance(always, dict) and always.get("tool_names") is not None:
+            return name in always["tool_names"]
+    return True
+
+
+def mcp_offered(server: McpServer, listed_tools: list[dict[str, Any]]) -> list[OfferedTool]:
+    """A listed server's tools the model is told about: those `allowed_tools` leaves."""
+    out = []
+    for t in listed_tools:
+        name = str(t.get("name"))
+        if server.allowed_tools is not None and name not in server.allowed_tools:
+            continue
+        out.append(
+            OfferedTool(
+                name=name,
+                description=t.get("description"),
+                parameters=t.get("input_schema"),
+                server_label=server.server_label,
+                approval=needs_approval(server, name),
+            )
+        )
+    return out

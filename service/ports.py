@@ -1,13 +1,13 @@
 """The ports the use-cases need: the event log (read, tail, group-committed append), the
-response read model, leases and doorbells for work across processes, the generation engine
-and the API keys. Adapters implement them; only the composition roots (the app factory and
-the CLI) pick which.
+response read model, leases and doorbells for work across processes, the generation engine,
+the API keys, and the MCP servers of `mcp` tools (`ToolServers`). Adapters implement them;
+only the composition roots (the app factory and the CLI) pick which.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -222,6 +222,30 @@ class Doorbells(Protocol):
     def listen(self, work: Callable[[], None], cancel: CancelBell) -> None:
         """Call `work` when work may be queued, `cancel` when responses this process
         leases were asked to stop."""
+        ...
+
+
+class ToolError(Exception):
+    """An MCP server did not give a result: `error` is the failed call's `error` object
+    (domain/mcp.py), in words safe to show the client (no headers)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class ToolServers(Protocol):
+    """The MCP servers of `mcp` tools (adapters/tools/mcp.py, over the `mcp` package's
+    streamable HTTP client). Both raise `ToolError`; timeouts are the caller's."""
+
+    async def list_tools(self, url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+        """The server's tools, each `{name, input_schema, description, annotations}`."""
+        ...
+
+    async def call_tool(
+        self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any]
+    ) -> str:
+        """The tool's result as text."""
         ...
 
 

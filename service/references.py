@@ -17,7 +17,7 @@ import re
 
 import msgspec
 
-from domain.errors import NotFound
+from domain.errors import InvalidRequest, NotFound
 from domain.objects import (
     CompactionItem,
     CustomToolCall,
@@ -29,6 +29,9 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     ItemReference,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
     OutputItem,
     OutputMessage,
     ReasoningItem,
@@ -101,4 +104,10 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             )
         case CompactionItem(id=iid, encrypted_content=blob):
             return InputCompaction(id=iid, encrypted_content=blob)
+        case McpListTools() | McpCall() | McpApprovalRequest():
+            # The server ran these itself; the turn that holds them carries them.
+            raise InvalidRequest(
+                f"Item '{item.id}' is an MCP item; pass it with previous_response_id.",
+                param="input",
+            )
     return item

@@ -32,12 +32,13 @@ from domain.objects import (
     InputItem,
     InputMessage,
     InputReasoning,
+    McpApprovalResponse,
     OutputItem,
     ResponseObject,
 )
 from domain.reasons import CancelReason
 from domain.state import ResponseState
-from domain.tools import offered
+from domain.tools import mcp_servers, offered
 from domain.truncation import FACT as TRUNCATION_FACT
 from domain.truncation import Truncation, cut
 from service.bundle import Bundle
@@ -87,6 +88,10 @@ async def create_response(
     check_sealed(svc.sealer, items)
     check_media(svc, req.response.model, items)
     check_calls(history, items)
+    if svc.runner.tools is None and mcp_servers(req.response.tools):
+        raise InvalidRequest(
+            "This server does not run MCP tools.", param="tools", code="unsupported_parameter"
+        )
     history = from_last_compaction(history)
     extra = req.extra
     view = history, items
@@ -99,6 +104,8 @@ async def create_response(
         extra = {**extra, TRUNCATION_FACT: msgspec.to_builtins(truncation)}
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
+    if req.secrets:
+        extra = {**extra, "mcp_headers_sealed": _sealed_headers(svc, req.secrets)}
     facts = RequestFacts(
         owner=owner,
         input=assign_ids(rid, items),
@@ -289,6 +296,7 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         InputCustomToolCall: "ctc",
         CustomToolCallOutput: "ctco",
         InputCompaction: "cmp",
+        McpApprovalResponse: "mcpa",
     }
     return [
         item
@@ -336,3 +344,13 @@ def build_prompt(
         hints=_hints(response),
         compaction=compaction,
     )
+
+
+def _sealed_headers(svc: Bundle, secrets: dict[str, dict[str, str]]) -> str:
+    """The `mcp` tools' headers as the log may hold them: sealed under the server's key
+    (service/mcploop.py opens them for the calls)."""
+    if svc.runner.tools is None:
+        raise InvalidRequest(
+            "This server does not run MCP tools.", param="tools", code="unsupported_parameter"
+        )
+    return svc.runner.tools.seal(secrets)

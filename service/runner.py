@@ -20,10 +20,23 @@ from domain.builder import emit, finish
 from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
-from domain.generation import AnyDelta, Compacted, Compaction, Finished, Prompt
+from domain.generation import (
+    AnyDelta,
+    ApprovalRequest,
+    Compacted,
+    Compaction,
+    EndItem,
+    Finished,
+    Prompt,
+    TokenUsage,
+)
+from domain.mcp import pending_call
+from domain.objects import McpCall
 from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
+from domain.tools import mcp_servers
 from service.batching import Inbox
+from service.mcploop import ToolLoop, engine_prompt
 from service.ports import Engine, EventWriter
 from service.toolcalls import tool_calls
 
@@ -47,11 +60,16 @@ class Runner:
     """Runs generations as tasks of this process; one writer per stream."""
 
     def __init__(
-        self, writer: EventWriter, engine: Engine, clock: Callable[[], float] = time.time
+        self,
+        writer: EventWriter,
+        engine: Engine,
+        clock: Callable[[], float] = time.time,
+        tools: ToolLoop | None = None,
     ) -> None:
         self._writer = writer
         self._engine = engine
         self._clock = clock
+        self.tools = tools  # runs `mcp` tools (service/mcploop.py); None: they are not run
         self._running: dict[str, Generation] = {}
 
     def launch(self, state: ResponseState, prompt: Prompt) -> Generation:
@@ -132,8 +150,13 @@ class Runner:
     ) -> ResponseState:
         if holder[0].status == "queued":
             await self._step(rid, holder, start(holder[0]), durable=True)
+        resp = holder[0].response
+        if self.tools is not None and resp is not None and mcp_servers(resp.tools):
+            await self._tool_loop(rid, holder, prompt, self.tools)
+            return holder[0]
         # The engine is read in the inbox's task while this one waits for the log, so what
         # arrives during an append becomes the next batch (service/batching.py).
+        prompt = engine_prompt(prompt)
         inbox = Inbox(tool_calls(_deltas(self._engine, prompt), prompt.tools))
         try:
             while True:
@@ -143,6 +166,57 @@ class Runner:
                     return holder[0]
         finally:
             await inbox.close()  # aborts the generation on the engine if it still runs
+
+    async def _tool_loop(
+        self, rid: str, holder: list[ResponseState], prompt: Prompt, tools: ToolLoop
+    ) -> None:
+        async def step(d: Decision) -> None:
+            await self._step(rid, holder, d, durable=True)
+
+        async def generate(p: Prompt) -> Finished | None:
+            return await self._generate_step(rid, holder, p)
+
+        async def done(f: Finished) -> None:
+            await step(finish(holder[0], f, now=int(self._clock())))
+
+        await tools.run(holder, prompt, step, generate, done)
+
+    async def _generate_step(
+        self, rid: str, holder: list[ResponseState], prompt: Prompt
+    ) -> Finished | None:
+        """One generation of a tool loop, up to the model's MCP call (None: it is to be run;
+        the generation is closed there, as harmony's model stops at its call) or its end."""
+        inbox = Inbox(tool_calls(self._engine.generate(prompt), prompt.tools))
+        try:
+            while True:
+                state, events = holder[0], []
+                finished: Finished | None = None
+                for delta in await inbox.take():
+                    if isinstance(delta, Finished):
+                        i = state.open_index
+                        if i is not None and isinstance(
+                            state.response and state.response.output[i], McpCall
+                        ):
+                            delta = EndItem()  # a call cut off by the end is still a call
+                        else:
+                            finished = delta
+                            break
+                    d = emit(state, delta)
+                    events += d.events
+                    state = d.state
+                    if isinstance(delta, ApprovalRequest):
+                        # The client decides: the response ends here (docs/mcp.md).
+                        finished = Finished(reason="stop", usage=TokenUsage())
+                        break
+                    if pending_call(state) is not None:
+                        break
+                await self._step(rid, holder, Decision(events, state), durable=True)
+                if pending_call(state) is not None:
+                    return None
+                if finished is not None:
+                    return finished
+        finally:
+            await inbox.close()
 
     def _decide(self, state: ResponseState, deltas: list[AnyDelta]) -> Decision:
         """The events of everything the engine sent since the last append, as one batch."""

@@ -41,6 +41,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Keys that seal reasoning for stateless clients (service/sealing.py); a secret: never
     # logged. None: a key of this process's own.
     reasoning_key: str | None = None
+    # `mcp` tools (service/mcploop.py): run or refused, and the bounds of a loop.
+    mcp_tools: Literal["on", "off"] = "on"
+    mcp_call_timeout_s: float = 30.0
+    mcp_loop_timeout_s: float = 300.0
+    mcp_max_output_bytes: int = 65536
     # PostgreSQL: seconds to connect, and the most one statement may take (a frozen
     # database is then a quick 503, not a hang).
     db_connect_timeout_s: float = 5.0

@@ -6,20 +6,27 @@ database for longer than a lease). The sweeper takes the lease over first, which
 old owner out should it still be alive, and then appends the terminal event: `failed` with
 reason `worker_lost`, or `cancelled` if someone asked for that meanwhile. Of two sweepers
 only one wins the lease, so only one writes. A queued response whose claim expired needs no
-sweeping: it is claimable again, and the next worker to claim it generates it.
+sweeping: it is claimable again, and the next worker to claim it generates it. A response in
+an MCP tool loop is not ended but continued here, from its last recorded step (`_resume`).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 
 from domain.commands import cancel, fail
 from domain.errors import DomainError
 from domain.reasons import FailReason
+from domain.state import ResponseState
+from domain.tools import mcp_servers
 from service.bundle import Bundle
+from service.history import history_for
 from service.periodic import Periodic
+from service.ports import Claim
 from service.reads import load_state
+from service.responses import build_prompt
 
 log = logging.getLogger("resplog.sweeper")
 
@@ -29,7 +36,9 @@ LOST_MESSAGE = "The process generating this response stopped before it finished.
 class Sweeper:
     """Finds expired leases and ends their responses; runs every `every` seconds."""
 
-    def __init__(self, svc: Bundle, *, every: float, batch: int = 100) -> None:
+    def __init__(
+        self, svc: Bundle, *, every: float, batch: int = 100, loop_grace_s: float = 30.0
+    ) -> None:
         self._svc = svc
         self.every = every
         self.batch = batch
@@ -38,6 +47,10 @@ class Sweeper:
             "sweep", self.sweep_once, lambda: self.every * random.uniform(0.75, 1.25), at_once=True
         )
         self.ended = 0  # responses ended so far (tests, benchmarks)
+        # A process that cannot continue a tool loop (no MCP, no slots: an API-only replica)
+        # leaves an orphaned one this long to a process that can, then ends it.
+        self.loop_grace_s = loop_grace_s
+        self._waiting: dict[str, float] = {}  # tool loops left to others: since when
 
     def start(self) -> None:
         self._loop.start()
@@ -48,9 +61,14 @@ class Sweeper:
     async def sweep_once(self) -> int:
         """End every response found with an expired lease; how many this pass ended."""
         ended = 0
-        for rid in await self._svc.leases.expired(self.batch):
+        expired = await self._svc.leases.expired(self.batch)
+        now = time.monotonic()
+        self._waiting = {rid: at for rid, at in self._waiting.items() if rid in expired}
+        for rid in expired:
             if self._svc.runner.get(rid) is not None:
                 continue  # ours and alive: the renewal is late (the database was away)
+            if not self._can_resume() and await self._leave_to_others(rid, now):
+                continue
             if await self._end(rid):
                 ended += 1
         self.ended += ended
@@ -64,6 +82,8 @@ class Sweeper:
         state = await load_state(svc, rid)
         if state.terminal:
             return False
+        if claim.cancel is None and await self._resume(claim, state):
+            return True
         if claim.cancel is not None:
             decision = cancel(state, reason=claim.cancel)
         else:
@@ -82,4 +102,41 @@ class Sweeper:
         log.warning(
             "ended %s: its process is gone (%s)", rid, claim.cancel or FailReason.WORKER_LOST
         )
+        return True
+
+    def _can_resume(self) -> bool:
+        return self._svc.runner.tools is not None and self._svc.keeper.free() > 0
+
+    async def _leave_to_others(self, rid: str, now: float) -> bool:
+        """Whether an orphaned tool loop is left, for now, to a process that can go on."""
+        try:
+            state = await load_state(self._svc, rid)
+        except DomainError:
+            return False
+        if state.response is None or not mcp_servers(state.response.tools):
+            return False
+        since = self._waiting.setdefault(rid, now)
+        return now - since < self.loop_grace_s
+
+    async def _resume(self, claim: Claim, state: ResponseState) -> bool:
+        """A tool loop (docs/mcp.md) goes on here from its last recorded step instead of
+        ending: its state is the log. Only where this process runs MCP tools and has a slot."""
+        svc = self._svc
+        resp, facts = state.response, state.facts
+        if (
+            svc.runner.tools is None
+            or resp is None
+            or facts is None
+            or state.status != "in_progress"
+            or not mcp_servers(resp.tools)
+            or svc.keeper.free() <= 0
+        ):
+            return False
+        try:
+            history = await history_for(svc, resp, facts.owner)
+        except DomainError:
+            return False
+        prompt = build_prompt(resp, facts.input, history, facts.include)
+        svc.keeper.launch(claim, state, prompt)
+        log.warning("took over the tool loop of %s: its process is gone", resp.id)
         return True

@@ -13,7 +13,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 import msgspec
 
-from domain.generation import AnyDelta, ArgumentsDelta, FunctionCallStart, InputDelta
+from domain.generation import (
+    AnyDelta,
+    ApprovalRequest,
+    ArgumentsDelta,
+    EndItem,
+    FunctionCallStart,
+    InputDelta,
+)
 from domain.tools import OfferedTool, custom_input, resolve
 
 
@@ -34,6 +41,40 @@ async def tool_calls(
 async def _named(
     deltas: AsyncIterator[AnyDelta], tools: list[OfferedTool]
 ) -> AsyncGenerator[AnyDelta, None]:
+    async for delta in _approvals(_custom(deltas, tools)):
+        yield delta
+
+
+async def _approvals(deltas: AsyncIterator[AnyDelta]) -> AsyncGenerator[AnyDelta, None]:
+    """A call of an MCP tool that waits for approval (`OfferedTool.approval`) is held whole
+    and becomes one `ApprovalRequest` (an `mcp_approval_request` item has no deltas)."""
+    held: tuple[FunctionCallStart, list[str]] | None = None
+    async for delta in deltas:
+        if held is not None:
+            if isinstance(delta, ArgumentsDelta):
+                held[1].append(delta.text)
+                continue
+            start, parts = held
+            held = None
+            assert start.server_label is not None
+            yield ApprovalRequest(
+                server_label=start.server_label, name=start.name, arguments="".join(parts)
+            )
+            if isinstance(delta, EndItem):
+                continue
+        if isinstance(delta, FunctionCallStart) and delta.approval:
+            held = (delta, [])
+            continue
+        yield delta
+    if held is not None and held[0].server_label is not None:
+        yield ApprovalRequest(
+            server_label=held[0].server_label, name=held[0].name, arguments="".join(held[1])
+        )
+
+
+async def _custom(
+    deltas: AsyncIterator[AnyDelta], tools: list[OfferedTool]
+) -> AsyncGenerator[AnyDelta, None]:
     held: list[str] | None = None
     async for delta in deltas:
         if held is not None and isinstance(delta, ArgumentsDelta):
@@ -46,7 +87,12 @@ async def _named(
             tool = resolve(tools, delta.name)
             if tool is not None:
                 delta = msgspec.structs.replace(
-                    delta, name=tool.name, namespace=tool.namespace, custom=tool.custom
+                    delta,
+                    name=tool.name,
+                    namespace=tool.namespace,
+                    custom=tool.custom,
+                    server_label=tool.server_label,
+                    approval=tool.approval,
                 )
                 held = [] if tool.custom else None
         yield delta

@@ -149,6 +149,42 @@ _OPTIONS = [
         "variable: a flag shows in the process list.",
     ),
     click.option(
+        "--mcp",
+        "mcp_tools",
+        envvar="RESPLOG_MCP",
+        type=click.Choice(["on", "off"]),
+        default="on",
+        show_default=True,
+        help="Run `mcp` tools: list the servers' tools and run the model's calls in a "
+        "durable loop (docs/mcp.md); off: a request with an `mcp` tool is refused.",
+    ),
+    click.option(
+        "--mcp-call-timeout-s",
+        envvar="RESPLOG_MCP_CALL_TIMEOUT_S",
+        default=30.0,
+        show_default=True,
+        type=click.FloatRange(min=0.01),
+        help="The most one MCP call (or tool listing) may take; then it is a failed call.",
+    ),
+    click.option(
+        "--mcp-loop-timeout-s",
+        envvar="RESPLOG_MCP_LOOP_TIMEOUT_S",
+        default=300.0,
+        show_default=True,
+        type=click.FloatRange(min=0.01),
+        help="The most a response's tool loop may take in one process; then the response "
+        "fails (tool_loop_timeout).",
+    ),
+    click.option(
+        "--mcp-max-output-bytes",
+        envvar="RESPLOG_MCP_MAX_OUTPUT_BYTES",
+        default=65536,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="The largest MCP call output kept and shown to the model; a larger one is a "
+        "failed call.",
+    ),
+    click.option(
         "--shutdown-grace-s",
         envvar="RESPLOG_SHUTDOWN_GRACE_S",
         default=10.0,

@@ -89,9 +89,18 @@ def _prompt_words(prompt: Prompt) -> tuple[int, int]:
 
 
 def _tool_to_call(prompt: Prompt) -> OfferedTool | None:
-    """The first tool the choice leaves, unless the last input answers a call."""
+    """The first tool the choice leaves, unless the last input answers a call; or with the
+    metadata `scripted_calls` ("a,b,c"), the tools it names, one per step of a loop."""
     if not prompt.tools or prompt.tool_choice == "none":
         return None
+    plan = prompt.metadata.get("scripted_calls")
+    if plan is not None:
+        # A scripted tool loop (docs/mcp.md): the k-th named tool while k tool outputs are in.
+        names = [n for n in plan.split(",") if n]
+        made = sum(isinstance(i, FunctionCallOutput) for i in prompt.input)
+        if made >= len(names):
+            return None
+        return next((t for t in prompt.tools if t.name == names[made]), None)
     if prompt.input and isinstance(prompt.input[-1], FunctionCallOutput | CustomToolCallOutput):
         return None
     tools = narrowed(prompt.tools, prompt.tool_choice)

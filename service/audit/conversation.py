@@ -22,6 +22,10 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     InputTokensDetails,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    McpListTools,
     OutputItem,
     OutputMessage,
     OutputTokensDetails,
@@ -40,6 +44,10 @@ EntryKind = Literal[
     "custom_tool_call",
     "custom_tool_call_output",
     "compaction",
+    "mcp_list_tools",
+    "mcp_call",
+    "mcp_approval_request",
+    "mcp_approval_response",
 ]
 
 
@@ -103,6 +111,8 @@ def _input_entry(item: InputItem) -> Entry:
             return Entry(
                 kind="compaction", text=f"earlier turns replaced by the summary {source} wrote"
             )
+        case McpApprovalResponse(approval_request_id=rid, approve=ok):
+            return Entry(kind="mcp_approval_response", call_id=rid, text=str(ok).lower())
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 
@@ -121,6 +131,18 @@ def _output_entry(item: OutputItem) -> Entry:
             return Entry(
                 kind="compaction",
                 text=f"the conversation before here compacted, summary written by {source}",
+            )
+        case McpListTools(server_label=label, tools=tools, error=error):
+            names = ", ".join(str(t.get("name")) for t in tools)
+            return Entry(kind="mcp_list_tools", name=label, text=error or names)
+        case McpCall(id=iid, server_label=label, name=name, arguments=args):
+            result = item.output if item.error is None else f"error: {item.error}"
+            return Entry(
+                kind="mcp_call", call_id=iid, name=f"{label}.{name}", text=f"{args} -> {result}"
+            )
+        case McpApprovalRequest(id=iid, server_label=label, name=name, arguments=args):
+            return Entry(
+                kind="mcp_approval_request", call_id=iid, name=f"{label}.{name}", text=args
             )
     raise AssertionError(item)  # pragma: no cover - the union is closed
 

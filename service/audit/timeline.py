@@ -18,6 +18,8 @@ from domain.events import (
     EndFacts,
     FunctionCallArgumentsDelta,
     FunctionCallArgumentsDone,
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
     OutputItemAdded,
     OutputItemDone,
     OutputRefusalDelta,
@@ -40,7 +42,15 @@ from domain.events import (
     ResponseQueued,
 )
 from domain.fold import evolve, project
-from domain.objects import CustomToolCall, FunctionCall, OutputItem, ResponseObject, Usage
+from domain.objects import (
+    CustomToolCall,
+    FunctionCall,
+    McpCall,
+    McpListTools,
+    OutputItem,
+    ResponseObject,
+    Usage,
+)
 from domain.state import ResponseState
 from service.ports import StoredEvent
 
@@ -66,6 +76,15 @@ def _kind(value: msgspec.Struct) -> str:
 
 
 def _item(item: OutputItem) -> str:
+    if isinstance(item, McpCall):
+        tail = f" -> {clip(item.output)}" if item.output else ""
+        err = f" error {clip(str(item.error))}" if item.error else ""
+        return f"mcp_call {item.server_label}.{item.name}({clip(item.arguments)}){tail}{err}"
+    if isinstance(item, McpListTools):
+        names = ", ".join(str(t.get("name")) for t in item.tools)
+        return f"mcp_list_tools {item.server_label} [{names}]" + (
+            f" error {clip(item.error)}" if item.error else ""
+        )
     if isinstance(item, FunctionCall | CustomToolCall):
         ns = f"{item.namespace}." if isinstance(item.namespace, str) else ""
         return f"{_kind(item)} {ns}{item.name} {item.call_id}"
@@ -132,6 +151,12 @@ def summary(event: AnyEvent) -> str:
             return f"{name}({clip(args)})"
         case ReasoningSummaryPartAdded(summary_index=s) | ReasoningSummaryPartDone(summary_index=s):
             return f"summary {s}"
+        case McpCallArgumentsDelta(delta=d):
+            return clip(d)
+        case McpCallArgumentsDone(arguments=args):
+            return f"({clip(args)})"
+    # The MCP loop's steps (`response.mcp_call.in_progress`, ...) say it in their type.
+    return f"#{getattr(event, 'output_index', '?')}"
 
 
 class Moments(msgspec.Struct, frozen=True, kw_only=True):

@@ -35,6 +35,7 @@ from domain.objects import (
     InputReasoning,
     InputText,
     ItemReference,
+    McpApprovalResponse,
     OutputText,
     ReasoningConfig,
     Refusal,
@@ -64,6 +65,8 @@ from service.wire.request import (
     InputImageParam,
     InputItemParam,
     ItemReferenceParam,
+    McpApprovalResponseParam,
+    McpToolParam,
     MessageParam,
     NamespaceToolParam,
     OutputTextParam,
@@ -113,6 +116,9 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream: bool
     include: list[str]
     extra: dict[str, Any]  # parameters kept verbatim for audit (e.g. `stream_options`)
+    # Each `mcp` server's headers (its `authorization` as a bearer header among them), by
+    # label: secrets, never stored as sent (service/mcploop.py seals them).
+    secrets: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
 
     @property
     def background(self) -> bool:
@@ -133,6 +139,8 @@ UNSUPPORTED_FIELDS = {
 # request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
 IGNORED_FIELDS = ("background_options", "prompt_cache_options")
 MAX_MODEL_CHARS = 256
+# What an `mcp` tool's secrets (`headers` values, `authorization`) are echoed and stored as.
+REDACTED = "<redacted>"
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
 CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -420,7 +428,51 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         stream=bool(p.stream),
         include=list(p.include or []),
         extra=_extra(p, tools, limits),
+        secrets=_mcp_secrets(p.tools or []),
     )
+
+
+def _mcp_secrets(tools: list[ToolParam]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for t in tools:
+        if isinstance(t, McpToolParam) and (t.headers or t.authorization):
+            headers = dict(t.headers or {})
+            if t.authorization:
+                headers["Authorization"] = f"Bearer {t.authorization}"
+            out[t.server_label] = headers
+    return out
+
+
+def _mcp_tool(t: McpToolParam, param: str, limits: Limits, names: _Names) -> dict[str, Any]:
+    """An `mcp` tool as echoed and stored: its secrets replaced by `REDACTED`."""
+    if t.connector_id is not None or t.tunnel_id is not None or not t.server_url:
+        raise InvalidRequest(
+            f"Unsupported MCP server at {param}: this server reaches MCP servers by "
+            "'server_url' only (no connectors or tunnels).",
+            param=f"{param}.server_url",
+            code="unsupported_parameter",
+        )
+    if not _TOOL_NAME.match(t.server_label):
+        raise InvalidRequest(
+            f"Invalid 'server_label' at {param}: letters, digits, '_' and '-' only.",
+            param=f"{param}.server_label",
+            code="invalid_value",
+        )
+    names.add(t.server_label, param, namespace="mcp")
+    if not t.server_url.startswith(("http://", "https://")):
+        raise InvalidRequest(
+            f"Invalid 'server_url' at {param}: an http(s) URL is expected.",
+            param=f"{param}.server_url",
+            code="invalid_value",
+        )
+    echo = {k: v for k, v in msgspec.to_builtins(t).items() if v is not None}
+    echo["type"] = "mcp"
+    if t.headers:
+        echo["headers"] = {name: REDACTED for name in t.headers}
+    if t.authorization:
+        echo["authorization"] = REDACTED
+    _check_size(param, echo, limits)
+    return echo
 
 
 def _extra(p: CreateResponseBody, tools: list[dict[str, Any]], limits: Limits) -> dict[str, Any]:
@@ -578,6 +630,8 @@ def _tool(t: ToolParam, param: str, limits: Limits, names: _Names) -> dict[str, 
             fields: dict[str, Any] = {"execution": t.execution, "description": t.description}
             fields["parameters"] = t.parameters
             return {"type": "tool_search", **{k: v for k, v in fields.items() if v is not None}}
+        case McpToolParam():
+            return _mcp_tool(t, param, limits, names)
         case HostedToolParam(tool=tool):
             if limits.hosted_tools == "refuse":
                 raise InvalidRequest(
@@ -801,6 +855,9 @@ def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemR
         case CustomToolCallOutputParam(call_id=call_id, output=output):
             text = _tool_output(output, f"{param}.output", limits)
             return CustomToolCallOutput(id=iid, call_id=call_id, output=text)
+        case McpApprovalResponseParam(approval_request_id=req, approve=ok, reason=why):
+            _check_text(f"{param}.reason", why, limits)
+            return McpApprovalResponse(id=iid, approval_request_id=req, approve=ok, reason=why)
         case ReasoningItemParam(summary=summary, content=content, encrypted_content=enc):
             return InputReasoning(
                 id=iid,

@@ -74,8 +74,30 @@ class HostedToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag=
     tool: dict[str, Any]
 
 
+class McpToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="mcp"):
+    """A remote MCP server whose tools the server runs (openai-python `tool.py` `Mcp`;
+    docs/mcp.md). `headers` and `authorization` are secrets: never echoed or stored."""
+
+    server_label: str
+    server_url: str | None = None
+    connector_id: str | None = None
+    tunnel_id: str | None = None
+    allowed_tools: list[str] | dict[str, Any] | None = None
+    allowed_callers: list[str] | None = None
+    require_approval: str | dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    authorization: str | None = None
+    server_description: str | None = None
+    defer_loading: bool | None = None
+
+
 ToolParam = (
-    FunctionToolParam | CustomToolParam | NamespaceToolParam | ToolSearchToolParam | HostedToolParam
+    FunctionToolParam
+    | CustomToolParam
+    | NamespaceToolParam
+    | ToolSearchToolParam
+    | HostedToolParam
+    | McpToolParam
 )
 
 
@@ -256,8 +278,18 @@ class ReasoningItemParam(_Item, frozen=True, kw_only=True, tag="reasoning"):
     encrypted_content: Any = None  # kept when it is a string, else dropped (as ever)
 
 
+class McpApprovalResponseParam(_Item, frozen=True, kw_only=True, tag="mcp_approval_response"):
+    """openai-python `ResponseInputItemParam.McpApprovalResponse`: the client's answer to
+    an `mcp_approval_request` of the response it continues."""
+
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
 InputItemParam = (
-    MessageParam
+    McpApprovalResponseParam
+    | MessageParam
     | FunctionCallParam
     | FunctionCallOutputParam
     | ReasoningItemParam

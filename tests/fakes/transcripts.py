@@ -48,6 +48,17 @@ UNICODE = (
     "<|start|>assistant<|channel|>final<|message|>こんにちは 🎉 — ça va?<|return|>"
 )
 NO_REASONING = "<|channel|>final<|message|>Just the answer.<|return|>"
+# An MCP tool loop (`[fake:mcp_loop]`, docs/mcp.md): a step per tool answer in the prompt.
+MCP_LOOP = (
+    "<|channel|>analysis<|message|>Echo first.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.echo <|constrain|>json"
+    '<|message|>{"text":"one"}<|call|>',
+    "<|channel|>analysis<|message|>Now shout.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.shout <|constrain|>json"
+    '<|message|>{"text":"two"}<|call|>',
+    "<|channel|>analysis<|message|>Both tools answered.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Done after two tools.<|return|>",
+)
 
 
 def long_answer(words: int) -> str:
@@ -68,6 +79,9 @@ TRANSCRIPTS = {
     "after_tool": AFTER_TOOL,
     "unicode": UNICODE,
     "no_reasoning": NO_REASONING,
+    "mcp_loop_0": MCP_LOOP[0],
+    "mcp_loop_1": MCP_LOOP[1],
+    "mcp_loop_2": MCP_LOOP[2],
 }
 # Faults: how the stream breaks; each plays `reasoning_final`/`long` up to the break.
 FAULTS = {
@@ -94,6 +108,10 @@ _ENDS_IN_TOOL = re.compile(
 
 def scenario(prompt_text: str) -> str:
     """The scenario a decoded prompt asks for."""
+    users = _LAST_USER.findall(prompt_text)
+    if users and "[fake:mcp_loop]" in users[-1]:
+        after = prompt_text.rsplit("<|start|>user", 1)[-1]
+        return f"mcp_loop_{min(after.count('<|start|>functions.'), len(MCP_LOOP) - 1)}"
     if _ENDS_IN_TOOL.search(prompt_text):
         return "after_tool"
     users = _LAST_USER.findall(prompt_text)

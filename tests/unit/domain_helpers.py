@@ -11,6 +11,7 @@ import msgspec
 import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
+from domain import mcp
 from domain.builder import emit, finish
 from domain.commands import cancel, create, fail, start
 from domain.events import AnyEvent, ReasoningEvents, RequestFacts, decode, encode, tag_of
@@ -242,7 +243,44 @@ def _streaming() -> Stream:
     return s
 
 
+def _mcp_loop() -> Stream:
+    """A tool loop (domain/mcp.py): a listing, a call that completes, one that fails, an
+    answer; the steps the runner records between the engine's generations."""
+    s = Stream.new()
+    s._apply(mcp.list_started(s.state, "tools"))
+    s._apply(mcp.list_ended(s.state, [{"name": "echo", "input_schema": {}}], None))
+    s.emit(
+        FunctionCallStart(name="echo", server_label="tools"),
+        ArgumentsDelta(text='{"text": "hi"}'),
+        EndItem(),
+    )
+    s._apply(mcp.call_started(s.state))
+    s._apply(mcp.call_ended(s.state, output="echo: hi"))
+    s.emit(FunctionCallStart(name="echo", server_label="tools"), ArgumentsDelta(text="{}"))
+    s.emit(EndItem())
+    s._apply(mcp.call_started(s.state))
+    s._apply(mcp.call_ended(s.state, error=mcp.execution_error("boom")))
+    s.emit(TextDelta(text="Done."))
+    s.finish()
+    return s
+
+
+def _mcp_list_failed_then_taken_over() -> Stream:
+    """A failed listing, then a call in flight when its process died: taken over."""
+    s = Stream.new()
+    s._apply(mcp.list_started(s.state, "tools"))
+    s._apply(mcp.list_ended(s.state, None, "unreachable"))
+    s.emit(FunctionCallStart(name="slow", server_label="tools"), ArgumentsDelta(text="{}"))
+    s.emit(EndItem())
+    s._apply(mcp.call_started(s.state))
+    s._apply(mcp.interrupted(s.state))
+    s.cancel()
+    return s
+
+
 SCENARIOS: dict[str, Callable[[], Stream]] = {
+    "mcp_loop": _mcp_loop,
+    "mcp_list_failed_then_taken_over": _mcp_list_failed_then_taken_over,
     "rich_completed": _rich_completed,
     "custom_tool_called": _custom_tool_called,
     "background_completed": _background_completed,

@@ -30,6 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/engines": INNER | {"aiohttp", "openai_harmony", "pypdf", "adapters.engines"},
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
+    "adapters/tools": INNER | {"mcp", "adapters.tools"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
     | {"adapters.wiring", "adapters.sealing", "adapters.metrics"},
@@ -41,7 +42,8 @@ ALLOWED: dict[str, frozenset[str]] = {
 ROOTS: dict[str, frozenset[str]] = {
     "adapters/http/app.py": frozenset({"adapters.wiring"}),
     "adapters/wiring.py": INNER
-    | {"adapters.store", "adapters.engines", "adapters.http", "adapters.sealing"},
+    | {"adapters.store", "adapters.engines", "adapters.http", "adapters.sealing"}
+    | {"adapters.tools"},
 }
 
 DRIVERS = ("sqlalchemy", "asyncpg", "aiosqlite", "sqlite3")

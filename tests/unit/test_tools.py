@@ -67,7 +67,6 @@ def parse(**body: Any) -> Any:
         {"type": "image_generation", "quality": "low"},
         {"type": "computer_use_preview", "display_width": 1, "display_height": 1},
         {"type": "code_interpreter", "container": {"type": "auto"}},
-        {"type": "mcp", "server_label": "x", "server_url": "https://x"},
         {"type": "tool_search"},
     ],
 )

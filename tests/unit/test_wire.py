@@ -1008,6 +1008,7 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
         "function_call",
         "function_call_output",
         "item_reference",
+        "mcp_approval_response",
         "message",
         "reasoning",
     ]

@@ -1,0 +1,185 @@
+"""The steps of the MCP tool loop as commands on the aggregate (docs/mcp.md).
+
+Each step the server takes on the model's behalf is events in the log, so the loop is the
+log: listing a server's tools (`mcp_list_tools`: added, in progress, then completed or
+failed with the tools or the error in `output_item.done`), starting a call the model made
+(`response.mcp_call.in_progress`, appended before the MCP server is asked), and its result
+(`response.mcp_call.completed` or `.failed`, then `output_item.done` with the output or
+the error). `pending_call` and `next_step` read where a loop stands from the state alone,
+so any process can continue it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from domain.batch import Batch, require
+from domain.builder import close_item, item_id
+from domain.errors import InvalidTransition
+from domain.events import (
+    McpCallArgumentsDelta,
+    McpCallArgumentsDone,
+    McpCallCompleted,
+    McpCallFailed,
+    McpCallInProgress,
+    McpListToolsCompleted,
+    McpListToolsFailed,
+    McpListToolsInProgress,
+    OutputItemAdded,
+    OutputItemDone,
+)
+from domain.objects import McpApprovalRequest, McpCall, McpListTools
+from domain.state import Decision, ResponseState
+
+replace = msgspec.structs.replace
+
+WORKER_LOST = "The process running this call stopped before the call returned; it was not retried."
+
+
+def execution_error(text: str) -> dict[str, Any]:
+    """A failed call's `error` (openai-python `McpToolCallError.McpToolExecutionError`)."""
+    return {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": text}]}
+
+
+def protocol_error(message: str, code: int = -32603) -> dict[str, Any]:
+    """A failed call's `error` when the server broke the protocol (`McpProtocolError`)."""
+    return {"type": "mcp_protocol_error", "code": code, "message": message}
+
+
+def listed(state: ResponseState) -> dict[str, McpListTools]:
+    """The servers whose tools the log lists already (closed list items), by label."""
+    assert state.response is not None
+    out = {}
+    for i, item in enumerate(state.response.output):
+        if isinstance(item, McpListTools) and i != state.open_index:
+            out[item.server_label] = item
+    return out
+
+
+def pending_call(state: ResponseState) -> McpCall | None:
+    """The open MCP call whose arguments are complete: the loop's next step is about it."""
+    if state.open_index is None or state.response is None or not state.closing:
+        return None
+    item = state.response.output[state.open_index]
+    return item if isinstance(item, McpCall) else None
+
+
+def calls_made(state: ResponseState) -> int:
+    """How many MCP calls this response has made (for `max_tool_calls`)."""
+    assert state.response is not None
+    return sum(1 for item in state.response.output if isinstance(item, McpCall))
+
+
+def list_started(state: ResponseState, server_label: str) -> Decision:
+    require(state, "in_progress")
+    batch = Batch(state)
+    close_item(batch)
+    n = len(batch.response.output)
+    iid = item_id(batch.response.id, "mcpl", n)
+    item = McpListTools(id=iid, server_label=server_label)
+    batch.add(lambda s: OutputItemAdded(sequence_number=s, output_index=n, item=item))
+    batch.add(lambda s: McpListToolsInProgress(sequence_number=s, item_id=iid, output_index=n))
+    return batch.decision()
+
+
+def list_ended(
+    state: ResponseState, tools: list[dict[str, Any]] | None, error: str | None
+) -> Decision:
+    """The open tool list's result: `tools`, or `error` when listing failed."""
+    require(state, "in_progress")
+    i = state.open_index
+    item = state.response.output[i] if state.response and i is not None else None
+    if not isinstance(item, McpListTools) or i is None:
+        raise InvalidTransition("no MCP tool list is open")
+    batch = Batch(state)
+    iid = item.id
+    if error is None:
+        batch.add(lambda s: McpListToolsCompleted(sequence_number=s, item_id=iid, output_index=i))
+        done = replace(item, tools=tools or [])
+    else:
+        batch.add(lambda s: McpListToolsFailed(sequence_number=s, item_id=iid, output_index=i))
+        done = replace(item, error=error)
+    batch.add(lambda s: OutputItemDone(sequence_number=s, output_index=i, item=done))
+    return batch.decision()
+
+
+def call_started(state: ResponseState) -> Decision:
+    """The pending call is handed to its server (recorded before it is)."""
+    call = pending_call(state)
+    if call is None or state.mcp_step is not None:
+        raise InvalidTransition("no MCP call is waiting to run")
+    i = state.open_index
+    assert i is not None
+    batch = Batch(state)
+    batch.add(lambda s: McpCallInProgress(sequence_number=s, item_id=call.id, output_index=i))
+    return batch.decision()
+
+
+def call_ended(
+    state: ResponseState, *, output: str | None = None, error: dict[str, Any] | None = None
+) -> Decision:
+    """The open call's result: its `output`, or its `error` (a call that failed, or one
+    that was never run). Then the item closes, carrying it."""
+    call = pending_call(state)
+    if call is None or state.mcp_step == "ended":
+        raise InvalidTransition("no MCP call is waiting for its result")
+    i = state.open_index
+    assert i is not None
+    batch = Batch(state)
+    if error is None:
+        batch.add(lambda s: McpCallCompleted(sequence_number=s, item_id=call.id, output_index=i))
+        done = replace(call, status="completed", output=output or "")
+    else:
+        batch.add(lambda s: McpCallFailed(sequence_number=s, item_id=call.id, output_index=i))
+        done = replace(call, status="failed", error=error)
+    batch.add(lambda s: OutputItemDone(sequence_number=s, output_index=i, item=done))
+    return batch.decision()
+
+
+def interrupted(state: ResponseState) -> Decision:
+    """Take over a loop whose process died: a call it had started is recorded failed (its
+    effect is unknown, so it is never run twice), any other open item is closed as
+    incomplete. What is left is a state from which the loop can go on."""
+    require(state, "in_progress")
+    call = pending_call(state)
+    if call is not None and state.mcp_step == "calling":
+        return call_ended(state, error=execution_error(WORKER_LOST))
+    if call is not None:
+        return Decision([], state)  # never started: it is run now, once
+    batch = Batch(state)
+    close_item(batch, "incomplete")
+    return batch.decision()
+
+
+def approved_call(state: ResponseState, request: McpApprovalRequest) -> Decision:
+    """The call the client approved (an `mcp_approval_response` for `request` of the turn
+    this one continues), opened with its arguments as the model wrote them, to be run."""
+    require(state, "in_progress")
+    batch = Batch(state)
+    close_item(batch)
+    n = len(batch.response.output)
+    iid = item_id(batch.response.id, "mcp", n)
+    call = McpCall(
+        id=iid,
+        server_label=request.server_label,
+        name=request.name,
+        arguments="",
+        status="in_progress",
+        approval_request_id=request.id,
+    )
+    args = request.arguments
+    batch.add(lambda s: OutputItemAdded(sequence_number=s, output_index=n, item=call))
+    if args:
+        batch.add(
+            lambda s: McpCallArgumentsDelta(
+                sequence_number=s, item_id=iid, output_index=n, delta=args
+            )
+        )
+    batch.add(
+        lambda s: McpCallArgumentsDone(
+            sequence_number=s, item_id=iid, output_index=n, arguments=args
+        )
+    )
+    return batch.decision()

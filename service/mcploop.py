@@ -1,0 +1,326 @@
+"""The MCP tool loop of a response whose tools include `mcp` servers (docs/mcp.md).
+
+The server lists each server's tools, lets the model generate, runs the MCP call the model
+made, feeds the result back and generates again, until the model answers. Every step is
+events in the log (domain/mcp.py), appended before the next one starts, so the loop's state
+is the log: `ToolLoop.run` starts from whatever the log holds, which is how a process that
+takes over a dead one's lease goes on (service/sweeper.py): servers already listed are not
+listed again, a call whose result is recorded is never run again, and a call that was in
+flight when its process died is recorded failed (its effect is unknown).
+
+Headers (`headers`, `authorization`) are secrets: the decoder takes them out of the tool
+before anything is stored (service/wire/decode.py) and they reach the log only sealed
+under the server's key (`ToolLoop.seal`), opened here when a call needs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from domain.errors import EngineError
+from domain.events import RequestFacts
+from domain.generation import Finished, Prompt, TokenUsage, Turn
+from domain.mcp import (
+    approved_call,
+    call_ended,
+    call_started,
+    calls_made,
+    execution_error,
+    interrupted,
+    list_ended,
+    list_started,
+    listed,
+    pending_call,
+    protocol_error,
+)
+from domain.objects import (
+    FunctionCall,
+    FunctionCallOutput,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+    InputReasoning,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    McpListTools,
+    OutputItem,
+    OutputMessage,
+    ReasoningItem,
+)
+from domain.state import Decision, ResponseState
+from domain.tools import McpServer, OfferedTool, mcp_offered, mcp_servers
+from service.ports import ToolError, ToolServers
+from service.sealing import Sealer
+
+log = logging.getLogger("resplog.mcp")
+
+REDACTED = "<redacted>"
+# The source a sealed blob of MCP headers names, so no other blob is taken for one.
+SEALED_SOURCE = "mcp-headers"
+
+
+class ToolLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """The operator's bounds on a loop (`--mcp-*` flags, docs/operations.md)."""
+
+    call_timeout_s: float = 30.0
+    loop_timeout_s: float = 300.0
+    max_output_bytes: int = 65536
+
+
+Step = Callable[[Decision], Awaitable[None]]
+Generate = Callable[[Prompt], Awaitable[Finished | None]]
+
+
+def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    return TokenUsage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        cached_tokens=a.cached_tokens + b.cached_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
+    )
+
+
+def as_input(output: list[OutputItem]) -> list[InputItem]:
+    """What a loop's output so far is to the model of its next step: its messages and
+    reasoning, and each finished MCP call as a function call and that call's output."""
+    out: list[InputItem] = []
+    for item in output:
+        if isinstance(item, OutputMessage):
+            out.append(InputMessage(id=item.id, role="assistant", content=list(item.content)))
+        elif isinstance(item, ReasoningItem):
+            out.append(InputReasoning(id=item.id, summary=item.summary, content=item.content))
+        elif isinstance(item, FunctionCall):
+            out.append(
+                InputFunctionCall(
+                    id=item.id or "", call_id=item.call_id, name=item.name, arguments=item.arguments
+                )
+            )
+        elif isinstance(item, McpCall) and item.status in ("completed", "failed", "incomplete"):
+            out.append(
+                InputFunctionCall(
+                    id=item.id, call_id=item.id, name=item.name, arguments=item.arguments
+                )
+            )
+            result = item.output if item.error is None else json.dumps({"error": item.error})
+            out.append(
+                FunctionCallOutput(id=f"out_{item.id}", call_id=item.id, output=result or "")
+            )
+    return out
+
+
+def engine_prompt(prompt: Prompt) -> Prompt:
+    """The prompt as every engine can render it: an earlier turn that holds MCP items is
+    given as input items in order (each call a function call and its output), and the
+    approvals the client sent are left out (the loop acts on them, the model need not)."""
+    history = [_linear(t) for t in prompt.history]
+    items = [i for i in prompt.input if not isinstance(i, McpApprovalResponse)]
+    if history == prompt.history and items == prompt.input:
+        return prompt
+    return msgspec.structs.replace(prompt, history=history, input=items)
+
+
+def _linear(turn: Turn) -> Turn:
+    mcp = (McpCall, McpListTools, McpApprovalRequest)
+    if not any(isinstance(i, mcp) for i in turn.output) and not any(
+        isinstance(i, McpApprovalResponse) for i in turn.input
+    ):
+        return turn
+    items = [i for i in turn.input if not isinstance(i, McpApprovalResponse)]
+    return msgspec.structs.replace(turn, input=[*items, *as_input(turn.output)], output=[])
+
+
+def _approved(prompt: Prompt, state: ResponseState) -> McpApprovalRequest | None:
+    """The next approved request of the turn this one continues that was not run yet."""
+    assert state.response is not None
+    done = {i.approval_request_id for i in state.response.output if isinstance(i, McpCall)}
+    asked = {i.id: i for t in prompt.history for i in t.output if isinstance(i, McpApprovalRequest)}
+    for item in prompt.input:
+        if isinstance(item, McpApprovalResponse) and item.approve:
+            request = asked.get(item.approval_request_id)
+            if request is not None and request.id not in done:
+                return request
+    return None
+
+
+class ToolLoop:
+    """Runs the MCP steps of one process's generations."""
+
+    def __init__(self, servers: ToolServers, sealer: Sealer, limits: ToolLimits) -> None:
+        self._servers = servers
+        self._sealer = sealer
+        self.limits = limits
+
+    # --- secrets --------------------------------------------------------------------------
+
+    def seal(self, headers: dict[str, dict[str, str]]) -> str:
+        """The headers of each server (by label), as one blob for the request's facts."""
+        from domain.objects import ReasoningText
+
+        text = json.dumps(headers)
+        return self._sealer.seal([], [ReasoningText(text=text)], SEALED_SOURCE)
+
+    def headers(self, facts: RequestFacts | None) -> dict[str, dict[str, str]]:
+        blob = None if facts is None else facts.extra.get("mcp_headers_sealed")
+        if not isinstance(blob, str):
+            return {}
+        found = self._sealer.open(blob)
+        if found is None or found.source != SEALED_SOURCE or not found.content:
+            log.warning("the MCP headers of a response cannot be opened (another key?)")
+            return {}
+        value = json.loads(found.content[0].text)
+        return value if isinstance(value, dict) else {}
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run(
+        self,
+        holder: list[ResponseState],
+        prompt: Prompt,
+        step: Step,
+        generate: Generate,
+        finish: Callable[[Finished], Awaitable[None]],
+    ) -> None:
+        """Drive the loop from the state the log holds to the response's end."""
+        state = holder[0]
+        assert state.response is not None
+        servers = {s.server_label: s for s in mcp_servers(state.response.tools)}
+        headers = self.headers(state.facts)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.loop_timeout_s
+        if state.open_index is not None:  # a dead process's loop, taken over
+            await step(interrupted(state))
+        for server in servers.values():
+            if server.server_label not in listed(holder[0]):
+                await self._list(holder, server, headers, step)
+        usage = TokenUsage()
+        limit = state.response.max_tool_calls
+        while True:
+            if loop.time() > deadline:
+                raise EngineError(
+                    f"the tool loop ran past {self.limits.loop_timeout_s:g} s",
+                    code="tool_loop_timeout",
+                )
+            call = pending_call(holder[0])
+            if call is not None:
+                await self._call(holder, call, servers, headers, step, limit, deadline)
+                continue
+            request = _approved(prompt, holder[0])
+            if request is not None:
+                await step(approved_call(holder[0], request))
+                continue
+            offered = list(prompt.tools)
+            if limit is None or calls_made(holder[0]) < limit:
+                offered += self.offered(holder[0], servers)
+            assert holder[0].response is not None
+            nxt = msgspec.structs.replace(
+                engine_prompt(prompt),
+                input=[*engine_prompt(prompt).input, *as_input(holder[0].response.output)],
+                tools=offered,
+            )
+            finished = await generate(nxt)
+            if finished is None:
+                continue  # the model called an MCP tool: run it
+            usage = _add(usage, finished.usage)
+            await finish(msgspec.structs.replace(finished, usage=usage))
+            return
+
+    @staticmethod
+    def offered(state: ResponseState, servers: dict[str, McpServer]) -> list[OfferedTool]:
+        out: list[OfferedTool] = []
+        for label, item in listed(state).items():
+            if label in servers and item.error is None:
+                out += mcp_offered(servers[label], item.tools)
+        return out
+
+    async def _list(
+        self,
+        holder: list[ResponseState],
+        server: McpServer,
+        headers: dict[str, dict[str, str]],
+        step: Step,
+    ) -> None:
+        await step(list_started(holder[0], server.server_label))
+        tools: list[dict[str, Any]] | None = None
+        error: str | None = None
+        try:
+            tools = await asyncio.wait_for(
+                self._servers.list_tools(server.server_url, headers.get(server.server_label, {})),
+                self.limits.call_timeout_s,
+            )
+        except ToolError as exc:
+            error = _text(exc.error)
+        except TimeoutError:
+            error = f"the server did not list its tools within {self.limits.call_timeout_s:g} s"
+        if error is not None:
+            log.warning("listing the tools of %s failed: %s", server.server_label, error)
+        await step(list_ended(holder[0], tools, error))
+
+    async def _call(
+        self,
+        holder: list[ResponseState],
+        call: McpCall,
+        servers: dict[str, McpServer],
+        headers: dict[str, dict[str, str]],
+        step: Step,
+        limit: int | None,
+        deadline: float,
+    ) -> None:
+        state = holder[0]
+        server = servers.get(call.server_label)
+        allowed = {
+            t.name for t in self.offered(state, servers) if t.server_label == call.server_label
+        }
+        refusal: dict[str, Any] | None = None
+        arguments: Any = None
+        if server is None or call.name not in allowed:
+            refusal = protocol_error(f"tool {call.name!r} is not offered by {call.server_label!r}")
+        elif limit is not None and calls_made(state) > limit:
+            refusal = execution_error(f"max_tool_calls ({limit}) reached; the call was not run")
+        else:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except ValueError:
+                arguments = None
+            if not isinstance(arguments, dict):
+                refusal = protocol_error("the arguments are not a JSON object", code=-32602)
+        if refusal is not None or server is None:
+            await step(call_ended(state, error=refusal))
+            return
+        if state.mcp_step is None:
+            await step(call_started(state))  # durably, before the server is asked
+        loop = asyncio.get_running_loop()
+        timeout = max(0.0, min(self.limits.call_timeout_s, deadline - loop.time()))
+        output: str | None = None
+        error: dict[str, Any] | None = None
+        try:
+            output = await asyncio.wait_for(
+                self._servers.call_tool(
+                    server.server_url, headers.get(server.server_label, {}), call.name, arguments
+                ),
+                timeout,
+            )
+        except ToolError as exc:
+            error = exc.error
+        except TimeoutError:
+            error = execution_error(f"the call did not return within {timeout:g} s")
+        if output is not None and len(output.encode()) > self.limits.max_output_bytes:
+            error = execution_error(
+                f"the output ({len(output.encode())} bytes) is over the limit "
+                f"of {self.limits.max_output_bytes} bytes"
+            )
+            output = None
+        await step(call_ended(holder[0], output=output, error=error))
+
+
+def _text(error: dict[str, Any]) -> str:
+    if "message" in error:
+        return str(error["message"])
+    parts = error.get("content") or []
+    return " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)) or str(error)

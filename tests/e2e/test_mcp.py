@@ -1,0 +1,453 @@
+"""`mcp` tools end to end: a real MCP server process (tests/fakes/mcp_server.py, the
+official `mcp` package), a real resplog server, the official `openai` SDK, and the scripted
+engine scripting the model's calls (metadata `scripted_calls`). The MCP server counts every
+call in a file, so "run exactly once" is checked across processes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import openai
+import pytest
+
+from tests.e2e.cluster import fold_check, start_worker, stop
+from tests.e2e.conftest import RESPLOG, Server, free_port, start_server, stop_server
+from tests.fakes.plugin import *  # noqa: F403
+from tests.fakes.process import ROOT, FakeProcess
+
+SECRET = "tok-3f1c9a7e-never-in-the-log"
+
+
+@dataclass
+class ToolServer:
+    url: str
+    calls_path: Path
+    gate: Path
+    process: subprocess.Popen[bytes]
+
+    def calls(self) -> list[str]:
+        if not self.calls_path.exists():
+            return []
+        return self.calls_path.read_text().split()
+
+
+def _start_tools(tmp: Path, *extra: str) -> ToolServer:
+    port = free_port()
+    calls, gate = tmp / "calls.txt", tmp / "gate"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes.mcp_server",
+            "--port",
+            str(port),
+            "--calls",
+            str(calls),
+            "--gate",
+            str(gate),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("the MCP server did not start")
+    return ToolServer(f"http://127.0.0.1:{port}/mcp", calls, gate, proc)
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> Iterator[ToolServer]:
+    ts = _start_tools(tmp_path, "--auth", f"Bearer {SECRET}")
+    yield ts
+    ts.process.kill()
+    ts.process.wait()
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("mcp-server")
+    srv = start_server(
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}",
+        "sqlite",
+        tmp / "server.log",
+        "--mcp-call-timeout-s",
+        "3",
+        "--mcp-max-output-bytes",
+        "10000",
+    )
+    yield srv
+    stop_server(srv)
+
+
+@pytest.fixture
+def sdk(mcp_server: Server) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(
+        base_url=f"{mcp_server.base_url}/v1", api_key="unused", max_retries=0, timeout=60
+    ) as c:
+        yield c
+
+
+def _tool(ts: ToolServer, **more: object) -> dict[str, object]:
+    return {
+        "type": "mcp",
+        "server_label": "testtools",
+        "server_url": ts.url,
+        "require_approval": "never",
+        "authorization": SECRET,
+        **more,
+    }
+
+
+def test_three_step_loop_streams_openai_events(sdk: openai.OpenAI, tools: ToolServer) -> None:
+    events = list(
+        sdk.responses.create(
+            model="scripted",
+            input="loop three times",
+            tools=[_tool(tools)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo,shout,echo"},
+            stream=True,
+        )
+    )
+    types = [e.type for e in events]
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.status == "completed"
+    kinds = [item.type for item in final.output]
+    assert kinds.count("mcp_list_tools") == 1
+    calls = [item for item in final.output if item.type == "mcp_call"]
+    assert [c.name for c in calls] == ["echo", "shout", "echo"]
+    assert all(c.status == "completed" and c.error is None for c in calls)
+    assert calls[0].output.startswith("echo: ")
+    assert calls[1].output == calls[1].output.upper()
+    assert final.output[-1].type == "message"
+    assert tools.calls() == ["echo", "shout", "echo"]
+    for t in (
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+    ):
+        assert t in types, t
+    assert types.count("response.mcp_call.completed") == 3
+    # The secret went to the MCP server (it refuses requests without it) but is echoed
+    # only redacted.
+    echoed = final.tools[0]
+    assert echoed.authorization == "<redacted>"  # type: ignore[union-attr]
+
+
+def _calls(response: object) -> list[object]:
+    return [i for i in response.output if i.type == "mcp_call"]  # type: ignore[attr-defined]
+
+
+def test_allowed_tools_hides_the_others_from_the_model(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="only echo",
+        tools=[_tool(tools, allowed_tools=["echo"])],  # type: ignore[list-item]
+        # The script asks for a tool that is not allowed: the engine is never offered it,
+        # so it answers instead (the scripted engine calls only offered tools).
+        metadata={"scripted_calls": "secret_tool"},
+    )
+    assert r.status == "completed"
+    listed = next(i for i in r.output if i.type == "mcp_list_tools")
+    assert "secret_tool" in [t.name for t in listed.tools]  # listed, as OpenAI lists them
+    assert _calls(r) == []
+    assert "secret_tool" not in tools.calls()
+
+
+def test_a_failing_tool_is_a_failed_call_and_the_model_goes_on(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="fail then echo",
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "boom,echo"},
+    )
+    assert r.status == "completed"
+    boom, echo = _calls(r)
+    assert boom.status == "failed" and boom.error is not None  # type: ignore[attr-defined]
+    assert echo.status == "completed"  # type: ignore[attr-defined]
+    assert tools.calls() == ["boom", "echo"]
+
+
+def test_a_hanging_tool_and_a_huge_output_are_failed_calls_never_a_stuck_response(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="hang",
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "hang,garbage"},
+    )
+    assert r.status == "completed"
+    hang, garbage = _calls(r)
+    assert hang.status == "failed" and "did not return" in hang.error.model_dump_json()  # type: ignore[attr-defined]
+    assert garbage.status == "failed" and "over the limit" in garbage.error.model_dump_json()  # type: ignore[attr-defined]
+    assert garbage.output is None  # type: ignore[attr-defined]
+
+
+def test_an_unreachable_server_is_a_failed_tool_list(sdk: openai.OpenAI, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nobody listens
+    r = sdk.responses.create(
+        model="scripted",
+        input="x",
+        tools=[
+            {"type": "mcp", "server_label": "gone", "server_url": url, "require_approval": "never"}
+        ],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert r.status == "completed"
+    listed = r.output[0]
+    assert listed.type == "mcp_list_tools" and listed.error  # type: ignore[union-attr]
+
+
+def test_wrong_credentials_fail_the_listing(sdk: openai.OpenAI, tools: ToolServer) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="x",
+        tools=[_tool(tools, authorization="wrong")],  # type: ignore[list-item]
+    )
+    listed = r.output[0]
+    assert listed.type == "mcp_list_tools" and listed.error  # type: ignore[union-attr]
+    assert "wrong" not in listed.error  # type: ignore[union-attr]
+
+
+def _cli(*args: str) -> str:
+    done = subprocess.run([RESPLOG, *args], capture_output=True, text=True, check=True)
+    return done.stdout + done.stderr
+
+
+def test_secrets_reach_the_server_but_never_the_log_or_any_output(
+    sdk: openai.OpenAI, tools: ToolServer, mcp_server: Server
+) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="echo",
+        tools=[_tool(tools, headers={"X-Api-Key": SECRET})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert r.status == "completed" and tools.calls() == ["echo"]  # the server got the token
+    outputs = [
+        r.model_dump_json(),
+        sdk.responses.retrieve(r.id).model_dump_json(),
+        json.dumps([i.model_dump() for i in sdk.responses.input_items.list(r.id)]),
+        httpx_get(f"{mcp_server.base_url}/v1/responses/{r.id}/events"),
+    ]
+    db = mcp_server.database_url
+    for args in (["events", r.id], ["events", "--raw", r.id], ["conversation", r.id]):
+        outputs.append(_cli(*args, "--database-url", db))
+    outputs.append(_cli("verify", "--all", "--database-url", db))
+    outputs.append(mcp_server.log_text())
+    path = Path(db.split("///", 1)[1])
+    for f in path.parent.glob(path.name + "*"):
+        outputs.append(f.read_bytes().decode("latin-1"))
+    for text in outputs:
+        assert SECRET not in text
+        assert base64.b64encode(SECRET.encode()).decode() not in text
+    assert '"authorization":"<redacted>"' in outputs[0].replace(" ", "")
+    # The steps show in the admin views.
+    assert "mcp_call testtools.echo" in outputs[4]
+
+
+def httpx_get(url: str) -> str:
+    import httpx
+
+    return httpx.get(url, timeout=30).text
+
+
+def test_a_request_refused_by_the_server_runs_nothing(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        sdk.responses.create(
+            model="scripted",
+            input="x",
+            tools=[{"type": "mcp", "server_label": "c", "connector_id": "connector_gmail"}],  # type: ignore[list-item]
+        )
+    assert err.value.status_code == 400
+    assert tools.calls() == []
+
+
+KEY = base64.b64encode(b"k" * 32).decode()
+TTL = ("--lease-ttl-s", "3", "--reasoning-key", KEY)
+
+
+def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
+    fresh_pg: object, tmp_path: Path, tools: ToolServer
+) -> None:
+    """kill -9 of the worker while the loop's second call is in flight: another worker takes
+    the lease, records that call failed (its effect is unknown), keeps the first call's
+    recorded result, and runs the rest; the MCP server saw each call exactly once."""
+    url = fresh_pg()  # type: ignore[operator]
+    api = start_server(url, "postgres", tmp_path / "api.log", "--workers", "0", *TTL)
+    victim = start_worker(url, tmp_path / "victim.log", *TTL)
+    survivor = None
+    try:
+        client = openai.OpenAI(base_url=f"{api.base_url}/v1", api_key="unused", max_retries=0)
+        r = client.responses.create(
+            model="scripted",
+            input="a loop to survive",
+            background=True,
+            tools=[_tool(tools)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo,slow,shout"},
+        )
+        deadline = time.monotonic() + 60
+        while tools.calls() != ["echo", "slow"]:
+            assert time.monotonic() < deadline, tools.calls()
+            time.sleep(0.05)
+        stop(victim.process, victim.log_file, kill=True)
+        survivor = start_worker(url, tmp_path / "survivor.log", *TTL)
+        deadline = time.monotonic() + 60
+        while (final := client.responses.retrieve(r.id)).status in ("queued", "in_progress"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert final.status == "completed", final.error
+        echo, slow, shout = _calls(final)
+        assert echo.status == "completed"  # type: ignore[attr-defined]
+        assert slow.status == "failed"  # type: ignore[attr-defined]
+        assert "stopped before the call returned" in slow.error.model_dump_json()  # type: ignore[attr-defined]
+        assert shout.status == "completed"  # type: ignore[attr-defined]
+        assert final.output[-1].type == "message"
+        assert tools.calls() == ["echo", "slow", "shout"]  # each exactly once
+        assert "took over the tool loop" in survivor.log_text()
+        assert fold_check(url).status[r.id] == "completed"
+        _cli("verify", "--all", "--database-url", url)
+        assert SECRET not in asyncio.run(_dump(url))
+    finally:
+        tools.gate.touch()
+        if survivor is not None:
+            stop(survivor.process, survivor.log_file)
+        stop_server(api)
+
+
+async def _dump(url: str) -> str:
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        rows = await conn.fetch("SELECT * FROM events")
+        return "\n".join(str(dict(r)) for r in rows)
+    finally:
+        await conn.close()
+
+
+def test_an_approval_request_ends_the_response_and_the_approval_continues_the_loop(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    first = sdk.responses.create(
+        model="scripted",
+        input="ask first",
+        tools=[_tool(tools, require_approval={"never": {"tool_names": ["shout"]}})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert first.status == "completed"
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request" and request.name == "echo"  # type: ignore[union-attr]
+    assert tools.calls() == []  # nothing ran before the client said so
+    second = sdk.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],  # type: ignore[list-item]
+        tools=[_tool(tools, require_approval={"never": {"tool_names": ["shout"]}})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert second.status == "completed", second.error
+    call = next(i for i in second.output if i.type == "mcp_call")
+    assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
+    assert second.output[-1].type == "message"
+    assert tools.calls() == ["echo"]
+    items = list(sdk.responses.input_items.list(second.id))
+    assert items[0].type == "mcp_approval_response"
+    # A refusal runs nothing.
+    third = sdk.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}
+        ],  # type: ignore[list-item]
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": ""},  # the model answers
+    )
+    assert third.status == "completed"
+    assert tools.calls() == ["echo"]
+
+
+@pytest.fixture(scope="module")
+def sglang_mcp(
+    fake_sglang_server: FakeProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("mcp-sglang")
+    engine = ("--engine", "sglang", "--engine-url", fake_sglang_server.url)
+    srv = start_server(
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}", "sqlite", tmp / "server.log", engine=engine
+    )
+    yield srv
+    stop_server(srv)
+
+
+def test_gpt_oss_calls_mcp_tools_through_harmony_on_the_sglang_stand_in(
+    sglang_mcp: Server, fake_sglang: FakeProcess, tools: ToolServer
+) -> None:
+    """The fake sglang plays gpt-oss: `to=functions.echo`, then (seeing the tool's answer
+    rendered back as a harmony tool message) `to=functions.shout`, then its answer."""
+    with openai.OpenAI(base_url=f"{sglang_mcp.base_url}/v1", api_key="unused") as client:
+        model = client.models.list().data[0].id
+        r = client.responses.create(
+            model=model,
+            input="Use the tools. [fake:mcp_loop]",
+            tools=[_tool(tools)],  # type: ignore[list-item]
+        )
+    assert r.status == "completed", r.error
+    echo, shout = _calls(r)
+    assert (echo.name, echo.output) == ("echo", "echo: one")  # type: ignore[attr-defined]
+    assert (shout.name, shout.output) == ("shout", "TWO")  # type: ignore[attr-defined]
+    assert r.output_text == "Done after two tools."
+    assert tools.calls() == ["echo", "shout"]
+    # Three generations; the stand-in picks each step by the tool messages it was shown
+    # (tests/fakes/transcripts.py), so the answers were rendered back as harmony tool turns.
+    assert len(fake_sglang.log()["requests"]) == 3
+
+
+def test_a_cancel_stops_the_loop_during_a_call(sdk: openai.OpenAI, tools: ToolServer) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="cancel me",
+        background=True,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "slow,echo"},
+    )
+    deadline = time.monotonic() + 30
+    while tools.calls() != ["slow"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    final = sdk.responses.cancel(r.id)
+    assert final.status == "cancelled"
+    (slow,) = _calls(final)
+    assert slow.status == "incomplete" and slow.error is not None  # type: ignore[attr-defined]
+    tools.gate.touch()
+    # The log ends with the cancellation, so nothing can follow it: the loop is over.
+    assert sdk.responses.retrieve(r.id).status == "cancelled"
+    assert tools.calls() == ["slow"]

@@ -1,0 +1,166 @@
+"""The MCP loop's pure parts: its events in OpenAI's shapes, the fold's rules for its steps,
+taking over a dead process's loop, the tool filters, and the secrets kept out of the echo."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from domain import mcp
+from domain.errors import InvalidTransition
+from domain.events import encode
+from domain.fold import replay
+from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart
+from domain.objects import McpCall
+from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
+from service.mcploop import as_input
+from service.wire import Limits, parse_create_body
+from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
+
+
+@pytest.mark.parametrize("name", ["mcp_loop", "mcp_list_failed_then_taken_over"])
+def test_every_mcp_event_and_item_is_one_the_sdk_reads_back_whole(name: str) -> None:
+    s = SCENARIOS[name]()
+    for event in s.events:
+        sdk_stream_event(encode(event).data)
+    sdk_response(s.state.response)  # type: ignore[arg-type]
+    assert replay(s.events) == s.state
+
+
+def test_the_loop_scenario_ends_with_each_call_closed_and_its_result() -> None:
+    out = SCENARIOS["mcp_loop"]().state.response.output  # type: ignore[union-attr]
+    calls = [i for i in out if isinstance(i, McpCall)]
+    assert [(c.status, c.output) for c in calls] == [("completed", "echo: hi"), ("failed", None)]
+    assert calls[1].error == {
+        "type": "mcp_tool_execution_error",
+        "content": [{"type": "text", "text": "boom"}],
+    }
+
+
+def _calling() -> Stream:
+    s = Stream.new()
+    s.emit(FunctionCallStart(name="slow", server_label="t"), ArgumentsDelta(text="{}"), EndItem())
+    return s
+
+
+def test_a_call_completes_only_after_it_was_started() -> None:
+    s = _calling()
+    with pytest.raises(InvalidTransition):
+        s._apply(mcp.call_ended(s.state, output="x"))  # completed, never started
+    s._apply(mcp.call_started(s.state))
+    with pytest.raises(InvalidTransition):
+        s._apply(mcp.call_started(s.state))  # started twice
+
+
+def test_a_call_in_flight_when_its_process_died_is_failed_never_run_again() -> None:
+    s = _calling()
+    s._apply(mcp.call_started(s.state))
+    s._apply(mcp.interrupted(s.state))
+    call = s.state.response.output[-1]  # type: ignore[union-attr]
+    assert isinstance(call, McpCall) and call.status == "failed"
+    assert mcp.WORKER_LOST in json.dumps(call.error)
+    assert mcp.pending_call(s.state) is None
+
+
+def test_a_call_never_started_is_left_pending_to_run_once() -> None:
+    s = _calling()
+    assert s._apply(mcp.interrupted(s.state)) == []
+    assert mcp.pending_call(s.state) is not None
+
+
+def test_a_partial_message_is_closed_incomplete_on_takeover() -> None:
+    from domain.generation import TextDelta
+
+    s = Stream.new()
+    s.emit(TextDelta(text="half"))
+    s._apply(mcp.interrupted(s.state))
+    assert s.state.open_index is None
+    assert s.state.response.output[0].status == "incomplete"  # type: ignore[union-attr]
+
+
+def test_a_response_ended_mid_call_fails_the_call_it_never_ran() -> None:
+    s = _calling()
+    s.cancel()
+    call = s.state.response.output[-1]  # type: ignore[union-attr]
+    assert isinstance(call, McpCall) and call.status == "incomplete" and call.error is not None
+
+
+SERVER = McpServer(server_label="t", server_url="http://x")
+LISTED = [{"name": "a", "input_schema": {}}, {"name": "b", "input_schema": {}}]
+
+
+def test_allowed_tools_filters_what_the_model_is_offered() -> None:
+    assert [t.name for t in mcp_offered(SERVER, LISTED)] == ["a", "b"]
+    only_a = msgspec.structs.replace(SERVER, allowed_tools=["a"])
+    assert [t.name for t in mcp_offered(only_a, LISTED)] == ["a"]
+    assert all(t.server_label == "t" for t in mcp_offered(SERVER, LISTED))
+
+
+@pytest.mark.parametrize(
+    ("rule", "name", "needed"),
+    [
+        (None, "a", True),  # OpenAI's default: always
+        ("always", "a", True),
+        ("never", "a", False),
+        ({"never": {"tool_names": ["a"]}}, "a", False),
+        ({"never": {"tool_names": ["a"]}}, "b", True),
+        ({"always": {"tool_names": ["b"]}}, "a", False),
+        ({"always": {"tool_names": ["b"]}}, "b", True),
+    ],
+)
+def test_require_approval(rule: Any, name: str, needed: bool) -> None:
+    server = msgspec.structs.replace(SERVER, require_approval=rule)
+    assert needs_approval(server, name) is needed
+
+
+def _parse(**body: Any) -> Any:
+    raw = {"model": "m", "input": "hi", **body}
+    return parse_create_body(json.dumps(raw).encode(), Limits())
+
+
+def test_headers_and_authorization_are_taken_out_and_echoed_redacted() -> None:
+    tool = {
+        "type": "mcp",
+        "server_label": "t",
+        "server_url": "http://127.0.0.1:1/mcp",
+        "headers": {"X-Key": "s3cret"},
+        "authorization": "tok-xyz-9",
+        "allowed_tools": {"tool_names": ["a"]},
+    }
+    req = _parse(tools=[tool])
+    assert "s3cret" not in json.dumps(msgspec.to_builtins(req.response))
+    assert "tok-xyz-9" not in json.dumps(msgspec.to_builtins(req.response))
+    assert "s3cret" not in json.dumps(req.extra)
+    assert req.response.tools[0]["headers"] == {"X-Key": "<redacted>"}
+    assert req.response.tools[0]["authorization"] == "<redacted>"
+    assert req.secrets == {"t": {"X-Key": "s3cret", "Authorization": "Bearer tok-xyz-9"}}
+    assert mcp_servers(req.response.tools)[0].allowed_tools == ["a"]
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        {"type": "mcp", "server_label": "t", "connector_id": "connector_gmail"},
+        {"type": "mcp", "server_label": "t", "server_url": "file:///etc/passwd"},
+        {"type": "mcp", "server_label": "bad label", "server_url": "http://x"},
+        {"type": "mcp", "server_url": "http://x"},
+    ],
+)
+def test_mcp_tools_the_server_cannot_run_are_refused(tool: dict[str, Any]) -> None:
+    from domain.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest):
+        _parse(tools=[tool])
+
+
+def test_a_finished_call_is_a_function_call_and_its_output_to_the_next_step() -> None:
+    out = SCENARIOS["mcp_loop"]().state.response.output  # type: ignore[union-attr]
+    items = as_input(out)
+    kinds = [type(i).__name__ for i in items]
+    assert kinds.count("InputFunctionCall") == 2 and kinds.count("FunctionCallOutput") == 2
+    outputs = [i for i in items if type(i).__name__ == "FunctionCallOutput"]
+    assert outputs[0].output == "echo: hi"  # type: ignore[attr-defined]
+    assert "boom" in outputs[1].output  # type: ignore[attr-defined]
