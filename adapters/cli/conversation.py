@@ -3,7 +3,7 @@ the log alone by walking `previous_response_id` back to its root."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -11,7 +11,7 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.params import response_id
 from adapters.cli.store import opened, replay, run
-from domain.errors import NotFound, ResplogError
+from domain.errors import NotFound
 from domain.objects import InputItem
 from service.audit.conversation import (
     ConversationView,
@@ -22,40 +22,8 @@ from service.audit.conversation import (
     to_text,
     turn_view,
 )
+from service.audit.reading import response_turns
 from service.wire.decode import check_conversation_id
-
-if TYPE_CHECKING:
-    from adapters.store.scan import LogScan
-
-MAX_TURNS = 1000
-
-
-async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
-    """The turns oldest first, and the id of an earlier turn that is gone (if one is)."""
-    turns: list[TurnView] = []
-    seen: set[str] = set()
-    current: str | None = rid
-    while current is not None:
-        if current in seen or len(turns) >= MAX_TURNS:
-            raise ResplogError(
-                f"{rid}: the previous_response_id chain loops or exceeds {MAX_TURNS}"
-            )
-        seen.add(current)
-        try:
-            record, folded = await replay(scan, current)
-        except NotFound:
-            if current == rid:
-                raise
-            turns.reverse()
-            return turns, current
-        if folded.request is None:
-            raise ResplogError(f"{current}: the log does not start with its request")
-        response = folded.response
-        deleted_at = record.deleted_at if record is not None else None
-        turns.append(turn_view(folded.request, response, folded.end, deleted_at))
-        current = response.previous_response_id
-    turns.reverse()
-    return turns, None
 
 
 async def _conversation_turns(store: Any, cid: str) -> list[TurnView]:
@@ -107,7 +75,7 @@ def show_conversation(database_url: str, rid: str, fmt: str) -> None:
         async with opened(database_url) as store:
             if rid.startswith("conv_"):
                 return conversation(rid, await _conversation_turns(store, rid), None)
-            turns, missing = await _turns(LogScan(store), rid)
+            turns, missing = await response_turns(LogScan(store), rid)
         return conversation(rid, turns, missing)
 
     view = run(work())

@@ -30,9 +30,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/engines": INNER | {"aiohttp", "openai_harmony", "pypdf", "adapters.engines"},
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
+    # The web audit view: reads the store, streams with the HTTP adapter's SSE framing.
+    "adapters/auditview": INNER | {"adapters.auditview", "adapters.store", "adapters.http"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
-    | {"adapters.wiring", "adapters.sealing", "adapters.metrics"},
+    | {"adapters.wiring", "adapters.sealing", "adapters.metrics", "adapters.auditview"},
     "migrations": frozenset({"sqlalchemy", "alembic", "migrations", "adapters.store.tables"})
     | {"adapters.store.urls"},
 }
