@@ -98,7 +98,7 @@ function listRow(row) {
   tr.dataset.status = row.status;
   tr.append(
     el("td", row.id, "id"),
-    el("td", iso(row.created_at)),
+    el("td", iso(row.created_at).slice(0, 19)),
     el("td", row.status + (row.deleted ? " (deleted)" : ""), "status status-" + row.status),
     el("td", row.model),
     el("td", row.owner),
