@@ -120,6 +120,8 @@ class AuditView:
         return middleware
 
     async def _serve(self, scope: Any, send: Any, path: str) -> None:
+        # The request log names the route by its template, never an id (as litestar's).
+        scope["path_template"] = _template(path)
         if self.access == "off" or scope["method"] not in ("GET", "HEAD"):
             await _answer(send, 404, _error(404, "Not found."), "application/json")
             return
@@ -219,6 +221,15 @@ class AuditView:
         async for chunk in sse.frames(tail, keepalive_s=15.0, framing=_PLAIN_SSE):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+
+
+def _template(path: str) -> str:
+    if path in _STATIC or path == "/audit/api/responses":
+        return path
+    match = _ONE.match(path)
+    if match is None:
+        return "/audit/{path}"
+    return "/audit/api/responses/{id}" + (match.group(2) or "")
 
 
 def _authorised(scope: Any, key: str | None) -> bool:

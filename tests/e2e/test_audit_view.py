@@ -137,6 +137,17 @@ def test_a_bad_filter_and_an_unknown_id_are_openai_shaped(http: httpx.Client) ->
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+def test_the_request_log_names_audit_routes_by_template(keyed: Server) -> None:
+    rid = "resp_" + "1" * 48
+    with httpx.Client(base_url=keyed.base_url) as http:
+        r = http.get(f"/audit/api/responses/{rid}", headers={"authorization": "Bearer x"})
+        assert r.status_code == 401
+        http.get("/audit")
+    log = keyed.log_text()
+    assert "/audit/api/responses/{id}" in log
+    assert rid not in log
+
+
 @pytest.fixture
 def keyed(tmp_path: Path) -> Iterator[Server]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'resplog.db'}"
