@@ -18,6 +18,7 @@ page sets from what the auditor types, since an EventSource cannot send a header
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import re
 from importlib import resources
@@ -115,11 +116,11 @@ class AuditView:
             if path != "/audit" and not path.startswith("/audit/"):
                 await app(scope, receive, send)
                 return
-            await self._serve(scope, send, path)
+            await self._serve(scope, receive, send, path)
 
         return middleware
 
-    async def _serve(self, scope: Any, send: Any, path: str) -> None:
+    async def _serve(self, scope: Any, receive: Any, send: Any, path: str) -> None:
         # The request log names the route by its template, never an id (as litestar's).
         scope["path_template"] = _template(path)
         if self.access == "off" or scope["method"] not in ("GET", "HEAD"):
@@ -143,7 +144,7 @@ class AuditView:
             if match is None:
                 raise NotFound("Not found.")
             if match.group(2):
-                await self._follow(send, match.group(1))
+                await self._follow(receive, send, match.group(1))
                 return
             await _json(send, await self._one(match.group(1)))
         except _BadParam as exc:
@@ -207,7 +208,7 @@ class AuditView:
             "events": events,
         }
 
-    async def _follow(self, send: Any, rid: str) -> None:
+    async def _follow(self, receive: Any, send: Any, rid: str) -> None:
         row = await self.store.get(rid)
         if row is None:
             raise NotFound(f"No response with id '{rid}' found.")
@@ -218,9 +219,30 @@ class AuditView:
             (b"x-accel-buffering", b"no"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        async for chunk in sse.frames(tail, keepalive_s=15.0, framing=_PLAIN_SSE):
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+
+        async def stream() -> None:
+            async for chunk in sse.frames(tail, keepalive_s=15.0, framing=_PLAIN_SSE):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+
+        # A closed tab ends the tail now, not when the response ends (a queued one may wait
+        # long): the stream races the client's disconnect.
+        streaming = asyncio.create_task(stream())
+        leaving = asyncio.create_task(_disconnected(receive))
+        try:
+            await asyncio.wait({streaming, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (streaming, leaving):
+                task.cancel()
+            await asyncio.gather(streaming, leaving, return_exceptions=True)
+        failure = None if streaming.cancelled() else streaming.exception()
+        if failure is not None:
+            raise failure
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _template(path: str) -> str:
