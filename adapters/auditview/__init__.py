@@ -6,6 +6,8 @@ commands' reads (`responses list`, `conversation`, `show`'s timeline):
   read model's rows, newest first, as `resplog responses list --json` prints them;
 - `GET /audit/api/responses/{id}`: its row, its conversation turn by turn and its event
   timeline (every event with the time it was recorded, the lifecycle moments);
+- `GET /audit/api/conversations/{id}`: a conversation's turns in order (`resplog
+  conversation conv_…`);
 - `GET /audit/api/responses/{id}/events`: its events as SSE, live until the terminal one
   (the `/v1` stream's twin, for any owner; every frame a plain `data:` so that a browser's
   `EventSource.onmessage` sees them all).
@@ -28,11 +30,13 @@ from urllib.parse import parse_qs, unquote
 import msgspec
 
 from adapters.http import sse
+from adapters.store.auditreads import conversation_turns
 from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
 from domain.errors import NotFound, ResplogError
 from domain.events import AnyEvent
 from service import reads
+from service.audit.conversation import total_usage
 from service.audit.reading import replay, response_turns
 from service.audit.timeline import durations, summary
 from service.bundle import Bundle
@@ -47,6 +51,7 @@ _STATIC = {
     "/audit/audit.js": ("audit.js", "text/javascript; charset=utf-8"),
     "/audit/audit.css": ("audit.css", "text/css; charset=utf-8"),
 }
+_CONV = re.compile(r"^/audit/api/conversations/(conv_[A-Za-z0-9_-]{1,200})$")
 _ONE = re.compile(r"^/audit/api/responses/(resp_[A-Za-z0-9_-]{1,200})(/events)?$")
 # A page's scripts come only from the page itself: a prompt shown on it cannot run.
 _CSP = b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'"
@@ -140,6 +145,10 @@ class AuditView:
             if path == "/audit/api/responses":
                 await _json(send, await self._list(query))
                 return
+            conv = _CONV.match(path)
+            if conv is not None:
+                await _json(send, await self._conversation(conv.group(1)))
+                return
             match = _ONE.match(path)
             if match is None:
                 raise NotFound("Not found.")
@@ -208,6 +217,14 @@ class AuditView:
             "events": events,
         }
 
+    async def _conversation(self, cid: str) -> dict[str, Any]:
+        turns = await conversation_turns(self.store, cid)
+        return {
+            "id": cid,
+            "turns": msgspec.to_builtins(turns),
+            "usage": msgspec.to_builtins(total_usage(turns)),
+        }
+
     async def _follow(self, receive: Any, send: Any, rid: str) -> None:
         row = await self.store.get(rid)
         if row is None:
@@ -248,6 +265,8 @@ async def _disconnected(receive: Any) -> None:
 def _template(path: str) -> str:
     if path in _STATIC or path == "/audit/api/responses":
         return path
+    if _CONV.match(path):
+        return "/audit/api/conversations/{id}"
     match = _ONE.match(path)
     if match is None:
         return "/audit/{path}"

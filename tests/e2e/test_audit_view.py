@@ -124,6 +124,23 @@ def test_the_page_lists_filters_opens_and_follows(
     assert errors == []
 
 
+def test_a_conversation_opens_turn_by_turn(
+    server: Server, client: openai.OpenAI, browser: Browser
+) -> None:
+    conv = client.conversations.create(items=[{"role": "user", "content": "Added first."}])
+    client.responses.create(model="scripted", conversation=conv.id, input="Then <b>asked</b>.")
+    page = browser.new_page(bypass_csp=True)
+    page.goto(f"{server.base_url}/audit")
+    page.fill("#open-id", conv.id)
+    page.click("#open-go")
+    page.wait_for_function(f"document.getElementById('d-id').textContent === '{conv.id}'")
+    turns = page.locator("#turns .turn")
+    assert turns.count() == 2
+    assert "Added first." in (turns.nth(0).text_content() or "")
+    assert "Then <b>asked</b>." in (turns.nth(1).text_content() or "")
+    assert page.locator("#turns b").count() == 0
+
+
 def test_a_bad_filter_and_an_unknown_id_are_openai_shaped(http: httpx.Client) -> None:
     r = http.get("/audit/api/responses", params={"status": "nonsense"})
     assert r.status_code == 400

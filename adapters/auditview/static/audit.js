@@ -230,6 +230,27 @@ function drawTurns(view) {
   });
 }
 
+async function openConversation(id) {
+  if (live) { live.close(); live = null; }
+  openId = id;
+  let view;
+  try {
+    view = await getJSON("/audit/api/conversations/" + encodeURIComponent(id));
+  } catch (err) {
+    showError(err.message);
+    return;
+  }
+  if (openId !== id) return;
+  showError("");
+  $("detail").hidden = false;
+  $("d-id").textContent = id;
+  $("d-meta").textContent = view.turns.length + " turns · " + usageText(view.usage);
+  $("d-live").hidden = true;
+  $("timeline").replaceChildren(el("p", "A conversation: open one of its responses for its timeline."));
+  $("d-durations").textContent = "";
+  drawTurns(view);
+}
+
 function follow(id) {
   const liveBox = $("d-live");
   liveBox.hidden = false;
@@ -283,6 +304,14 @@ document.addEventListener("DOMContentLoaded", () => {
     $("key-form").hidden = true;
     loadList(false);
   });
+  $("open-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const id = $("open-id").value.trim();
+    if (id.startsWith("conv_")) openConversation(id); else if (id) openResponse(id);
+  });
   const wanted = new URLSearchParams(location.search).get("id");
-  loadList(false).then(() => { if (wanted) openResponse(wanted); });
+  loadList(false).then(() => {
+    if (wanted && wanted.startsWith("conv_")) openConversation(wanted);
+    else if (wanted) openResponse(wanted);
+  });
 });
