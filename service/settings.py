@@ -61,6 +61,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # GET /metrics: who may scrape it (adapters/metrics); the key is a secret, never logged.
     metrics: Literal["open", "key", "off"] = "off"
     metrics_key: str | None = None
+    # GET /audit, the read-only web audit view (adapters/auditview); the key is a secret.
+    audit_view: Literal["open", "key", "off"] = "off"
+    audit_key: str | None = None
     # WebSocket mode: a connection with no message and no response streaming for this long
     # is closed (0: never); uvicorn pings every `ws_ping_interval_s` and drops a peer that
     # does not answer within `ws_ping_timeout_s` (0: no pings).

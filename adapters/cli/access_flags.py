@@ -128,6 +128,22 @@ def access_options(func: F) -> F:
             help="The scrape token for --metrics key (a secret: prefer the environment).",
         ),
         click.option(
+            "--audit-view",
+            envvar="RESPLOG_AUDIT_VIEW",
+            type=click.Choice(["auto", "open", "key", "off"]),
+            default="auto",
+            show_default=True,
+            help="The read-only web audit view at /audit (docs/audit.md): open, key "
+            "(Authorization: Bearer <--audit-key>, or the key typed into the page), or off; "
+            "auto: open on a loopback bind, else off.",
+        ),
+        click.option(
+            "--audit-key",
+            envvar="RESPLOG_AUDIT_KEY",
+            default=None,
+            help="The key for --audit-view key (a secret: prefer the environment).",
+        ),
+        click.option(
             "--send-timeout-s",
             envvar="RESPLOG_SEND_TIMEOUT_S",
             default=30.0,
@@ -175,6 +191,7 @@ def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
         ),
         "send_timeout_s": options.pop("send_timeout_s"),
         **metrics_settings(host, options.pop("metrics"), options.pop("metrics_key")),
+        **audit_settings(host, options.pop("audit_view"), options.pop("audit_key")),
     }
 
 
@@ -186,6 +203,17 @@ def metrics_settings(host: str, mode: str, key: str | None) -> dict[str, Any]:
     if mode == "key" and not key:
         raise ResplogError("--metrics key needs --metrics-key (or RESPLOG_METRICS_KEY)")
     return {"metrics": mode, "metrics_key": key}
+
+
+def audit_settings(host: str, mode: str, key: str | None) -> dict[str, Any]:
+    """`--audit-view` resolved: `auto` is open on a loopback bind and off elsewhere (the log
+    holds every prompt: exposing it beyond the host must be asked for). `key` without a key
+    is refused."""
+    if mode == "auto":
+        mode = "open" if is_loopback(host) else "off"
+    if mode == "key" and not key:
+        raise ResplogError("--audit-view key needs --audit-key (or RESPLOG_AUDIT_KEY)")
+    return {"audit_view": mode, "audit_key": key}
 
 
 async def announce(policy: AccessPolicy, keys: ApiKeyStore) -> None:

@@ -3,87 +3,20 @@ the log alone by walking `previous_response_id` back to its root."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import click
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.params import response_id
-from adapters.cli.store import opened, replay, run
-from domain.errors import NotFound, ResplogError
-from domain.objects import InputItem
+from adapters.cli.store import opened, run
 from service.audit.conversation import (
     ConversationView,
-    TurnView,
-    added_turn,
     conversation,
     to_markdown,
     to_text,
-    turn_view,
 )
+from service.audit.reading import response_turns
 from service.wire.decode import check_conversation_id
-
-if TYPE_CHECKING:
-    from adapters.store.scan import LogScan
-
-MAX_TURNS = 1000
-
-
-async def _turns(scan: LogScan, rid: str) -> tuple[list[TurnView], str | None]:
-    """The turns oldest first, and the id of an earlier turn that is gone (if one is)."""
-    turns: list[TurnView] = []
-    seen: set[str] = set()
-    current: str | None = rid
-    while current is not None:
-        if current in seen or len(turns) >= MAX_TURNS:
-            raise ResplogError(
-                f"{rid}: the previous_response_id chain loops or exceeds {MAX_TURNS}"
-            )
-        seen.add(current)
-        try:
-            record, folded = await replay(scan, current)
-        except NotFound:
-            if current == rid:
-                raise
-            turns.reverse()
-            return turns, current
-        if folded.request is None:
-            raise ResplogError(f"{current}: the log does not start with its request")
-        response = folded.response
-        deleted_at = record.deleted_at if record is not None else None
-        turns.append(turn_view(folded.request, response, folded.end, deleted_at))
-        current = response.previous_response_id
-    turns.reverse()
-    return turns, None
-
-
-async def _conversation_turns(store: Any, cid: str) -> list[TurnView]:
-    """A conversation's turns in its order: each response that added items (folded from its
-    own log), and the items added through the API, a turn per run of them."""
-    from adapters.store.conversations import SqlConversations, audited_items
-    from adapters.store.scan import LogScan
-
-    row = await SqlConversations(store).get(cid)
-    if row is None:
-        raise NotFound(f"conversation {cid} not found")
-    scan, turns = LogScan(store), []
-    added: list[tuple[InputItem, bool]] = []
-    for entry in await audited_items(store, cid):
-        if entry.response_id is None:
-            added.append((entry.item, entry.deleted))
-            continue
-        if added:
-            turns.append(added_turn(added, row.owner, int(row.created_at)))
-            added = []
-        if turns and turns[-1].response_id == entry.response_id:
-            continue
-        _, folded = await replay(scan, entry.response_id)
-        if folded.request is not None:
-            turns.append(turn_view(folded.request, folded.response, folded.end))
-    if added:
-        turns.append(added_turn(added, row.owner, int(row.created_at)))
-    return turns
 
 
 @main.command("conversation")
@@ -106,8 +39,10 @@ def show_conversation(database_url: str, rid: str, fmt: str) -> None:
 
         async with opened(database_url) as store:
             if rid.startswith("conv_"):
-                return conversation(rid, await _conversation_turns(store, rid), None)
-            turns, missing = await _turns(LogScan(store), rid)
+                from adapters.store.auditreads import conversation_turns
+
+                return conversation(rid, await conversation_turns(store, rid), None)
+            turns, missing = await response_turns(LogScan(store), rid)
         return conversation(rid, turns, missing)
 
     view = run(work())

@@ -192,6 +192,7 @@ async def _serve(
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
 
+    from adapters.auditview import AuditView
     from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.cli.requestlog import request_log
     from adapters.http.app import announce_ready, create_app
@@ -208,7 +209,10 @@ async def _serve(
         app = create_app(settings, process=process)
         metrics = Metrics()
         process.observe_log(metrics)
-        measured = metrics.asgi(request_log(app), settings.metrics, settings.metrics_key)
+        audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
+        measured = metrics.asgi(
+            request_log(audit.asgi(app)), settings.metrics, settings.metrics_key
+        )
         config = uvicorn.Config(
             send_deadline(measured, settings.send_timeout_s),
             host=settings.host,

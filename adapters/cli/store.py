@@ -8,13 +8,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
-from service.audit.timeline import Replay
+from domain.errors import ResplogError
+from service.audit.reading import replay as replay  # re-exported for the commands
 from service.ports import ResponseRow, StoredEvent
 
 if TYPE_CHECKING:  # the store (SQLAlchemy, the drivers) is imported by the commands that run
     from adapters.store import SqlEventStore
-    from adapters.store.scan import LogScan
 
 T = TypeVar("T")
 
@@ -77,17 +76,3 @@ class Dense:
         raise ResplogError(
             f"the log of {self.rid} is damaged: {what} (see resplog verify {self.rid})"
         )
-
-
-async def replay(scan: LogScan, rid: str) -> tuple[ResponseRow | None, Replay]:
-    """The row and the fold of one response's log; a damaged log is one line naming it."""
-    record = await scan.record(rid)
-    folded = Replay()
-    try:
-        async for stored in scan.events(rid):
-            folded.feed(stored)
-    except (InvalidTransition, CorruptEvent) as exc:
-        raise ResplogError(f"{exc} (the log is damaged: see resplog verify {rid})") from None
-    if record is None and folded.events == 0:
-        raise NotFound(f"no response {rid} in this database")
-    return record, folded

@@ -31,9 +31,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
     "adapters/tools": INNER | {"mcp", "adapters.tools"},
+    # The web audit view: reads the store, streams with the HTTP adapter's SSE framing.
+    "adapters/auditview": INNER | {"adapters.auditview", "adapters.store", "adapters.http"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
-    | {"adapters.wiring", "adapters.sealing", "adapters.metrics"},
+    | {"adapters.wiring", "adapters.sealing", "adapters.metrics", "adapters.auditview"},
     "migrations": frozenset({"sqlalchemy", "alembic", "migrations", "adapters.store.tables"})
     | {"adapters.store.urls"},
 }

@@ -1,0 +1,303 @@
+"""The read-only audit view at `/audit`: one static page (adapters/auditview/static, plain
+HTML, CSS and JavaScript, no build step) over small JSON endpoints that reuse the admin
+commands' reads (`responses list`, `conversation`, `show`'s timeline):
+
+- `GET /audit/api/responses?owner=&model=&status=&since=&until=&after=&limit=`: the
+  read model's rows, newest first, as `resplog responses list --json` prints them;
+- `GET /audit/api/responses/{id}`: its row, its conversation turn by turn and its event
+  timeline (every event with the time it was recorded, the lifecycle moments);
+- `GET /audit/api/conversations/{id}`: a conversation's turns in order (`resplog
+  conversation conv_…`);
+- `GET /audit/api/responses/{id}/events`: its events as SSE, live until the terminal one
+  (the `/v1` stream's twin, for any owner; every frame a plain `data:` so that a browser's
+  `EventSource.onmessage` sees them all).
+
+An ASGI wrapper around the app, like the metrics one: `--audit-view` decides who may look
+(`open`; `key`: `Authorization: Bearer <--audit-key>` or the `resplog_audit` cookie the
+page sets from what the auditor types, since an EventSource cannot send a header; `off`:
+404). Everything it answers is read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import re
+from importlib import resources
+from typing import Any, Literal
+from urllib.parse import parse_qs, unquote
+
+import msgspec
+
+from adapters.http import sse
+from adapters.store.auditreads import conversation_turns
+from adapters.store.scan import LogScan
+from adapters.store.sql import SqlEventStore
+from domain.errors import NotFound, ResplogError
+from domain.events import AnyEvent
+from service import reads
+from service.audit.conversation import total_usage
+from service.audit.reading import replay, response_turns
+from service.audit.timeline import durations, summary
+from service.bundle import Bundle
+from service.ports import ResponseRow, StoredEvent
+
+Access = Literal["open", "key", "off"]
+COOKIE = "resplog_audit"
+STATUSES = ("queued", "in_progress", "completed", "failed", "incomplete", "cancelled")
+_STATIC = {
+    "/audit": ("index.html", "text/html; charset=utf-8"),
+    "/audit/": ("index.html", "text/html; charset=utf-8"),
+    "/audit/audit.js": ("audit.js", "text/javascript; charset=utf-8"),
+    "/audit/audit.css": ("audit.css", "text/css; charset=utf-8"),
+}
+_CONV = re.compile(r"^/audit/api/conversations/(conv_[A-Za-z0-9_-]{1,200})$")
+_ONE = re.compile(r"^/audit/api/responses/(resp_[A-Za-z0-9_-]{1,200})(/events)?$")
+# A page's scripts come only from the page itself: a prompt shown on it cannot run.
+_CSP = b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'"
+_PLAIN_SSE = sse.Framing(lambda e: b"data: ", b"\n\n")
+
+
+def listed(row: ResponseRow) -> dict[str, Any]:
+    """A read-model row as `resplog responses list --json` and the audit view show it."""
+    return {
+        "id": row.id,
+        "created_at": row.created_at,
+        "status": row.status,
+        "model": row.model,
+        "owner": row.owner,
+        "background": row.background,
+        "store": row.store,
+        "deleted": row.deleted,
+        "cancel_requested": row.cancel_requested,
+        "previous_response_id": row.previous_response_id,
+        "events": row.version + 1,
+    }
+
+
+class _BadParam(ResplogError):
+    pass
+
+
+def _error(status: int, message: str, code: str | None = None) -> bytes:
+    kind = "invalid_request_error"
+    return msgspec.json.encode(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    )
+
+
+def _number(query: dict[str, list[str]], name: str) -> float | None:
+    raw = query.get(name, [""])[-1]
+    if raw == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise _BadParam(f"Invalid '{name}': a unix time in seconds.") from None
+
+
+def _text(query: dict[str, list[str]], name: str) -> str | None:
+    raw = query.get(name, [""])[-1].strip()
+    return raw or None
+
+
+class AuditView:
+    """The `/audit` routes over a running process's store; every other path goes to `app`."""
+
+    def __init__(self, bundle: Bundle, access: Access, key: str | None) -> None:
+        self.bundle = bundle
+        self.access = access
+        self.key = key
+
+    @property
+    def store(self) -> SqlEventStore:
+        store = self.bundle.store
+        assert isinstance(store, SqlEventStore)  # every store resplog opens is SQL
+        return store
+
+    def asgi(self, app: Any) -> Any:
+        async def middleware(scope: Any, receive: Any, send: Any) -> None:
+            path = scope.get("path", "") if scope["type"] == "http" else ""
+            if path != "/audit" and not path.startswith("/audit/"):
+                await app(scope, receive, send)
+                return
+            await self._serve(scope, receive, send, path)
+
+        return middleware
+
+    async def _serve(self, scope: Any, receive: Any, send: Any, path: str) -> None:
+        # The request log names the route by its template, never an id (as litestar's).
+        scope["path_template"] = _template(path)
+        if self.access == "off" or scope["method"] not in ("GET", "HEAD"):
+            await _answer(send, 404, _error(404, "Not found."), "application/json")
+            return
+        if path in _STATIC:
+            name, kind = _STATIC[path]
+            body = resources.files(__package__).joinpath("static", name).read_bytes()
+            await _answer(send, 200, body, kind)
+            return
+        if self.access == "key" and not _authorised(scope, self.key):
+            message = "The audit view needs the audit key."
+            await _answer(send, 401, _error(401, message, "invalid_api_key"), "application/json")
+            return
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        try:
+            if path == "/audit/api/responses":
+                await _json(send, await self._list(query))
+                return
+            conv = _CONV.match(path)
+            if conv is not None:
+                await _json(send, await self._conversation(conv.group(1)))
+                return
+            match = _ONE.match(path)
+            if match is None:
+                raise NotFound("Not found.")
+            if match.group(2):
+                await self._follow(receive, send, match.group(1))
+                return
+            await _json(send, await self._one(match.group(1)))
+        except _BadParam as exc:
+            await _answer(send, 400, _error(400, str(exc)), "application/json")
+        except NotFound as exc:
+            await _answer(send, 404, _error(404, str(exc)), "application/json")
+        except ResplogError as exc:  # a damaged log: say so, as `show` does
+            await _answer(send, 422, _error(422, str(exc)), "application/json")
+
+    async def _list(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        status = [s for s in query.get("status", []) if s]
+        for s in status:
+            if s not in STATUSES:
+                raise _BadParam(f"Invalid 'status': {s!r} is none of {', '.join(STATUSES)}.")
+        after = _text(query, "after")
+        if after is not None and not after.startswith("resp_"):
+            raise _BadParam("Invalid 'after': a response id.")
+        try:
+            limit = int(query.get("limit", ["50"])[-1])
+        except ValueError:
+            raise _BadParam("Invalid 'limit': an integer from 1 to 200.") from None
+        if not 1 <= limit <= 200:
+            raise _BadParam("Invalid 'limit': an integer from 1 to 200.")
+        page = await self.store.list(
+            owner=_text(query, "owner"),
+            status=status or None,
+            model=_text(query, "model"),
+            since=_number(query, "since"),
+            until=_number(query, "until"),
+            include_deleted=True,
+            after=after,
+            limit=limit,
+        )
+        last = page.rows[-1].id if page.rows else None
+        return {"data": [listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
+
+    async def _one(self, rid: str) -> dict[str, Any]:
+        scan = LogScan(self.store)
+        events: list[dict[str, Any]] = []
+
+        def note(stored: StoredEvent, event: AnyEvent) -> None:
+            events.append(
+                {
+                    "position": stored.position,
+                    "type": stored.type,
+                    "at": stored.recorded_at,
+                    "summary": summary(event),
+                }
+            )
+
+        record, folded = await replay(scan, rid, note)
+        turns, missing = await response_turns(scan, rid)
+        moments = folded.moments
+        return {
+            "row": None if record is None else listed(record),
+            "turns": msgspec.to_builtins(turns),
+            "missing": missing,
+            "usage": msgspec.to_builtins(folded.usage),
+            "moments": msgspec.to_builtins(moments),
+            "durations": msgspec.to_builtins(durations(moments)),
+            "events": events,
+        }
+
+    async def _conversation(self, cid: str) -> dict[str, Any]:
+        turns = await conversation_turns(self.store, cid)
+        return {
+            "id": cid,
+            "turns": msgspec.to_builtins(turns),
+            "usage": msgspec.to_builtins(total_usage(turns)),
+        }
+
+    async def _follow(self, receive: Any, send: Any, rid: str) -> None:
+        row = await self.store.get(rid)
+        if row is None:
+            raise NotFound(f"No response with id '{rid}' found.")
+        tail = await reads.read_events(self.bundle, rid, row.owner, after=-1, follow=True)
+        headers = [
+            (b"content-type", b"text/event-stream"),
+            (b"cache-control", b"no-store"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+        async def stream() -> None:
+            async for chunk in sse.frames(tail, keepalive_s=15.0, framing=_PLAIN_SSE):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+
+        # A closed tab ends the tail now, not when the response ends (a queued one may wait
+        # long): the stream races the client's disconnect.
+        streaming = asyncio.create_task(stream())
+        leaving = asyncio.create_task(_disconnected(receive))
+        try:
+            await asyncio.wait({streaming, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (streaming, leaving):
+                task.cancel()
+            await asyncio.gather(streaming, leaving, return_exceptions=True)
+        failure = None if streaming.cancelled() else streaming.exception()
+        if failure is not None:
+            raise failure
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _template(path: str) -> str:
+    if path in _STATIC or path == "/audit/api/responses":
+        return path
+    if _CONV.match(path):
+        return "/audit/api/conversations/{id}"
+    match = _ONE.match(path)
+    if match is None:
+        return "/audit/{path}"
+    return "/audit/api/responses/{id}" + (match.group(2) or "")
+
+
+def _authorised(scope: Any, key: str | None) -> bool:
+    if not key:
+        return False
+    headers = dict(scope.get("headers") or [])
+    given = headers.get(b"authorization", b"")
+    if hmac.compare_digest(given, f"Bearer {key}".encode()):
+        return True
+    for part in headers.get(b"cookie", b"").decode("latin-1").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE and hmac.compare_digest(unquote(value).encode(), key.encode()):
+            return True
+    return False
+
+
+async def _json(send: Any, value: Any) -> None:
+    await _answer(send, 200, msgspec.json.encode(value), "application/json")
+
+
+async def _answer(send: Any, status: int, body: bytes, content_type: str) -> None:
+    headers = [
+        (b"content-type", content_type.encode()),
+        (b"content-length", b"%d" % len(body)),
+        (b"cache-control", b"no-store"),
+        (b"content-security-policy", _CSP),
+        (b"x-content-type-options", b"nosniff"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
