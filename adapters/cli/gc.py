@@ -58,7 +58,7 @@ def gc(
         _dry_run(database_url, rule, batch_size, as_json)
         return
 
-    async def work() -> tuple[int, int, int]:
+    async def work() -> tuple[int, int, int, int]:
         responses = events = batches = 0
         async with opened(database_url) as store:
             with Bar("collecting", None, progress) as bar:
@@ -69,15 +69,16 @@ def gc(
                         bar.stream()
                     bar.event(rows)
                 bar.done()
-        return responses, events, batches
+            swept = await store_gc.sweep_blobs(store, time.time())
+        return responses, events, batches, swept
 
-    responses, events, batches = run(work())
+    responses, events, batches, swept = run(work())
     if as_json:
-        print_json({"deleted": responses, "events": events, "batches": batches})
+        print_json({"deleted": responses, "events": events, "batches": batches, "blobs": swept})
     else:
         click.echo(
             f"deleted {counted(responses, 'response')} ({counted(events, 'event')}) in "
-            f"{counted(batches, 'batch', 'batches')}"
+            f"{counted(batches, 'batch', 'batches')}; {counted(swept, 'unreferenced blob')}"
         )
 
 

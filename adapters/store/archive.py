@@ -3,11 +3,13 @@ row as rebuilt) in one transaction per batch, so no stream is ever half there.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
+from adapters.store import blobs
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
@@ -22,13 +24,16 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
     """Insert the streams in one transaction; `Conflict` (and nothing written) if any of
     them exists by now."""
     rows = [values_of(s.record) for s in streams]
+    # The archive holds the facts as a client sent them (the export resolved the blobs);
+    # the large data URLs go back into `blobs`, once, as a create would store them.
+    found: dict[str, str] = {}
     events = [
         {
             "stream_id": e.stream_id,
             "position": e.position,
             "type": e.type,
             "data": e.data.decode(),
-            "facts": None if e.facts is None else e.facts.decode(),
+            "facts": None if e.facts is None else blobs.extract(e.facts.decode(), found),
             "recorded_at": e.recorded_at,
         }
         for s in streams
@@ -36,6 +41,7 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
     ]
     try:
         async with store._begin_write() as conn:
+            await blobs.store(conn, found, time.time())
             await conn.execute(sa.insert(t_responses), rows)
             await conn.execute(sa.insert(t_events), events)
     except sa_exc.IntegrityError:

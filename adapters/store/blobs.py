@@ -1,0 +1,167 @@
+"""Images and files of requests stored once: the request facts of the log keep a reference
+(`"image_url":blob:sha256:<hex>`) in place of each data URL over `THRESHOLD`, the `blobs`
+table keeps the data URL once, and every read of the log puts it back.
+
+Why the swap is done on the facts' text and not on the decoded request: the log promises
+the exact bytes back, and the blob holds the data URL exactly as the facts' JSON held it
+(escapes and all), so putting it back is a byte-for-byte inverse with no re-encoding.
+
+Why the reference is a bare token and not a JSON string: in msgspec's output a `"` inside a
+string is always escaped, so `{"image_url":` or `,"image_url":` followed by anything but a
+JSON value can only be a reference written here. A client that sends the text
+`blob:sha256:<hex>` (in metadata, a tool schema, an image URL) sends a JSON string, which
+never matches, so it can never be resolved into somebody else's blob. The stored facts with
+a reference are not JSON until resolved: a reader that forgot to resolve fails loudly
+(`CorruptEvent`), it never shows a reference to a client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from adapters.store.tables import blobs as t_blobs
+from adapters.store.tables import events as t_events
+from service.ports import StoredEvent
+
+# Data URLs shorter than this stay inline: a reference (78 bytes) and a row would cost more
+# than they save.
+THRESHOLD = 4096
+
+_KEY = r'[{,]"(?:image_url|file_data)":'
+# A data URL as a JSON string (the string's body may hold escapes).
+_DATA = re.compile(f'({_KEY})"(data:[^"\\\\]*(?:\\\\.[^"\\\\]*)*)"')
+_REF = re.compile(f"({_KEY})blob:sha256:([0-9a-f]{{64}})")
+MARK = "blob:sha256:"
+_MARK_BYTES = MARK.encode()
+
+
+def extract(facts: str, blobs: dict[str, str]) -> str:
+    """`facts` with each data URL over `THRESHOLD` replaced by its reference; the data URLs
+    are added to `blobs` (by their hex SHA-256)."""
+    if '"data:' not in facts:
+        return facts
+
+    def swap(match: re.Match[str]) -> str:
+        body = match.group(2)
+        if len(body) < THRESHOLD:
+            return match.group(0)
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        blobs[digest] = body
+        return f"{match.group(1)}{MARK}{digest}"
+
+    return _DATA.sub(swap, facts)
+
+
+def references(facts: str | bytes | None) -> set[str]:
+    """The blobs (hex SHA-256) that `facts` refers to."""
+    if facts is None:
+        return set()
+    text = facts.decode() if isinstance(facts, bytes) else facts
+    if MARK not in text:
+        return set()
+    return {m.group(2) for m in _REF.finditer(text)}
+
+
+def put_back(facts: str, found: Mapping[str, str]) -> str:
+    """`facts` with every reference whose blob is in `found` replaced by the data URL; a
+    missing one stays a reference (and the facts do not decode: `verify` names it)."""
+
+    def swap(match: re.Match[str]) -> str:
+        body = found.get(match.group(2))
+        return match.group(0) if body is None else f'{match.group(1)}"{body}"'
+
+    return _REF.sub(swap, facts)
+
+
+def needs(facts: bytes | None) -> bool:
+    return facts is not None and _MARK_BYTES in facts
+
+
+async def load(conn: AsyncConnection, digests: Iterable[str]) -> dict[str, str]:
+    """The blobs of these digests that exist."""
+    wanted = sorted(set(digests))
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        query = sa.select(t_blobs.c.sha256, t_blobs.c.data).where(t_blobs.c.sha256.in_(chunk))
+        for row in await conn.execute(query):
+            # A blob whose content does not match its hash is left out, as a missing one
+            # is: the read fails (`verify` names it) rather than hand out altered bytes.
+            if hashlib.sha256(row.data.encode()).hexdigest() == row.sha256:
+                found[row.sha256] = row.data
+    return found
+
+
+async def resolve(conn: AsyncConnection, events: Sequence[StoredEvent]) -> list[StoredEvent]:
+    """`events` with the references of their facts resolved (one query for all of them)."""
+    carrying = [e for e in events if needs(e.facts)]
+    if not carrying:
+        return list(events)
+    found = await load(conn, {d for e in carrying for d in references(e.facts)})
+    return [
+        msgspec.structs.replace(e, facts=put_back(e.facts.decode(), found).encode())
+        if needs(e.facts) and e.facts is not None
+        else e
+        for e in events
+    ]
+
+
+async def resolve_facts(conn: AsyncConnection, facts: str | None) -> str | None:
+    if facts is None or MARK not in facts:
+        return facts
+    return put_back(facts, await load(conn, references(facts)))
+
+
+async def store(conn: AsyncConnection, blobs: Mapping[str, str], now: float) -> None:
+    """Write the blobs that are not there yet; bump `used_at` of those that are (which also
+    locks the row on PostgreSQL, so a concurrent `gc` cannot delete it under us)."""
+    if not blobs:
+        return
+    rows = [
+        {"sha256": k, "data": v, "size": len(v.encode()), "created_at": now, "used_at": now}
+        for k, v in sorted(blobs.items())
+    ]
+    if conn.dialect.name == "postgresql":
+        pg = postgresql.insert(t_blobs)
+        await conn.execute(
+            pg.on_conflict_do_update(
+                index_elements=["sha256"], set_={"used_at": pg.excluded.used_at}
+            ),
+            rows,
+        )
+    else:
+        lite = sqlite.insert(t_blobs)
+        await conn.execute(
+            lite.on_conflict_do_update(
+                index_elements=["sha256"], set_={"used_at": lite.excluded.used_at}
+            ),
+            rows,
+        )
+
+
+async def sweep(conn: AsyncConnection, before: float) -> int:
+    """Delete the blobs no event refers to any more and that no request has stored since
+    `before`; returns how many. The `used_at` guard keeps a blob that a create in flight
+    is reusing: its upsert bumps `used_at` (and on PostgreSQL holds the row until it
+    commits, after which the delete re-checks the guard and leaves the row)."""
+    referenced: set[str] = set()
+    carrying = sa.select(t_events.c.facts).where(t_events.c.facts.like(f'%":{MARK}%'))
+    for facts in (await conn.execute(carrying)).scalars():
+        referenced |= references(facts)
+    old = sa.select(t_blobs.c.sha256).where(t_blobs.c.used_at < before)
+    unused = sorted(set((await conn.execute(old)).scalars()) - referenced)
+    gone = 0
+    for start in range(0, len(unused), 500):
+        chunk = unused[start : start + 500]
+        result = await conn.execute(
+            sa.delete(t_blobs).where(t_blobs.c.sha256.in_(chunk), t_blobs.c.used_at < before)
+        )
+        gone += int(result.rowcount)
+    return gone
