@@ -108,7 +108,8 @@ async def run(url: str) -> None:
             svc, {"model": "scripted", "input": "fill it", "text": {"format": fmt}}
         )
         rows, snaps, blobs0 = await stored(url, [rid])
-        line(f"json_schema of {size / MIB:.2f} MiB: events", await inline(svc, [rid]), rows)
+        schema_inline = await inline(svc, [rid])
+        line(f"json_schema of {size / MIB:.2f} MiB: events + blobs", schema_inline, rows + blobs0)
         line("  + its snapshot (read model)", snaps, snaps)
         image = "data:image/png;base64," + base64.b64encode(os.urandom(768 * 1024)).decode()
         part = {"type": "input_image", "image_url": image, "detail": "auto"}

@@ -16,7 +16,20 @@ from adapters.store.tables import responses as t_responses
 from adapters.store.tables import values_of
 from adapters.store.transient import guarded
 from domain.errors import Conflict
+from domain.events import LIFECYCLE_TAGS, LIFECYCLE_TYPES
 from service.audit.archive import Imported
+from service.ports import StoredEvent
+
+
+def _data(event: StoredEvent, found: dict[str, str]) -> str:
+    """The event's data as a create stores it: its large parts as references."""
+    data = event.data.decode()
+    if event.type not in LIFECYCLE_TAGS or len(event.data) < blobs.PART_THRESHOLD:
+        return data
+    decoded = event.event()  # the import checked every event decodes
+    if not isinstance(decoded, LIFECYCLE_TYPES):
+        return data
+    return blobs.extract_parts(data, blobs.large_parts(decoded.response), found)
 
 
 @guarded
@@ -32,7 +45,7 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported]) -> None:
             "stream_id": e.stream_id,
             "position": e.position,
             "type": e.type,
-            "data": e.data.decode(),
+            "data": _data(e, found),
             "facts": None if e.facts is None else blobs.extract(e.facts.decode(), found),
             "recorded_at": e.recorded_at,
         }

@@ -28,16 +28,24 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from adapters.store.tables import blobs as t_blobs
 from adapters.store.tables import events as t_events
+from domain.events import LIFECYCLE_TAGS
+from domain.objects import FormatJsonSchema, ResponseObject
 from service.ports import StoredEvent
 
 # Data URLs shorter than this stay inline: a reference (78 bytes) and a row would cost more
 # than they save.
 THRESHOLD = 4096
 
+# Parts of the response object that every lifecycle event carries whole (issue: a 1 MiB
+# json_schema was stored in three events): over this size they are stored once too.
+PART_THRESHOLD = 16384
+
 _KEY = r'[{,]"(?:image_url|file_data)":'
 # A data URL as a JSON string (the string's body may hold escapes).
 _DATA = re.compile(f'({_KEY})"(data:[^"\\\\]*(?:\\\\.[^"\\\\]*)*)"')
-_REF = re.compile(f"({_KEY})blob:sha256:([0-9a-f]{{64}})")
+# Data URLs are put back as JSON strings, parts as the JSON values they were.
+_REF = re.compile(r'([{,]"(image_url|file_data|schema|parameters)":)blob:sha256:([0-9a-f]{64})')
+_STRINGS = frozenset({"image_url", "file_data"})
 MARK = "blob:sha256:"
 _MARK_BYTES = MARK.encode()
 
@@ -66,7 +74,7 @@ def references(facts: str | bytes | None) -> set[str]:
     text = facts.decode() if isinstance(facts, bytes) else facts
     if MARK not in text:
         return set()
-    return {m.group(2) for m in _REF.finditer(text)}
+    return {m.group(3) for m in _REF.finditer(text)}
 
 
 def put_back(facts: str, found: Mapping[str, str]) -> str:
@@ -74,14 +82,40 @@ def put_back(facts: str, found: Mapping[str, str]) -> str:
     missing one stays a reference (and the facts do not decode: `verify` names it)."""
 
     def swap(match: re.Match[str]) -> str:
-        body = found.get(match.group(2))
-        return match.group(0) if body is None else f'{match.group(1)}"{body}"'
+        body = found.get(match.group(3))
+        if body is None:
+            return match.group(0)
+        return f'{match.group(1)}"{body}"' if match.group(2) in _STRINGS else match.group(1) + body
 
     return _REF.sub(swap, facts)
 
 
-def needs(facts: bytes | None) -> bool:
-    return facts is not None and _MARK_BYTES in facts
+def extract_parts(data: str, parts: Iterable[tuple[str, bytes]], blobs: dict[str, str]) -> str:
+    """`data` (an event's wire JSON) with each large part, given as its key and its JSON
+    encoding (the bytes the event's encoding holds), replaced by a reference. A part that
+    is not found as it was encoded is left alone."""
+    for key, encoded in parts:
+        if len(encoded) < PART_THRESHOLD:
+            continue
+        value = encoded.decode()
+        digest = hashlib.sha256(encoded).hexdigest()
+        # A whole JSON value is never a prefix of another at the same place, so the match
+        # ends where the value does.
+        swapped = data
+        for lead in "{,":
+            swapped = swapped.replace(f'{lead}"{key}":{value}', f'{lead}"{key}":{MARK}{digest}')
+        if swapped != data:
+            blobs[digest] = value
+            data = swapped
+    return data
+
+
+def needs(raw: bytes | None) -> bool:
+    return raw is not None and _MARK_BYTES in raw
+
+
+def _needs(event: StoredEvent) -> bool:
+    return needs(event.facts) or needs(event.data)
 
 
 async def load(conn: AsyncConnection, digests: Iterable[str]) -> dict[str, str]:
@@ -100,17 +134,22 @@ async def load(conn: AsyncConnection, digests: Iterable[str]) -> dict[str, str]:
 
 
 async def resolve(conn: AsyncConnection, events: Sequence[StoredEvent]) -> list[StoredEvent]:
-    """`events` with the references of their facts resolved (one query for all of them)."""
-    carrying = [e for e in events if needs(e.facts)]
+    """`events` with the references of their data and facts resolved (one query for all)."""
+    carrying = [e for e in events if _needs(e)]
     if not carrying:
         return list(events)
-    found = await load(conn, {d for e in carrying for d in references(e.facts)})
-    return [
-        msgspec.structs.replace(e, facts=put_back(e.facts.decode(), found).encode())
-        if needs(e.facts) and e.facts is not None
-        else e
-        for e in events
-    ]
+    found = await load(
+        conn, {d for e in carrying for d in references(e.facts) | references(e.data)}
+    )
+    return [_put_back(e, found) if _needs(e) else e for e in events]
+
+
+def _put_back(event: StoredEvent, found: Mapping[str, str]) -> StoredEvent:
+    data = put_back(event.data.decode(), found).encode() if needs(event.data) else event.data
+    facts = event.facts
+    if facts is not None and needs(facts):
+        facts = put_back(facts.decode(), found).encode()
+    return msgspec.structs.replace(event, data=data, facts=facts)
 
 
 async def resolve_facts(conn: AsyncConnection, facts: str | None) -> str | None:
@@ -152,9 +191,13 @@ async def sweep(conn: AsyncConnection, before: float) -> int:
     is reusing: its upsert bumps `used_at` (and on PostgreSQL holds the row until it
     commits, after which the delete re-checks the guard and leaves the row)."""
     referenced: set[str] = set()
-    carrying = sa.select(t_events.c.facts).where(t_events.c.facts.like(f'%":{MARK}%'))
-    for facts in (await conn.execute(carrying)).scalars():
-        referenced |= references(facts)
+    e = t_events.c
+    pattern = f'%":{MARK}%'
+    facts = sa.select(e.facts).where(e.facts.like(pattern))
+    data = sa.select(e.data).where(e.type.in_(sorted(LIFECYCLE_TAGS)), e.data.like(pattern))
+    for query in (facts, data):
+        for text in (await conn.execute(query)).scalars():
+            referenced |= references(text)
     old = sa.select(t_blobs.c.sha256).where(t_blobs.c.used_at < before)
     unused = sorted(set((await conn.execute(old)).scalars()) - referenced)
     gone = 0
@@ -165,3 +208,17 @@ async def sweep(conn: AsyncConnection, before: float) -> int:
         )
         gone += int(result.rowcount)
     return gone
+
+
+def large_parts(response: ResponseObject) -> list[tuple[str, bytes]]:
+    """The parts of a response object that may be large, as (key, JSON encoding): the
+    `text.format` json_schema and each tool's `parameters`."""
+    parts: list[tuple[str, bytes]] = []
+    fmt = response.text.format
+    if isinstance(fmt, FormatJsonSchema):
+        parts.append(("schema", msgspec.json.encode(fmt.schema)))
+    for tool in response.tools:
+        parameters = tool.get("parameters")
+        if isinstance(parameters, dict):
+            parts.append(("parameters", msgspec.json.encode(parameters)))
+    return [(k, v) for k, v in parts if len(v) >= PART_THRESHOLD]

@@ -118,7 +118,11 @@ def encode_append(
             )
         enc = encode(event)
         facts = None if enc.facts is None else blob_store.extract(enc.facts.decode(), blobs)
-        rows.append((position, enc.type, enc.data.decode(), facts, now))
+        data = enc.data.decode()
+        if isinstance(event, _LIFECYCLE) and len(enc.data) >= blob_store.PART_THRESHOLD:
+            parts = blob_store.large_parts(event.response)
+            data = blob_store.extract_parts(data, parts, blobs)
+        rows.append((position, enc.type, data, facts, now))
         stored.append(StoredEvent(stream_id, position, enc.type, enc.data, enc.facts, now))
         if enc.type in LIFECYCLE_TAGS and isinstance(event, _LIFECYCLE):
             lifecycle = Lifecycle(position, event.response.status, _snapshot(event.response))

@@ -192,7 +192,7 @@ class SqlEventStore(ReadModel):
             rows: list[Any] = list(await conn.exec_driver_sql(self._PAGE, params))
             fetched = int(rows[0][5]) if rows else 0
             page = [self._shared(stream_id, row) for row in rows]
-            if any(blobs.needs(e.facts) for e in page):
+            if any(blobs.needs(e.facts) or blobs.needs(e.data) for e in page):
                 page = await blobs.resolve(conn, page)
                 for event in page:
                     self._held[(stream_id, event.position)] = event
@@ -203,7 +203,8 @@ class SqlEventStore(ReadModel):
         held = self._held.get(key)
         if held is None:
             held = _stored(stream_id, row[:5])
-            if not blobs.needs(held.facts):  # else held once resolved (`read_page`)
+            if not blobs.needs(held.facts) and not blobs.needs(held.data):
+                # (else held once resolved, `read_page`)
                 self._held[key] = held
         return held
 
@@ -384,7 +385,8 @@ class SqlEventStore(ReadModel):
                 )
                 .order_by(t_events.c.position)
             )
-            stored = [_stored(batch.stream_id, r) for r in await conn.execute(query)]
+            rows = await conn.execute(query)
+            stored = await blobs.resolve(conn, [_stored(batch.stream_id, r) for r in rows])
             mine = [(e.position, e.type, e.data) for e in batch.events]
             if [(e.position, e.type, e.data) for e in stored] == mine:
                 done[batch.stream_id] = stored

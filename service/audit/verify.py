@@ -33,7 +33,9 @@ from service.ports import ResponseRow, StoredEvent
 
 Severity = Literal["violation", "warning"]
 # A reference to a blob the store could not put back (adapters/store/blobs.py writes them).
-_REFERENCE = re.compile(rb'[{,]"(?:image_url|file_data)":blob:sha256:([0-9a-f]{64})')
+_REFERENCE = re.compile(
+    rb'[{,]"(?:image_url|file_data|schema|parameters)":blob:sha256:([0-9a-f]{64})'
+)
 _snapshot = msgspec.json.Decoder(ResponseObject)
 
 
@@ -80,7 +82,7 @@ class StreamCheck:
         self.last = pos
         if self._after_terminal(stored):
             return
-        unresolved = _REFERENCE.search(stored.facts or b"")
+        unresolved = _REFERENCE.search(stored.facts or b"") or _REFERENCE.search(stored.data)
         if unresolved is not None:
             # The store put back every blob it has whose content matches its hash.
             digest = unresolved.group(1).decode()

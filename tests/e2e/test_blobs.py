@@ -205,3 +205,34 @@ def test_gc_drops_the_blobs_no_event_refers_to_and_keeps_the_others(
     assert _digest_count(server, dropped) == 0
     items = client.responses.input_items.list(stored.id).data
     assert items[0].content[1].image_url == kept  # type: ignore[union-attr]
+
+
+def test_a_large_json_schema_is_stored_once_across_the_lifecycle_events(
+    server: Server,
+) -> None:
+    import hashlib
+
+    import msgspec
+
+    props = {f"f{i:04d}_{os.urandom(4).hex()}": {"type": "string"} for i in range(900)}
+    schema = {"type": "object", "properties": props}
+    encoded = msgspec.json.encode(schema)
+    assert 16384 < len(encoded) < 65536
+    fmt = {"type": "json_schema", "name": "big", "schema": schema}
+    body = {"model": "scripted", "input": "fill it", "text": {"format": fmt}, "stream": True}
+    blobs_before = server.count_rows("blobs")
+    with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        live = http.post("/v1/responses", json=body).text
+        rid = json.loads(live.split("data: ", 2)[1].split("\n", 1)[0])["response"]["id"]
+        replay = http.get(f"/v1/responses/{rid}", params={"stream": "true"}).text
+        events = http.get(f"/v1/responses/{rid}/events").text
+        got = http.get(f"/v1/responses/{rid}").json()
+    assert replay == live and live.count(encoded.decode()) == 3  # created, in_progress, done
+    assert events.count(encoded.decode()) == 3
+    assert got["text"]["format"]["schema"] == schema
+    digest = hashlib.sha256(encoded).hexdigest()
+    assert server.count_rows("blobs") == blobs_before + 1
+    rows = _sql(server, "SELECT data FROM events WHERE stream_id = ?", rid)
+    assert sum(encoded.decode() in r[0] for r in rows) == 0
+    assert sum(f'"schema":blob:sha256:{digest}' in r[0] for r in rows) == 3
+    assert _resplog("verify", rid, url=server.database_url).returncode == 0
