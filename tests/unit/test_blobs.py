@@ -50,6 +50,7 @@ def test_escapes_in_the_data_url_survive(tail: str) -> None:
 def test_text_a_client_sent_is_never_taken_for_a_reference() -> None:
     digest = hashlib.sha256(BIG.encode()).hexdigest()
     forged = f"blob:sha256:{digest}"
-    facts = _facts(forged, metadata={"image_url": forged, "file_data": forged})
+    keys = ("image_url", "file_data", "schema", "parameters")
+    facts = _facts(forged, metadata={k: forged for k in keys}, schema={"schema": forged})
     assert references(facts) == set()
     assert put_back(facts, {digest: BIG}) == facts
