@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from adapters.store.tables import blobs as t_blobs
+from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import events as t_events
 from domain.events import LIFECYCLE_TAGS
 from domain.objects import FormatJsonSchema, ResponseObject
@@ -194,8 +195,10 @@ async def sweep(conn: AsyncConnection, before: float) -> int:
     e = t_events.c
     pattern = f'%":{MARK}%'
     facts = sa.select(e.facts).where(e.facts.like(pattern))
-    data = sa.select(e.data).where(e.type.in_(sorted(LIFECYCLE_TAGS)), e.data.like(pattern))
-    for query in (facts, data):
+    carriers = sorted({*LIFECYCLE_TAGS, "conversation.items.added"})
+    data = sa.select(e.data).where(e.type.in_(carriers), e.data.like(pattern))
+    items = sa.select(t_items.c.data).where(t_items.c.data.like(pattern))
+    for query in (facts, data, items):
         for text in (await conn.execute(query)).scalars():
             referenced |= references(text)
     old = sa.select(t_blobs.c.sha256).where(t_blobs.c.used_at < before)

@@ -236,3 +236,36 @@ def test_a_large_json_schema_is_stored_once_across_the_lifecycle_events(
     assert sum(encoded.decode() in r[0] for r in rows) == 0
     assert sum(f'"schema":blob:sha256:{digest}' in r[0] for r in rows) == 3
     assert _resplog("verify", rid, url=server.database_url).returncode == 0
+
+
+def test_a_conversation_keeps_its_images_as_references_and_lists_them_as_sent(
+    client: openai.OpenAI, server: Server
+) -> None:
+    image = _image()
+    blobs_before = server.count_rows("blobs")
+    conv = client.conversations.create(items=[_ask(image, "first")])  # type: ignore[list-item]
+    r = client.responses.create(model="scripted", conversation=conv.id, input=[_ask(image, "b")])
+    assert "image (image/png, 24576 bytes)" in r.output_text
+    assert server.count_rows("blobs") == blobs_before + 1
+    items = client.conversations.items.list(conv.id, order="asc").data
+    images = [
+        p.image_url  # type: ignore[union-attr]
+        for i in items
+        for p in getattr(i, "content", None) or []
+        if p.type == "input_image"
+    ]
+    assert images == [image, image]
+    rows = _sql(server, "SELECT data FROM conversation_items WHERE conversation_id = ?", conv.id)
+    logged = _sql(server, "SELECT data FROM events WHERE stream_id = ?", conv.id)
+    assert not any(image in row[0] for row in [*rows, *logged])
+    result = _resplog("conversations", "show", conv.id, "--json", url=server.database_url)
+    assert result.returncode == 0 and image in result.stdout, result.stderr
+    # An image only a conversation refers to (no response) outlives gc.
+    import hashlib
+
+    alone = _image()
+    client.conversations.create(items=[_ask(alone, "only here")])  # type: ignore[list-item]
+    digest = hashlib.sha256(alone.encode()).hexdigest()
+    _sql(server, "UPDATE blobs SET used_at = 0 WHERE sha256 = ?", digest)
+    assert _resplog("gc", url=server.database_url).returncode == 0
+    assert _digest_count(server, alone) == 1
