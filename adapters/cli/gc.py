@@ -62,7 +62,7 @@ def gc(
         _dry_run(database_url, rule, batch_size, as_json)
         return
 
-    async def work() -> tuple[int, int, int, int]:
+    async def work() -> tuple[int, int, int, int, int]:
         responses = events = batches = chats = 0
         async with opened(database_url) as store:
             with Bar("collecting", None, progress) as bar:
@@ -78,18 +78,25 @@ def gc(
                     bar.stream()
                     bar.event(rows)
                 bar.done()
-        return responses, events, batches, chats
+            swept = await store_gc.sweep_blobs(store, time.time())  # after what referred to them
+        return responses, events, batches, chats, swept
 
-    responses, events, batches, chats = run(work())
+    responses, events, batches, chats, swept = run(work())
     if as_json:
         print_json(
-            {"deleted": responses, "events": events, "batches": batches, "conversations": chats}
+            {
+                "deleted": responses,
+                "events": events,
+                "batches": batches,
+                "conversations": chats,
+                "blobs": swept,
+            }
         )
     else:
         click.echo(
             f"deleted {counted(responses, 'response')} and "
             f"{counted(chats, 'conversation')} ({counted(events, 'event')}) in "
-            f"{counted(batches, 'batch', 'batches')}"
+            f"{counted(batches, 'batch', 'batches')}; {counted(swept, 'unreferenced blob')}"
         )
 
 

@@ -3,12 +3,14 @@ row as rebuilt) in one transaction per batch, so no stream is ever half there.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import msgspec
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
+from adapters.store import blobs
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
@@ -17,7 +19,20 @@ from adapters.store.tables import responses as t_responses
 from adapters.store.tables import values_of
 from adapters.store.transient import guarded
 from domain.errors import Conflict
+from domain.events import LIFECYCLE_TAGS, LIFECYCLE_TYPES
 from service.audit.archive import Imported, ImportedConversation
+from service.ports import StoredEvent
+
+
+def _data(event: StoredEvent, found: dict[str, str]) -> str:
+    """The event's data as a create stores it: its large parts as references."""
+    data = event.data.decode()
+    if event.type not in LIFECYCLE_TAGS or len(event.data) < blobs.PART_THRESHOLD:
+        return data
+    decoded = event.event()  # the import checked every event decodes
+    if not isinstance(decoded, LIFECYCLE_TYPES):
+        return data
+    return blobs.extract_parts(data, blobs.large_parts(decoded.response), found)
 
 
 @guarded
@@ -38,16 +53,28 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported | ImportedConv
         }
         for c in chats
     ]
+    # The archive holds the facts as a client sent them (the export resolved the blobs);
+    # the large data URLs go back into `blobs`, once, as a create would store them (a
+    # conversation's events and item rows refer to them too).
+    found: dict[str, str] = {}
     items = [
-        {"conversation_id": c.row.id, **msgspec.structs.asdict(i)} for c in chats for i in c.items
+        {
+            "conversation_id": c.row.id,
+            **msgspec.structs.asdict(i),
+            "data": blobs.extract(i.data, found),
+        }
+        for c in chats
+        for i in c.items
     ]
     events = [
         {
             "stream_id": e.stream_id,
             "position": e.position,
             "type": e.type,
-            "data": e.data.decode(),
-            "facts": None if e.facts is None else e.facts.decode(),
+            "data": _data(e, found)
+            if isinstance(s, Imported)
+            else blobs.extract(e.data.decode(), found),
+            "facts": None if e.facts is None else blobs.extract(e.facts.decode(), found),
             "recorded_at": e.recorded_at,
         }
         for s in streams
@@ -55,6 +82,7 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported | ImportedConv
     ]
     try:
         async with store._begin_write() as conn:
+            await blobs.store(conn, found, time.time())
             if rows:
                 await conn.execute(sa.insert(t_responses), rows)
             if conversations:

@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from adapters.store import blobs
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conv
 from adapters.store.tables import events as t_events
@@ -152,6 +153,8 @@ class SqlConversations:
             if limit is not None:
                 query = query.limit(limit + 1)
             rows = [r[0] for r in await conn.execute(query)]
+            found = await blobs.load(conn, {d for r in rows for d in blobs.references(r)})
+        rows = [blobs.put_back(r, found) for r in rows]
         more = limit is not None and len(rows) > limit
         kept = rows[:limit] if limit is not None else rows
         return ConversationItems(items=[_item.decode(d) for d in kept], has_more=more)
@@ -243,9 +246,10 @@ async def audited_items(store: Any, conversation_id: str) -> list[AuditedItem]:
     )
     async with store.engine.connect() as conn:
         rows = (await conn.execute(query)).mappings().all()
+        found = await blobs.load(conn, {d for r in rows for d in blobs.references(r["data"])})
     return [
         AuditedItem(
-            item=_item.decode(r["data"]),
+            item=_item.decode(blobs.put_back(r["data"], found)),
             response_id=r["response_id"],
             deleted=r["deleted_at"] is not None,
         )
@@ -268,7 +272,10 @@ async def append(
     if position is None:
         return None
     event = msgspec.structs.replace(event, sequence_number=position)
-    data = msgspec.json.encode(event).decode()
+    # Its images and files are stored once (adapters/store/blobs.py), as a request's are.
+    found: dict[str, str] = {}
+    data = blobs.extract(msgspec.json.encode(event).decode(), found)
+    await blobs.store(conn, found, now)
     tag = type(event).__struct_config__.tag
     await conn.execute(
         t_events.insert().values(
@@ -310,6 +317,7 @@ async def _add(
         # twice: the insert skips it rather than failing the transaction, which for a
         # response's join is the log writer's.
         insert = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(t_items)
+        found: dict[str, str] = {}  # the event stored them already; this only swaps
         await conn.execute(
             insert.on_conflict_do_nothing(),
             [
@@ -318,7 +326,7 @@ async def _add(
                     "position": position,
                     "seq": seq,
                     "item_id": item.id,
-                    "data": msgspec.json.encode(item).decode(),
+                    "data": blobs.extract(msgspec.json.encode(item).decode(), found),
                     "response_id": response_id,
                 }
                 for seq, item in enumerate(items)

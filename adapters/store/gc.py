@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, Sequence
 import msgspec
 import sqlalchemy as sa
 
+from adapters.store import blobs
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
@@ -154,3 +155,16 @@ async def collect_conversation(store: SqlEventStore, conversation_id: str) -> in
             sa.delete(t_events).where(t_events.c.stream_id == conversation_id)
         )
     return int(result.rowcount)
+
+
+# How long a blob no event refers to is kept after a request last stored it: more than any
+# create takes between storing it and committing, and more than the clocks of two hosts
+# differ by (`used_at` is the creating process's clock).
+BLOB_GRACE = 300.0
+
+
+@guarded
+async def sweep_blobs(store: SqlEventStore, now: float) -> int:
+    """Delete the blobs (`adapters/store/blobs.py`) that no remaining event refers to."""
+    async with store._begin_write() as conn:
+        return await blobs.sweep(conn, now - BLOB_GRACE)

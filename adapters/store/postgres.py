@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from adapters.store import blobs
 from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
@@ -175,7 +176,7 @@ class PostgresEventStore(SqlEventStore):
         params = ([sid for sid, _ in points], [after for _, after in points], limit)
         async with self.engine.connect() as conn:
             result = await conn.exec_driver_sql(_FETCH_MANY, params)
-            return [_stored(row) for row in result]
+            return await blobs.resolve(conn, [_stored(row) for row in result])
 
     @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:

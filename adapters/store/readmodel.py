@@ -12,6 +12,7 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from adapters.store import blobs
 from adapters.store.bells import Bells
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
@@ -92,13 +93,14 @@ class ReadModel:
                 # against 5 ms planned for the actual id): plan this one for its values.
                 await conn.execute(_CUSTOM_PLAN)
             rows = (await conn.execute(query)).all()
+            found = await blobs.load(conn, {d for row in rows for d in blobs.references(row[4])})
         return [
             ChainLink(
                 response_id=rid,
                 status=status,
                 previous_response_id=previous,
                 snapshot=snapshot.encode(),
-                request_facts=None if facts is None else facts.encode(),
+                request_facts=None if facts is None else blobs.put_back(facts, found).encode(),
             )
             for rid, status, previous, snapshot, facts in rows
         ]

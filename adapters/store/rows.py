@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from adapters.store import blobs as blob_store
 from adapters.store.tables import values_of
 from domain.events import (
     LIFECYCLE_TAGS,
@@ -43,7 +44,8 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
     """Rows of one stream after `expected_version`, encoded once: one caller's append, or
     all of a stream's appends in one flush chained by `merge` (one guard, one row change).
     `events` are the same rows as the `StoredEvent`s that tails are handed once they
-    commit."""
+    commit, with their facts as sent (`rows` hold references to `blobs` instead of the
+    large data URLs, `adapters/store/blobs.py`)."""
 
     stream_id: str
     expected_version: int
@@ -51,6 +53,7 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
     events: list[StoredEvent]
     created: ResponseRow | None
     lifecycle: Lifecycle | None
+    blobs: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def last(self) -> int:
@@ -105,6 +108,7 @@ def encode_append(
     stored: list[StoredEvent] = []
     lifecycle: Lifecycle | None = None
     created: ResponseRow | None = None
+    blobs: dict[str, str] = {}
     for offset, event in enumerate(events):
         position = expected_version + 1 + offset
         if event.sequence_number != position:
@@ -113,8 +117,12 @@ def encode_append(
                 f"expected {position}"
             )
         enc = encode(event)
-        facts = None if enc.facts is None else enc.facts.decode()
-        rows.append((position, enc.type, enc.data.decode(), facts, now))
+        facts = None if enc.facts is None else blob_store.extract(enc.facts.decode(), blobs)
+        data = enc.data.decode()
+        if isinstance(event, _LIFECYCLE) and len(enc.data) >= blob_store.PART_THRESHOLD:
+            parts = blob_store.large_parts(event.response)
+            data = blob_store.extract_parts(data, parts, blobs)
+        rows.append((position, enc.type, data, facts, now))
         stored.append(StoredEvent(stream_id, position, enc.type, enc.data, enc.facts, now))
         if enc.type in LIFECYCLE_TAGS and isinstance(event, _LIFECYCLE):
             lifecycle = Lifecycle(position, event.response.status, _snapshot(event.response))
@@ -127,6 +135,7 @@ def encode_append(
         events=stored,
         created=created,
         lifecycle=lifecycle,
+        blobs=blobs,
     )
 
 
@@ -137,10 +146,12 @@ def merge(appends: Sequence[Append]) -> Append:
         return first
     rows, events = list(first.rows), list(first.events)
     lifecycle = first.lifecycle
+    blobs = dict(first.blobs)
     for append in appends[1:]:
         rows.extend(append.rows)
         events.extend(append.events)
         lifecycle = append.lifecycle or lifecycle
+        blobs.update(append.blobs)
     return Append(
         stream_id=first.stream_id,
         expected_version=first.expected_version,
@@ -148,6 +159,7 @@ def merge(appends: Sequence[Append]) -> Append:
         events=events,
         created=first.created,
         lifecycle=lifecycle,
+        blobs=blobs,
     )
 
 

@@ -20,7 +20,7 @@ import sqlalchemy.exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.store import migrate
+from adapters.store import blobs, migrate
 from adapters.store.bells import Bells
 from adapters.store.conversations import join
 from adapters.store.hub import Hub
@@ -177,7 +177,7 @@ class SqlEventStore(ReadModel):
             query = query.limit(limit)
         async with self.engine.connect() as conn:
             result = await conn.execute(query)
-            return [_stored(stream_id, row) for row in result]
+            return await blobs.resolve(conn, [_stored(stream_id, row) for row in result])
 
     @guarded
     async def read_page(
@@ -190,15 +190,22 @@ class SqlEventStore(ReadModel):
         params = (stream_id, after, limit, max_bytes)
         async with self.engine.connect() as conn:
             rows: list[Any] = list(await conn.exec_driver_sql(self._PAGE, params))
-        fetched = int(rows[0][5]) if rows else 0
-        page = [self._shared(stream_id, row) for row in rows]
+            fetched = int(rows[0][5]) if rows else 0
+            page = [self._shared(stream_id, row) for row in rows]
+            if any(blobs.needs(e.facts) or blobs.needs(e.data) for e in page):
+                page = await blobs.resolve(conn, page)
+                for event in page:
+                    self._held[(stream_id, event.position)] = event
         return page, fetched == limit or len(rows) < fetched
 
     def _shared(self, stream_id: str, row: Any) -> StoredEvent:
         key = (stream_id, row[0])
         held = self._held.get(key)
         if held is None:
-            held = self._held[key] = _stored(stream_id, row[:5])
+            held = _stored(stream_id, row[:5])
+            if not blobs.needs(held.facts) and not blobs.needs(held.data):
+                # (else held once resolved, `read_page`)
+                self._held[key] = held
         return held
 
     @guarded
@@ -335,6 +342,7 @@ class SqlEventStore(ReadModel):
         done = await self._already_written(conn, lost) if recheck and lost else {}
         failed: Failures = {b.stream_id: _conflict(b) for b in lost if b.stream_id not in done}
         mine = [b for b in batches if b.stream_id in won]
+        await blobs.store(conn, {k: v for b in mine for k, v in b.blobs.items()}, now)
         await self._insert_events(conn, mine)
         await self._join_conversations(conn, mine, now)
         return failed, done
@@ -356,7 +364,7 @@ class SqlEventStore(ReadModel):
                     t_events.c.stream_id == batch.stream_id, t_events.c.position == 0
                 )
             )
-            facts = first.scalar()
+            facts = await blobs.resolve_facts(conn, first.scalar())
             asked = _asked.decode(facts).input if facts else []
             items = [*asked, *(as_input(o) for o in final.output)]
             await join(conn, final.conversation.id, items, batch.stream_id, now)
@@ -377,7 +385,8 @@ class SqlEventStore(ReadModel):
                 )
                 .order_by(t_events.c.position)
             )
-            stored = [_stored(batch.stream_id, r) for r in await conn.execute(query)]
+            rows = await conn.execute(query)
+            stored = await blobs.resolve(conn, [_stored(batch.stream_id, r) for r in rows])
             mine = [(e.position, e.type, e.data) for e in batch.events]
             if [(e.position, e.type, e.data) for e in stored] == mine:
                 done[batch.stream_id] = stored

@@ -137,3 +137,20 @@ conversation_items = sa.Table(
     sa.Column("deleted_at", sa.Double, nullable=True),
     sa.UniqueConstraint("conversation_id", "item_id", name="uq_conversation_items_item"),
 )
+
+
+# The images and files of requests (`input_image` data URLs, `input_file` file data) over a
+# few KiB, stored once whatever the number of requests that carry them (a `store: false`
+# client resends its whole history each turn). The key is the SHA-256 (hex) of `data`, the
+# data URL exactly as the request's facts held it (JSON-escaped text), so that putting it
+# back gives the facts' bytes (`adapters/store/blobs.py`). `used_at` is bumped by every
+# request that stores it again, so `gc` never deletes one a concurrent request is reusing.
+blobs = sa.Table(
+    "blobs",
+    metadata,
+    sa.Column("sha256", sa.Text, primary_key=True),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("used_at", sa.Double, nullable=False),
+)

@@ -12,6 +12,7 @@ warning, not a violation.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -31,6 +32,10 @@ from service.audit.records import COMPARED, flags_of
 from service.ports import ResponseRow, StoredEvent
 
 Severity = Literal["violation", "warning"]
+# A reference to a blob the store could not put back (adapters/store/blobs.py writes them).
+_REFERENCE = re.compile(
+    rb'[{,]"(?:image_url|file_data|schema|parameters)":blob:sha256:([0-9a-f]{64})'
+)
 _snapshot = msgspec.json.Decoder(ResponseObject)
 
 
@@ -39,7 +44,8 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
 
     stream_id: str
     position: int | None
-    kind: str  # gap, corrupt, request, terminal, transition, read_model, no_row, no_events, stale
+    # gap, corrupt, blob, request, terminal, transition, read_model, no_row, no_events, stale
+    kind: str
     message: str
     severity: Severity = "violation"
 
@@ -75,6 +81,15 @@ class StreamCheck:
             self._gap(pos)
         self.last = pos
         if self._after_terminal(stored):
+            return
+        unresolved = _REFERENCE.search(stored.facts or b"") or _REFERENCE.search(stored.data)
+        if unresolved is not None:
+            # The store put back every blob it has whose content matches its hash.
+            digest = unresolved.group(1).decode()
+            self._violation(
+                pos, "blob", f"blob sha256:{digest} is missing or its content does not match"
+            )
+            self.broken = True
             return
         event = self._decode(stored)
         if event is None:
