@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
+import msgspec
 import pytest
 import sqlalchemy as sa
 
@@ -16,6 +17,7 @@ from domain.events import TAGS, encode, encode_json
 from domain.fold import project, replay
 from domain.generation import TextDelta
 from tests.integration import streams
+from tests.unit.domain_helpers import SCENARIOS
 
 
 async def write(store: SqlEventStore, appends: list[streams.Append]) -> str:
@@ -232,6 +234,20 @@ async def test_every_event_tag_round_trips_through_the_store(store: SqlEventStor
         streams.script(deltas=1, end=end, background=True)  # type: ignore[arg-type]
         for end in ("completed", "failed", "incomplete", "cancelled")
     ]
+    # The MCP loop's own events (domain/mcp.py), as one append each: the runner records
+    # them between the engine's generations.
+    for n, name in enumerate(("mcp_loop", "mcp_list_failed_then_taken_over")):
+        log = SCENARIOS[name]().events
+        # The scenarios share a response id; each stream here needs its own.
+        own = [
+            msgspec.structs.replace(
+                e, response=msgspec.structs.replace(e.response, id=f"resp_mcp{n}")
+            )
+            if hasattr(e, "response")
+            else e
+            for e in log
+        ]
+        scripts.append([(-1, own)])
     seen: set[str] = set()
     for appends in scripts:
         rid = await write(store, appends)

@@ -141,6 +141,8 @@ def test_auth_defaults_to_none_on_loopback_only(host: str, auth: str | None, exp
         "send_timeout_s": 1.0,
         "metrics": "auto",
         "metrics_key": None,
+        "audit_view": "auto",
+        "audit_key": None,
         **limits,
     }
     assert access_settings(host, dict(options))["access"].auth == expected
