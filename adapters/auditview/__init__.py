@@ -38,9 +38,10 @@ from domain.events import AnyEvent
 from service import reads
 from service.audit.conversation import total_usage
 from service.audit.reading import replay, response_turns
+from service.audit.records import listed
 from service.audit.timeline import durations, summary
 from service.bundle import Bundle
-from service.ports import ResponseRow, StoredEvent
+from service.ports import StoredEvent
 
 Access = Literal["open", "key", "off"]
 COOKIE = "resplog_audit"
@@ -56,23 +57,6 @@ _ONE = re.compile(r"^/audit/api/responses/(resp_[A-Za-z0-9_-]{1,200})(/events)?$
 # A page's scripts come only from the page itself: a prompt shown on it cannot run.
 _CSP = b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'"
 _PLAIN_SSE = sse.Framing(lambda e: b"data: ", b"\n\n")
-
-
-def listed(row: ResponseRow) -> dict[str, Any]:
-    """A read-model row as `resplog responses list --json` and the audit view show it."""
-    return {
-        "id": row.id,
-        "created_at": row.created_at,
-        "status": row.status,
-        "model": row.model,
-        "owner": row.owner,
-        "background": row.background,
-        "store": row.store,
-        "deleted": row.deleted,
-        "cancel_requested": row.cancel_requested,
-        "previous_response_id": row.previous_response_id,
-        "events": row.version + 1,
-    }
 
 
 class _BadParam(ResplogError):

@@ -14,6 +14,7 @@ from adapters.cli.params import Moment, json_option, response_id
 from adapters.cli.store import opened, replay, run
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
 from service.audit.conversation import usage_line
+from service.audit.records import listed
 from service.audit.timeline import Replay, clip, durations, iso
 from service.ports import ResponseRow
 
@@ -33,22 +34,6 @@ def _flags(row: ResponseRow) -> str:
         ("deleted", row.deleted),
     ]
     return " ".join(name for name, on in flags if on)
-
-
-def _listed(row: ResponseRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "created_at": row.created_at,
-        "status": row.status,
-        "model": row.model,
-        "owner": row.owner,
-        "background": row.background,
-        "store": row.store,
-        "deleted": row.deleted,
-        "cancel_requested": row.cancel_requested,
-        "previous_response_id": row.previous_response_id,
-        "events": row.version + 1,
-    }
 
 
 @responses.command("list")
@@ -107,7 +92,7 @@ def list_responses(
     last = page.rows[-1].id if page.rows else None
     if as_json:
         print_json(
-            {"data": [_listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
+            {"data": [listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
         )
         return
     print_columns(

@@ -36,3 +36,20 @@ FLAGS = tuple(
 def flags_of(row: ResponseRow) -> dict[str, Any]:
     """The columns of `row` that no event records, by name."""
     return {name: getattr(row, name) for name in FLAGS}
+
+
+def listed(row: ResponseRow) -> dict[str, Any]:
+    """A read-model row as `resplog responses list --json` and the audit view show it."""
+    return {
+        "id": row.id,
+        "created_at": row.created_at,
+        "status": row.status,
+        "model": row.model,
+        "owner": row.owner,
+        "background": row.background,
+        "store": row.store,
+        "deleted": row.deleted,
+        "cancel_requested": row.cancel_requested,
+        "previous_response_id": row.previous_response_id,
+        "events": row.version + 1,
+    }
