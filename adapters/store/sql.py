@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 Failures = dict[str, BaseException]
 
 
-def _conflict(batch: Append) -> Conflict:
+def conflict_of(batch: Append) -> Conflict:
+    """The error of a batch whose guard missed."""
     return Conflict(
         f"stream {batch.stream_id} is not at version {batch.expected_version}: "
         "another writer appended first (or the stream does not exist)"
@@ -340,7 +341,7 @@ class SqlEventStore(ReadModel):
         won = await self._claim(conn, batches, now)
         lost = [b for b in batches if b.stream_id not in won]
         done = await self._already_written(conn, lost) if recheck and lost else {}
-        failed: Failures = {b.stream_id: _conflict(b) for b in lost if b.stream_id not in done}
+        failed: Failures = {b.stream_id: conflict_of(b) for b in lost if b.stream_id not in done}
         mine = [b for b in batches if b.stream_id in won]
         await blobs.store(conn, {k: v for b in mine for k, v in b.blobs.items()}, now)
         await self._insert_events(conn, mine)
@@ -353,11 +354,8 @@ class SqlEventStore(ReadModel):
         """A response that names a conversation and ends in this transaction adds its input
         and output items to the conversation, in the same transaction."""
         for batch in batches:
-            life = batch.lifecycle
-            if life is None or life.status not in TERMINAL_STATUSES:
-                continue
-            final = _ended.decode(life.snapshot)
-            if final.conversation is None:
+            final = joining(batch)
+            if final is None or final.conversation is None:
                 continue
             first = await conn.execute(
                 sa.select(t_events.c.facts).where(
@@ -415,9 +413,19 @@ class SqlEventStore(ReadModel):
         """Ring other processes' doorbells for these streams (at commit); none by default."""
 
 
+def joining(batch: Append) -> _Ended | None:
+    """The final object of a response that ends in `batch` and names a conversation, which
+    the same transaction must join its items to; None for any other batch."""
+    life = batch.lifecycle
+    if life is None or life.status not in TERMINAL_STATUSES:
+        return None
+    final = _ended.decode(life.snapshot)
+    return final if final.conversation is not None else None
+
+
 def _wrap(batch: Append, exc: sa_exc.DBAPIError) -> BaseException:
     if isinstance(exc, sa_exc.IntegrityError):
-        conflict = _conflict(batch)
+        conflict = conflict_of(batch)
         conflict.__cause__ = exc
         return conflict
     return store_error(exc)
