@@ -1,8 +1,8 @@
 """The production store: PostgreSQL through asyncpg, multi-row writes with `unnest`, and a
 NOTIFY doorbell (one per commit) heard by every process's listener.
 
-A flush is a handful of statements whatever its size: the guarded row updates (or row
-inserts) for all its streams at once, then all its event rows, then one `pg_notify`. Arrays bound as
+A flush is one statement whatever its size (`_COMMIT_ONE`): the guarded row updates (or row
+inserts) for all its streams at once, all its event rows, and one `pg_notify`. Arrays bound as
 parameters keep each statement's text (and so its prepared plan) the same for any size.
 """
 
@@ -185,7 +185,7 @@ class PostgresEventStore(SqlEventStore):
         # Identifies this process's own notifications, whose events the hub already has.
         self.origin = secrets.token_hex(6)
         # The same pool, whose connections run each statement as its own transaction.
-        self._statements = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.statements = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.catchup = CatchUp(self.hub, self._fetch_many)
         channels = {
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
@@ -215,7 +215,7 @@ class PostgresEventStore(SqlEventStore):
 
     async def _fetch_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
         params = ([sid for sid, _ in points], [after for _, after in points], limit)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             result = await conn.exec_driver_sql(_FETCH_MANY, params)
             return await blobs.resolve(conn, [_stored(row) for row in result])
 
@@ -277,7 +277,7 @@ class PostgresEventStore(SqlEventStore):
             CHANNEL,
             doorbell_payload(self.origin, [b.stream_id for b in batches]),
         )
-        async with self._statements.connect() as conn:
+        async with self.statements.connect() as conn:
             result = await conn.exec_driver_sql(_COMMIT_ONE, params)
             won = {row[0] for row in result}
         return {b.stream_id: conflict_of(b) for b in batches if b.stream_id not in won}, {}

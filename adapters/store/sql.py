@@ -119,6 +119,11 @@ class SqlEventStore(ReadModel):
     def __init__(self, url: URL, engine: AsyncEngine, settings: StoreSettings) -> None:
         self.url = url
         self.engine = engine
+        # What single statements (hot reads, a one-statement flush) connect with: the
+        # engine itself here; PostgreSQL's runs each statement as its own transaction (no
+        # BEGIN and ROLLBACK round trips; READ COMMITTED gives the statements of one
+        # transaction no common snapshot anyway).
+        self.statements = engine
         self.settings = settings
         self.hub = Hub(settings.tail_buffer)
         self.bells = Bells(settings.lease_owner)
@@ -176,7 +181,7 @@ class SqlEventStore(ReadModel):
         )
         if limit is not None:
             query = query.limit(limit)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             result = await conn.execute(query)
             return await blobs.resolve(conn, [_stored(stream_id, row) for row in result])
 
@@ -189,7 +194,7 @@ class SqlEventStore(ReadModel):
         cut). The running size is summed over the limited rows only, so a page costs the
         same however long the stream is."""
         params = (stream_id, after, limit, max_bytes)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             rows: list[Any] = list(await conn.exec_driver_sql(self._PAGE, params))
             fetched = int(rows[0][5]) if rows else 0
             page = [self._shared(stream_id, row) for row in rows]
@@ -256,7 +261,7 @@ class SqlEventStore(ReadModel):
         query = sa.select(t_responses.c.status, t_responses.c.version).where(
             t_responses.c.id == stream_id
         )
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             row = (await conn.execute(query)).first()
         return row is not None and row.status in TERMINAL_STATUSES and row.version <= last
 
