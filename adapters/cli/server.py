@@ -209,6 +209,8 @@ async def _serve(
         app = create_app(settings, process=process)
         metrics = Metrics()
         process.observe_log(metrics)
+        process.observe_work(metrics)
+        metrics.watch(process.leases_held, process.live_tails)
         audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
         measured = metrics.asgi(
             request_log(audit.asgi(app)), settings.metrics, settings.metrics_key
