@@ -103,6 +103,18 @@ def test_engine_errors_and_streams_move_their_metrics(
     )
 
 
+def test_an_open_websocket_is_counted_until_it_closes(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    with client.responses.connect() as conn:
+        conn.response.create(model="scripted", input="over the socket")
+        for event in conn:
+            if event.type == "response.completed":
+                break
+        assert value(scrape(http), "resplog_connections_open", kind="websocket") == 1
+    wait(lambda: value(scrape(http), "resplog_connections_open", kind="websocket") == 0)
+
+
 @pytest.fixture(scope="module")
 def keyed_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("metrics")

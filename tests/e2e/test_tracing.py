@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from tests.e2e.cluster import start_worker, stop
 from tests.e2e.conftest import Server, start_server, stop_server
 
 PROMPT = "a prompt that must never reach a trace"
@@ -38,12 +39,18 @@ class Receiver:
     bodies: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def wait(self, count: int, name: str, timeout: float = 15) -> list[Span]:
+    def generation(self, rid: str, timeout: float = 15) -> list[Span]:
+        """The generation span of `rid` (waiting for its export), checked to be one."""
         deadline = time.monotonic() + timeout
         while True:
             with self.lock:
-                found = [s for s in self.spans if s.name == name]
-            if len(found) >= count or time.monotonic() > deadline:
+                found = [
+                    s
+                    for s in self.spans
+                    if s.name == "chat scripted" and attrs(s).get("gen_ai.response.id") == rid
+                ]
+            if found or time.monotonic() > deadline:
+                assert len(found) == 1
                 return found
             time.sleep(0.05)
 
@@ -115,17 +122,20 @@ def attrs(span: Span) -> dict[str, Any]:
 
 
 def tree(receiver: Receiver, rid: str) -> tuple[Span, Span, Span, Span]:
-    """The HTTP span, the generation span of `rid`, and its first commit and terminal."""
-    generations = [
-        s for s in receiver.wait(1, "chat scripted") if attrs(s).get("gen_ai.response.id") == rid
-    ]
-    assert len(generations) == 1
-    gen = generations[0]
-    with receiver.lock:
-        same = [s for s in receiver.spans if s.trace_id == gen.trace_id]
+    """The HTTP span, the generation span of `rid`, and its first commit and terminal (the
+    request's span ends last, so it may come in a later export: it is waited for)."""
+    (gen,) = receiver.generation(rid)
+    deadline = time.monotonic() + 15
+    while True:
+        with receiver.lock:
+            same = [s for s in receiver.spans if s.trace_id == gen.trace_id]
+        if len(same) >= 4 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     (http,) = [s for s in same if s.span_id == gen.parent_span_id]
     (first,) = [s for s in same if s.name == "resplog.first_commit"]
     (terminal,) = [s for s in same if s.name == "resplog.terminal"]
+    assert len(same) == 4
     return http, gen, first, terminal
 
 
@@ -134,7 +144,6 @@ def test_a_create_is_one_trace_request_generation_first_commit_terminal(
 ) -> None:
     r = traced.responses.create(model="scripted", input=PROMPT)
     assert r.status == "completed"
-    receiver.wait(1, "resplog.terminal")
     http, gen, first, terminal = tree(receiver, r.id)
     assert http.name == "POST /v1/responses"
     assert http.kind == Span.SPAN_KIND_SERVER
@@ -170,7 +179,6 @@ def test_a_failed_generation_marks_its_spans_as_errors(
 ) -> None:
     r = traced.responses.create(model="scripted", input="fail", metadata={"scripted_mode": "fail"})
     assert r.status == "failed"
-    receiver.wait(2, "resplog.terminal")
     http, gen, _, terminal = tree(receiver, r.id)
     assert gen.status.code == Status.STATUS_CODE_ERROR
     assert attrs(gen)["error.type"] == "engine_error"
@@ -183,10 +191,36 @@ def test_a_failed_generation_marks_its_spans_as_errors(
 def test_a_streamed_create_is_traced_too(traced: openai.OpenAI, receiver: Receiver) -> None:
     with traced.responses.stream(model="scripted", input="stream") as stream:
         final = stream.get_final_response()
-    receiver.wait(3, "resplog.terminal")
     http, gen, _, _ = tree(receiver, final.id)
     assert http.name == "POST /v1/responses"
     assert attrs(gen)["gen_ai.response.finish_reasons"] == ["completed"]
+
+
+def test_a_worker_traces_the_background_response_it_claimed(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """A `resplog worker` with tracing on: the response an untraced API replica queued is
+    generated there, under a root span of the worker's own."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'w.db'}"
+    api = start_server(url, "sqlite", tmp_path / "api.log", "--workers", "0")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        worker = start_worker(url, tmp_path / "worker.log", "--otel-endpoint", receiver.url)
+    try:
+        client = openai.OpenAI(base_url=f"{api.base_url}/v1", api_key="unused", max_retries=0)
+        r = client.responses.create(model="scripted", input="queued", background=True)
+        deadline = time.monotonic() + 30
+        while client.responses.retrieve(r.id).status != "completed":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        gen = receiver.generation(r.id)
+        assert gen[0].parent_span_id == b""  # the request was another process's
+        with receiver.lock:
+            children = {s.name for s in receiver.spans if s.parent_span_id == gen[0].span_id}
+        assert children == {"resplog.first_commit", "resplog.terminal"}
+    finally:
+        stop(worker.process, worker.log_file)
+        stop_server(api)
 
 
 def test_without_tracing_configured_opentelemetry_is_never_imported(tmp_path: Path) -> None:
