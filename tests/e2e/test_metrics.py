@@ -4,11 +4,12 @@ modes hold (adapters/metrics/prom.py)."""
 
 from __future__ import annotations
 
-import signal
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import openai
 import pytest
@@ -144,16 +145,16 @@ def test_metrics_off_is_a_404(tmp_path: Path) -> None:
         stop_server(srv)
 
 
-def test_leases_claimed_lost_and_swept_move_with_a_stalled_worker(
+def test_leases_claimed_lost_and_swept_move_when_a_lease_is_taken_over(
     fresh_pg: Callable[[], str], tmp_path: Path
 ) -> None:
-    """An API-only replica (A) queues a background response; B claims and generates it, then
-    stalls (SIGSTOP) past its lease: A's sweeper ends the response, and B, resumed, finds
-    its lease lost. Each process counts its own part."""
+    """An API-only replica (A) queues a background response; B claims and generates it.
+    Its lease is then made to run out, as if B had stalled (B renews only every 10 s, so
+    it cannot win the race): A's sweeper takes the lease over and ends the response, and
+    B, whose next append the store refuses, stops its generation. Each counts its part."""
     url = fresh_pg()
-    ttl = ("--lease-ttl-s", "2")
-    a = start_server(url, "postgres", tmp_path / "a.log", "--workers", "0", *ttl)
-    b = start_server(url, "postgres", tmp_path / "b.log", "--workers", "2", *ttl)
+    a = start_server(url, "postgres", tmp_path / "a.log", "--workers", "0", "--lease-ttl-s", "1")
+    b = start_server(url, "postgres", tmp_path / "b.log", "--workers", "2", "--lease-ttl-s", "30")
     try:
         with httpx.Client(base_url=a.base_url) as on_a, httpx.Client(base_url=b.base_url) as on_b:
             client = openai.OpenAI(base_url=f"{a.base_url}/v1", api_key="unused", max_retries=0)
@@ -163,17 +164,24 @@ def test_leases_claimed_lost_and_swept_move_with_a_stalled_worker(
             )
             wait(lambda: value(scrape(on_b), "resplog_leases_held") == 1)
             assert value(scrape(on_b), "resplog_leases_claimed_total") == 1
-            b.process.send_signal(signal.SIGSTOP)
-            try:
-                wait(lambda: client.responses.retrieve(r.id).status == "failed", 20)
-            finally:
-                b.process.send_signal(signal.SIGCONT)
+            wait(lambda: bool(client.responses.retrieve(r.id).output_text))
+            asyncio.run(_expire_lease(url, r.id))
+            wait(lambda: client.responses.retrieve(r.id).status == "failed")
             assert value(scrape(on_a), "resplog_sweeper_actions_total", action="ended") == 1
             wait(lambda: value(scrape(on_b), "resplog_leases_lost_total") == 1)
             wait(lambda: value(scrape(on_b), "resplog_leases_held") == 0)
+            assert value(scrape(on_b), "resplog_sweeper_actions_total", action="ended") == 0
     finally:
         stop_server(b)
         stop_server(a)
+
+
+async def _expire_lease(url: str, rid: str) -> None:
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute("UPDATE responses SET lease_expires_at = 0 WHERE id = $1", rid)
+    finally:
+        await conn.close()
 
 
 def wait(done: Callable[[], bool], timeout: float = 10) -> None:
