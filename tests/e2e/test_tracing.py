@@ -188,6 +188,20 @@ def test_a_failed_generation_marks_its_spans_as_errors(
     assert http.status.code == Status.STATUS_CODE_UNSET
 
 
+def test_a_clients_traceparent_makes_the_request_its_child(
+    traced: openai.OpenAI, receiver: Receiver
+) -> None:
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    r = traced.responses.create(
+        model="scripted",
+        input="continued trace",
+        extra_headers={"traceparent": f"00-{trace_id}-{parent}-01"},
+    )
+    http, gen, _, _ = tree(receiver, r.id)
+    assert http.trace_id.hex() == trace_id == gen.trace_id.hex()
+    assert http.parent_span_id.hex() == parent
+
+
 def test_a_streamed_create_is_traced_too(traced: openai.OpenAI, receiver: Receiver) -> None:
     with traced.responses.stream(model="scripted", input="stream") as stream:
         final = stream.get_final_response()

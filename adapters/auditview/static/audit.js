@@ -19,8 +19,6 @@ const KINDS = [
 const COLOUR = Object.fromEntries(KINDS.map(([k, c]) => [k, c]));
 
 const $ = (id) => document.getElementById(id);
-let nextAfter = null;
-let nextConversation = null;
 let live = null; // the EventSource following the open response, if any
 let openId = null;
 
@@ -77,36 +75,34 @@ function filterQuery(names) {
   return q;
 }
 
-async function loadList(append) {
-  const q = filterQuery();
-  if (append && nextAfter) q.set("after", nextAfter);
+// The two lists: where each reads, which filters apply, how a row looks, its next page.
+const LISTS = {
+  responses: { url: API, filters: undefined, row: (r) => listRow(r), more: "more", after: null },
+  conversations: {
+    url: "/audit/api/conversations", filters: ["owner"], row: (r) => conversationRow(r),
+    more: "more-conversations", after: null,
+  },
+};
+
+async function loadTable(name, append) {
+  const list = LISTS[name];
+  const q = filterQuery(list.filters);
+  if (append && list.after) q.set("after", list.after);
   try {
-    const page = await getJSON(API + "?" + q.toString());
-    showError("");
-    const body = $("responses").tBodies[0];
+    const page = await getJSON(list.url + "?" + q.toString());
+    if (name === "responses") showError("");
+    const body = $(name).tBodies[0];
     if (!append) body.replaceChildren();
-    for (const row of page.data) body.append(listRow(row));
-    nextAfter = page.last_id;
-    $("more").hidden = !page.has_more;
+    for (const row of page.data) body.append(list.row(row));
+    list.after = page.last_id;
+    $(list.more).hidden = !page.has_more;
   } catch (err) {
     showError(err.message);
   }
 }
 
-async function loadConversations(append) {
-  const q = filterQuery(["owner"]);
-  if (append && nextConversation) q.set("after", nextConversation);
-  try {
-    const page = await getJSON("/audit/api/conversations?" + q.toString());
-    const body = $("conversations").tBodies[0];
-    if (!append) body.replaceChildren();
-    for (const row of page.data) body.append(conversationRow(row));
-    nextConversation = page.last_id;
-    $("more-conversations").hidden = !page.has_more;
-  } catch (err) {
-    showError(err.message);
-  }
-}
+const loadList = (append) => loadTable("responses", append);
+const loadConversations = (append) => loadTable("conversations", append);
 
 function conversationRow(row) {
   const tr = el("tr");
