@@ -33,6 +33,10 @@ def open_tracer(settings: Settings) -> OtelTracer | None:
         or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     ):
         return None
+    endpoint = settings.otel_endpoint
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        # Named without its value: a collector URL may carry credentials.
+        raise ResplogError("--otel-endpoint must be an http:// or https:// URL")
     try:
         from adapters.otel import OtelTracer
     except ImportError:
@@ -40,4 +44,4 @@ def open_tracer(settings: Settings) -> OtelTracer | None:
             "tracing is configured but OpenTelemetry is not installed: pip install 'resplog[otel]'"
         ) from None
     log.info("tracing: OpenTelemetry over OTLP/HTTP")
-    return OtelTracer(settings.otel_endpoint)
+    return OtelTracer(endpoint)

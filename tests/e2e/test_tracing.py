@@ -24,6 +24,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from adapters.cli.tracing import open_tracer
+from domain.errors import ResplogError
+from service.settings import Settings
 from tests.e2e.cluster import start_worker, stop
 from tests.e2e.conftest import Server, start_server, stop_server
 
@@ -235,6 +238,17 @@ def test_a_worker_traces_the_background_response_it_claimed(
     finally:
         stop(worker.process, worker.log_file)
         stop_server(api)
+
+
+def test_a_bad_endpoint_or_a_missing_extra_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ResplogError, match="http:// or https://") as bad:
+        open_tracer(Settings(otel_endpoint="collector:4318"))
+    assert "collector" not in str(bad.value)
+    monkeypatch.setitem(sys.modules, "adapters.otel", None)  # the extra is not installed
+    with pytest.raises(ResplogError, match=r"pip install 'resplog\[otel\]'"):
+        open_tracer(Settings(otel_endpoint="http://collector:4318"))
 
 
 def test_without_tracing_configured_opentelemetry_is_never_imported(tmp_path: Path) -> None:
