@@ -26,6 +26,7 @@ from service.background import Background
 from service.bundle import Bundle
 from service.leases import LeaseKeeper
 from service.mcploop import ToolLimits, ToolLoop
+from service.observe import Tracer, WorkObserver
 from service.ports import Engine, LogObserver
 from service.runner import Runner
 from service.sealing import SealedReasoning
@@ -170,6 +171,22 @@ class Process:
         writer = self.bundle.writer
         if isinstance(writer, GroupCommitWriter):
             writer.observer = observer
+
+    def observe_work(self, observer: WorkObserver) -> None:
+        """Tell `observer` of this process's claims, lost leases, sweeps and engine errors."""
+        self.bundle.runner.observer = observer
+
+    def trace(self, tracer: Tracer) -> None:
+        """Trace every generation of this process with `tracer` (adapters/otel)."""
+        self.bundle.runner.tracer = tracer
+
+    def leases_held(self) -> int:
+        """Every generation running here holds its response's lease."""
+        return len(self.bundle.runner.running())
+
+    def live_tails(self) -> int:
+        store = self.bundle.store
+        return store.hub.tails() if isinstance(store, SqlEventStore) else 0
 
     def begin_shutdown(self) -> None:
         """Stop claiming work and give running generations the grace period, now. Safe

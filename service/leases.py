@@ -114,6 +114,7 @@ class LeaseKeeper:
         for rid in ids:
             if rid not in renewal.held:
                 if self._runner.request_cancel(rid, CancelReason.LEASE_LOST) is not None:
+                    self._runner.observer.lease_lost()
                     log.warning("lost the lease on %s; stopping its generation", rid)
             elif rid in renewal.cancel:
                 self._runner.request_cancel(rid, renewal.cancel[rid])

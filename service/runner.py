@@ -37,6 +37,7 @@ from domain.state import Decision, ResponseState
 from domain.tools import mcp_servers
 from service.batching import Inbox
 from service.mcploop import ToolLoop, engine_prompt
+from service.observe import UNOBSERVED, GenerationTrace, Tracer, WorkObserver
 from service.ports import Engine, EventWriter
 from service.toolcalls import tool_calls
 
@@ -50,6 +51,8 @@ class Generation:
         self.response_id = response_id
         self.cancel_reason: CancelReason | None = None
         self.task: asyncio.Task[ResponseState] | None = None
+        self.trace: GenerationTrace = UNOBSERVED
+        self.error: str | None = None  # why it failed, once it did (for its trace)
 
     async def wait(self) -> ResponseState:
         assert self.task is not None
@@ -71,9 +74,13 @@ class Runner:
         self._clock = clock
         self.tools = tools  # runs `mcp` tools (service/mcploop.py); None: they are not run
         self._running: dict[str, Generation] = {}
+        self.observer: WorkObserver = UNOBSERVED  # metrics (service/observe.py)
+        self.tracer: Tracer = UNOBSERVED  # traces, when configured
 
     def launch(self, state: ResponseState, prompt: Prompt) -> Generation:
         gen = Generation(prompt.response_id)
+        # Started here, in the launcher's context: under the create request's span.
+        gen.trace = self.tracer.generation(prompt.response_id, prompt.model)
         gen.task = asyncio.create_task(self._run(gen, state, prompt), name=f"gen-{gen.response_id}")
         self._running[gen.response_id] = gen
         gen.task.add_done_callback(lambda _: self._running.pop(gen.response_id, None))
@@ -120,9 +127,23 @@ class Runner:
 
     async def _append(self, rid: str, before: ResponseState, d: Decision, *, durable: bool) -> None:
         if d.events:
+            began = time.time_ns()
             await self._writer.append(rid, before.version, d.events, durable=durable)
+            gen = self._running.get(rid)
+            if gen is not None:
+                gen.trace.committed(began, d.events, d.state)
 
     async def _run(self, gen: Generation, state: ResponseState, prompt: Prompt) -> ResponseState:
+        end = state
+        try:
+            end = await self._guarded(gen, state, prompt)
+            return end
+        finally:
+            gen.trace.end(end, gen.error)
+
+    async def _guarded(
+        self, gen: Generation, state: ResponseState, prompt: Prompt
+    ) -> ResponseState:
         rid = gen.response_id
         holder = [state]  # the latest state handed to the writer, also when interrupted
         try:
@@ -137,12 +158,18 @@ class Runner:
             return end
         except EngineError as exc:
             log.warning("generation %s failed: %s (%s)", rid, exc.message, exc.code)
+            gen.error = exc.code
+            self.observer.engine_failed(exc.code)
             return await self._end(rid, holder[0], exc.code, detail=exc.message)
         except Conflict:
+            # Its lease was taken over, and the store's guard refused the append before a
+            # renewal noticed (the other way a lease is found lost: service/leases.py).
+            self.observer.lease_lost()
             log.warning("generation %s lost its stream to another writer; stopping", rid)
             return holder[0]
         except Exception as exc:
             log.exception("generation %s crashed", rid)
+            gen.error = FailReason.INTERNAL_ERROR
             return await self._end(rid, holder[0], FailReason.INTERNAL_ERROR, detail=repr(exc))
 
     async def _generate(

@@ -61,6 +61,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # GET /metrics: who may scrape it (adapters/metrics); the key is a secret, never logged.
     metrics: Literal["open", "key", "off"] = "off"
     metrics_key: str | None = None
+    # OpenTelemetry traces over OTLP/HTTP to this collector (its base URL); None: off unless
+    # the standard OTEL_EXPORTER_OTLP_ENDPOINT is set (adapters/otel, the `otel` extra).
+    otel_endpoint: str | None = None
     # GET /audit, the read-only web audit view (adapters/auditview); the key is a secret.
     audit_view: Literal["open", "key", "off"] = "off"
     audit_key: str | None = None

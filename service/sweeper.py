@@ -83,6 +83,7 @@ class Sweeper:
         if state.terminal:
             return False
         if claim.cancel is None and await self._resume(claim, state):
+            svc.runner.observer.swept("resumed")
             return True
         if claim.cancel is not None:
             decision = cancel(state, reason=claim.cancel)
@@ -102,6 +103,7 @@ class Sweeper:
         log.warning(
             "ended %s: its process is gone (%s)", rid, claim.cancel or FailReason.WORKER_LOST
         )
+        svc.runner.observer.swept("ended" if claim.cancel is None else "cancelled")
         return True
 
     def _can_resume(self) -> bool:

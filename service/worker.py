@@ -49,6 +49,8 @@ class Worker:
         if free <= 0:
             return 0
         claims = await self._svc.leases.claim(free)
+        if claims:
+            self._svc.runner.observer.claimed(len(claims))
         for claim in claims:
             # Shielded: a claim in hand is launched even if the loop is being stopped.
             await asyncio.shield(self._start(claim))

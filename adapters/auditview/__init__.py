@@ -2,8 +2,11 @@
 HTML, CSS and JavaScript, no build step) over small JSON endpoints that reuse the admin
 commands' reads (`responses list`, `conversation`, `show`'s timeline):
 
-- `GET /audit/api/responses?owner=&model=&status=&since=&until=&after=&limit=`: the
-  read model's rows, newest first, as `resplog responses list --json` prints them;
+- `GET /audit/api/responses?owner=&model=&status=&reason=&since=&until=&after=&limit=`:
+  the read model's rows, newest first, as `resplog responses list --json` prints them
+  (`reason`: the end reason its terminal event records, or `completed`);
+- `GET /audit/api/conversations?owner=&since=&until=&after=&limit=`: conversations newest
+  first, as `resplog conversations list` shows them;
 - `GET /audit/api/responses/{id}`: its row, its conversation turn by turn and its event
   timeline (every event with the time it was recorded, the lifecycle moments);
 - `GET /audit/api/conversations/{id}`: a conversation's turns in order (`resplog
@@ -31,6 +34,7 @@ import msgspec
 
 from adapters.http import sse
 from adapters.store.auditreads import conversation_turns
+from adapters.store.conversations import summaries
 from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
 from domain.errors import NotFound, ResplogError
@@ -52,6 +56,7 @@ _STATIC = {
     "/audit/audit.js": ("audit.js", "text/javascript; charset=utf-8"),
     "/audit/audit.css": ("audit.css", "text/css; charset=utf-8"),
 }
+_REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # resplog's reasons and engines' codes
 _CONV = re.compile(r"^/audit/api/conversations/(conv_[A-Za-z0-9_-]{1,200})$")
 _ONE = re.compile(r"^/audit/api/responses/(resp_[A-Za-z0-9_-]{1,200})(/events)?$")
 # A page's scripts come only from the page itself: a prompt shown on it cannot run.
@@ -83,6 +88,23 @@ def _number(query: dict[str, list[str]], name: str) -> float | None:
 def _text(query: dict[str, list[str]], name: str) -> str | None:
     raw = query.get(name, [""])[-1].strip()
     return raw or None
+
+
+def _after(query: dict[str, list[str]], prefix: str) -> str | None:
+    after = _text(query, "after")
+    if after is not None and not after.startswith(prefix):
+        raise _BadParam(f"Invalid 'after': an id ({prefix}…).")
+    return after
+
+
+def _limit(query: dict[str, list[str]]) -> int:
+    try:
+        limit = int(query.get("limit", ["50"])[-1])
+    except ValueError:
+        raise _BadParam("Invalid 'limit': an integer from 1 to 200.") from None
+    if not 1 <= limit <= 200:
+        raise _BadParam("Invalid 'limit': an integer from 1 to 200.")
+    return limit
 
 
 class AuditView:
@@ -129,6 +151,9 @@ class AuditView:
             if path == "/audit/api/responses":
                 await _json(send, await self._list(query))
                 return
+            if path == "/audit/api/conversations":
+                await _json(send, await self._conversations(query))
+                return
             conv = _CONV.match(path)
             if conv is not None:
                 await _json(send, await self._conversation(conv.group(1)))
@@ -152,15 +177,9 @@ class AuditView:
         for s in status:
             if s not in STATUSES:
                 raise _BadParam(f"Invalid 'status': {s!r} is none of {', '.join(STATUSES)}.")
-        after = _text(query, "after")
-        if after is not None and not after.startswith("resp_"):
-            raise _BadParam("Invalid 'after': a response id.")
-        try:
-            limit = int(query.get("limit", ["50"])[-1])
-        except ValueError:
-            raise _BadParam("Invalid 'limit': an integer from 1 to 200.") from None
-        if not 1 <= limit <= 200:
-            raise _BadParam("Invalid 'limit': an integer from 1 to 200.")
+        reason = _text(query, "reason")
+        if reason is not None and not _REASON.match(reason):
+            raise _BadParam("Invalid 'reason': an end reason such as worker_lost.")
         page = await self.store.list(
             owner=_text(query, "owner"),
             status=status or None,
@@ -168,11 +187,26 @@ class AuditView:
             since=_number(query, "since"),
             until=_number(query, "until"),
             include_deleted=True,
-            after=after,
-            limit=limit,
+            end_reason=reason,
+            after=_after(query, "resp_"),
+            limit=_limit(query),
         )
         last = page.rows[-1].id if page.rows else None
         return {"data": [listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
+
+    async def _conversations(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        limit = _limit(query)
+        found = await summaries(
+            self.store,
+            _text(query, "owner"),
+            limit + 1,
+            since=_number(query, "since"),
+            until=_number(query, "until"),
+            after=_after(query, "conv_"),
+        )
+        rows = [msgspec.to_builtins(c) for c in found[:limit]]
+        last = rows[-1]["id"] if rows else None
+        return {"data": rows, "has_more": len(found) > limit, "last_id": last}
 
     async def _one(self, rid: str) -> dict[str, Any]:
         scan = LogScan(self.store)
@@ -247,7 +281,7 @@ async def _disconnected(receive: Any) -> None:
 
 
 def _template(path: str) -> str:
-    if path in _STATIC or path == "/audit/api/responses":
+    if path in _STATIC or path in ("/audit/api/responses", "/audit/api/conversations"):
         return path
     if _CONV.match(path):
         return "/audit/api/conversations/{id}"

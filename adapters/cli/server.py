@@ -10,7 +10,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,8 +19,13 @@ from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
 from adapters.cli.store import refuse_missing_file
+from adapters.cli.tracing import open_tracer, otel_option
 from domain.errors import ResplogError
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.otel import OtelTracer
+    from adapters.wiring import Process
 
 
 @main.command()
@@ -88,6 +93,7 @@ def migrate(database_url: str) -> None:
     type=click.FloatRange(min=0),
     help="Drop a WebSocket client that does not answer a ping within this long (0: never).",
 )
+@otel_option
 def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
     options["reasoning_events"] = options["reasoning_events"].replace("-", "_")
@@ -192,47 +198,63 @@ async def _serve(
     engine does not answer), then listen; once the server stopped, drain and close."""
     import uvicorn
 
-    from adapters.auditview import AuditView
     from adapters.cli.protocol import BoundedHttpToolsProtocol
-    from adapters.cli.requestlog import request_log
-    from adapters.http.app import announce_ready, create_app
+    from adapters.http.app import announce_ready
     from adapters.http.backpressure import send_deadline
-    from adapters.metrics import Metrics
     from adapters.wiring import running_process
 
-    async with running_process(settings) as process:
-        if settings.engine == "scripted":
-            log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
-        if settings.workers == 0 and settings.database_url.startswith("sqlite"):
-            log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
-        await announce(settings.access, process.bundle.keys)
-        app = create_app(settings, process=process)
-        metrics = Metrics()
-        process.observe_log(metrics)
-        audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
-        measured = metrics.asgi(
-            request_log(audit.asgi(app)), settings.metrics, settings.metrics_key
-        )
-        config = uvicorn.Config(
-            send_deadline(measured, settings.send_timeout_s),
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            # JSON logs: uvicorn's few lines go through the root handler too.
-            log_config=None if as_json else uvicorn.config.LOGGING_CONFIG,
-            lifespan="on",
-            http=BoundedHttpToolsProtocol,
-            timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
-            **_websocket_options(settings),
-        )
-        announce_ready(settings, process)
-        log.info(
-            "resplog listening on http://%s:%d (database %s)",
-            settings.host,
-            sock.getsockname()[1],
-            redact(settings.database_url),
-        )
-        await _server(config, signals, on_exit=process.begin_shutdown).serve(sockets=[sock])
+    tracer = open_tracer(settings)
+    try:
+        async with running_process(settings) as process:
+            app = await _app(settings, process, tracer)
+            config = uvicorn.Config(
+                send_deadline(app, settings.send_timeout_s),
+                host=settings.host,
+                port=settings.port,
+                log_level="warning",
+                # JSON logs: uvicorn's few lines go through the root handler too.
+                log_config=None if as_json else uvicorn.config.LOGGING_CONFIG,
+                lifespan="on",
+                http=BoundedHttpToolsProtocol,
+                timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+                **_websocket_options(settings),
+            )
+            announce_ready(settings, process)
+            log.info(
+                "resplog listening on http://%s:%d (database %s)",
+                settings.host,
+                sock.getsockname()[1],
+                redact(settings.database_url),
+            )
+            await _server(config, signals, on_exit=process.begin_shutdown).serve(sockets=[sock])
+    finally:
+        if tracer is not None:  # after the drain: the generations' last spans are ended
+            tracer.shutdown()
+
+
+async def _app(settings: Settings, process: Process, tracer: OtelTracer | None) -> Any:
+    """The API with what wraps it: traces (when configured), the audit view, the request
+    log and the metrics, outermost."""
+    from adapters.auditview import AuditView
+    from adapters.cli.requestlog import request_log
+    from adapters.http.app import create_app
+    from adapters.metrics import Metrics
+
+    if settings.engine == "scripted":
+        log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
+    if settings.workers == 0 and settings.database_url.startswith("sqlite"):
+        log.warning("--workers 0 on SQLite: background responses wait for a `resplog worker`")
+    await announce(settings.access, process.bundle.keys)
+    app = create_app(settings, process=process)
+    if tracer is not None:
+        process.trace(tracer)
+        app = tracer.asgi(app)
+    metrics = Metrics()
+    process.observe_log(metrics)
+    process.observe_work(metrics)
+    metrics.watch(process.leases_held, process.live_tails)
+    audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
+    return metrics.asgi(request_log(audit.asgi(app)), settings.metrics, settings.metrics_key)
 
 
 def _websocket_options(settings: Settings) -> dict[str, Any]:

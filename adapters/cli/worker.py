@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,12 +15,17 @@ from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
 from adapters.cli.store import refuse_missing_file
+from adapters.cli.tracing import open_tracer, otel_option
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.wiring import Process
 
 
 @main.command()
 @database_option
 @generation_options
+@otel_option
 def worker(database_url: str, **options: Any) -> None:
     """Generate queued background responses (no HTTP API), beside `serve` replicas."""
     refuse_missing_file(database_url)
@@ -37,19 +42,33 @@ async def run_worker(settings: Settings) -> None:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    async with running_process(settings) as process:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        log.info(
-            "resplog worker: %d slots, engine %s, database %s",
-            settings.workers,
-            process.bundle.engine.name,
-            redact(settings.database_url),
-        )
-        try:
-            await stop.wait()
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(sig)
+    tracer = open_tracer(settings)
+    try:
+        async with running_process(settings) as process:
+            if tracer is not None:
+                process.trace(tracer)
+            await _until_stopped(settings, process, stop, loop)
+    finally:
+        if tracer is not None:  # after the drain: the generations' last spans are ended
+            tracer.shutdown()
     log.info("resplog worker stopped")
+
+
+async def _until_stopped(
+    settings: Settings, process: Process, stop: asyncio.Event, loop: asyncio.AbstractEventLoop
+) -> None:
+    """Announce the worker, then wait for SIGTERM or SIGINT."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "resplog worker: %d slots, engine %s, database %s",
+        settings.workers,
+        process.bundle.engine.name,
+        redact(settings.database_url),
+    )
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)

@@ -4,9 +4,11 @@ Two sources: an ASGI middleware around the app (every request: route template, m
 status, duration; requests in flight) and the log writer's flush report (flush size,
 latency and failures; what is queued; and, read from the committed events themselves,
 responses ended by status and reason, tokens by model, and the time from a response's
-creation to its first output in this process). Label values are bounded: routes are
-templates (`/v1/responses/{id}`), never ids; models are those the engine serves; reasons
-are resplog's own closed set.
+creation to its first output in this process). A third: the process's background work
+(`WorkObserver`, service/observe.py): leases claimed and lost, the sweeper's actions,
+engine errors; and, read at each scrape, the leases held and the live tails. Label values
+are bounded: routes are templates (`/v1/responses/{id}`), never ids; models are those the
+engine serves; reasons, sweeper actions and engine error codes are resplog's own closed sets.
 
 Access (`--metrics`): `open` serves anyone who can reach the port; `key` wants
 `Authorization: Bearer <--metrics-key>` (a scrape token of its own, not an API key); `off`
@@ -21,7 +23,7 @@ import hmac
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -63,6 +65,7 @@ _TERMINAL_TYPES = frozenset(
     {"response.completed", "response.failed", "response.incomplete", "response.cancelled"}
 )
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_CODE = re.compile(r"^[a-z][a-z_]{0,39}$")
 _MAX_STARTS = 10_000  # creations waiting for their first output (oldest forgotten first)
 
 
@@ -93,7 +96,8 @@ _end = msgspec.json.Decoder(_End)
 
 
 class Metrics:
-    """The registry and its metrics; `flushed` is the writer's observer (`LogObserver`)."""
+    """The registry and its metrics; `flushed` is the writer's observer (`LogObserver`), and
+    `claimed` to `engine_failed` the runner's (`WorkObserver`)."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -151,6 +155,65 @@ class Metrics:
             "resplog_log_queued_events", "Events waiting for the log writer.", registry=r
         )
         self._starts: OrderedDict[str, float] = OrderedDict()
+        self._work(r)
+
+    def _work(self, r: CollectorRegistry) -> None:
+        self.first_event = Histogram(
+            "resplog_stream_first_event_seconds",
+            "From a streaming request's arrival to its first event sent (SSE).",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.connections = Gauge(
+            "resplog_connections_open",
+            "Streaming connections open now, by kind (sse, websocket).",
+            ["kind"],
+            registry=r,
+        )
+        self.held = Gauge("resplog_leases_held", "Leases this process holds now.", registry=r)
+        self.tails = Gauge("resplog_live_tails", "Tails of the log open now.", registry=r)
+        self.claimed_total = Counter(
+            "resplog_leases_claimed", "Queued responses claimed by this process.", registry=r
+        )
+        self.lost_total = Counter(
+            "resplog_leases_lost",
+            "Leases of this process taken over by another (its generation stopped).",
+            registry=r,
+        )
+        self.sweeps = Counter(
+            "resplog_sweeper_actions",
+            "What the sweeper did with expired leases (ended, cancelled, resumed).",
+            ["action"],
+            registry=r,
+        )
+        self.engine_errors = Counter(
+            "resplog_engine_errors",
+            "Generations ended by an engine error, by its code.",
+            ["kind"],
+            registry=r,
+        )
+        for kind in ("sse", "websocket"):
+            self.connections.labels(kind).set(0)
+
+    def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None:
+        """Read the leases held and the live tails at each scrape."""
+        self.held.set_function(held)
+        self.tails.set_function(tails)
+
+    # --- the background work's report (WorkObserver) -----------------------------------------
+
+    def claimed(self, count: int) -> None:
+        self.claimed_total.inc(count)
+
+    def lease_lost(self) -> None:
+        self.lost_total.inc()
+
+    def swept(self, action: str) -> None:
+        self.sweeps.labels(action).inc()
+
+    def engine_failed(self, code: str) -> None:
+        # The codes are literals of the engine adapters; anything else is not a label.
+        self.engine_errors.labels(code if _CODE.match(code) else "other").inc()
 
     # --- the log writer's report ----------------------------------------------------------
 
@@ -197,29 +260,41 @@ class Metrics:
         """`app` with every request measured and `GET /metrics` answered (per `access`)."""
 
         async def middleware(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "websocket":
+                with self.connections.labels("websocket").track_inprogress():
+                    await app(scope, receive, send)
+                return
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
             if scope["path"] == "/metrics":
                 await self._scrape(scope, send, access, key)
                 return
-            status = [500]
-
-            async def sending(message: Any) -> None:
-                if message["type"] == "http.response.start":
-                    status[0] = message["status"]
-                await send(message)
-
-            route, began = route_of(scope["path"]), time.perf_counter()
-            self.in_flight.inc()
-            try:
-                await app(scope, receive, sending)
-            finally:
-                self.in_flight.dec()
-                self.requests.labels(scope["method"], route, str(status[0])).inc()
-                self.duration.labels(scope["method"], route).observe(time.perf_counter() - began)
+            await self._measured(app, scope, receive, send)
 
         return middleware
+
+    async def _measured(self, app: Any, scope: Any, receive: Any, send: Any) -> None:
+        """One HTTP request through `app`, counted; an SSE stream is also an open
+        connection, and its first event is timed."""
+        exchange = _Exchange(time.perf_counter())
+
+        async def sending(message: Any) -> None:
+            exchange.sent(message, self)
+            await send(message)
+
+        route = route_of(scope["path"])
+        self.in_flight.inc()
+        try:
+            await app(scope, receive, sending)
+        finally:
+            self.in_flight.dec()
+            if exchange.streaming:
+                self.connections.labels("sse").dec()
+            self.requests.labels(scope["method"], route, str(exchange.status)).inc()
+            self.duration.labels(scope["method"], route).observe(
+                time.perf_counter() - exchange.began
+            )
 
     async def _scrape(self, scope: Any, send: Any, access: Access, key: str | None) -> None:
         if access == "off":
@@ -241,6 +316,27 @@ class Metrics:
             )
             return
         await _answer(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+
+
+class _Exchange:
+    """What one request's response sent so far, as the middleware sees it."""
+
+    def __init__(self, began: float) -> None:
+        self.began = began
+        self.status = 500
+        self.streaming = False  # an SSE response (counted open until the request ends)
+        self.first_event = False
+
+    def sent(self, message: Any, metrics: Metrics) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            kind = dict(message.get("headers") or []).get(b"content-type", b"")
+            if kind.startswith(b"text/event-stream"):
+                self.streaming = True
+                metrics.connections.labels("sse").inc()
+        elif self.streaming and not self.first_event and message.get("body"):
+            self.first_event = True
+            metrics.first_event.observe(time.perf_counter() - self.began)
 
 
 def _authorised(scope: Any, key: str | None) -> bool:

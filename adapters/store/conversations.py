@@ -197,8 +197,18 @@ class AuditedItem(msgspec.Struct, frozen=True, kw_only=True):
     deleted: bool
 
 
-async def summaries(store: Any, owner: str | None, limit: int) -> list[ConversationSummary]:
-    """Conversations newest first (deleted ones too), with their live item counts."""
+async def summaries(
+    store: Any,
+    owner: str | None,
+    limit: int,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+    after: str | None = None,
+) -> list[ConversationSummary]:
+    """Conversations newest first (deleted ones too), with their live item counts; created
+    from `since` (inclusive) to `until` (exclusive), and after the conversation `after`
+    (the last id of the previous page)."""
     count = (
         sa.select(sa.func.count())
         .where(t_items.c.conversation_id == t_conv.c.id, t_items.c.deleted_at.is_(None))
@@ -207,8 +217,18 @@ async def summaries(store: Any, owner: str | None, limit: int) -> list[Conversat
     query = sa.select(t_conv, count.label("items")).order_by(
         t_conv.c.created_at.desc(), t_conv.c.id.desc()
     )
+    c = t_conv.c
     if owner is not None:
-        query = query.where(t_conv.c.owner == owner)
+        query = query.where(c.owner == owner)
+    if since is not None:
+        query = query.where(c.created_at >= since)
+    if until is not None:
+        query = query.where(c.created_at < until)
+    if after is not None:
+        made = sa.select(c.created_at).where(c.id == after).scalar_subquery()
+        query = query.where(
+            sa.or_(c.created_at < made, sa.and_(c.created_at == made, c.id < after))
+        )
     async with store.engine.connect() as conn:
         rows = (await conn.execute(query.limit(limit))).mappings().all()
     return [

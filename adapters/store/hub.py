@@ -160,3 +160,7 @@ class Hub:
 
     def subscribers(self, stream_id: str) -> int:
         return len(self._subs.get(stream_id, ()))
+
+    def tails(self) -> int:
+        """How many tails of this process are open now (metrics)."""
+        return sum(len(subs) for subs in self._subs.values())

@@ -168,13 +168,14 @@ class ReadModel:
         until: float | None = None,
         include_deleted: bool = False,
         root: str | None = None,
+        end_reason: str | None = None,
         after: str | None = None,
         limit: int = 20,
     ) -> ResponsePage:
         """Responses newest first (`created_at`, then id), filtered; keyset-paginated by
         `after` (the last id of the previous page). `since` is inclusive, `until` exclusive;
         `root` keeps that response and every one that continues it (`previous_response_id`,
-        transitively)."""
+        transitively); `end_reason` those that ended for it (`ended_for`)."""
         c = t_responses.c
         query = sa.select(t_responses).order_by(c.created_at.desc(), c.id.desc()).limit(limit + 1)
         conds: builtins.list[sa.ColumnElement[bool]] = []
@@ -194,6 +195,8 @@ class ReadModel:
             conds.append(c.deleted_at.is_(None))
         if root is not None:
             conds.append(c.id.in_(sa.select(_conversation(root).c.id)))
+        if end_reason is not None:
+            conds.append(ended_for(end_reason))
         async with self.engine.connect() as conn:
             if after is not None:
                 conds.append(await self._older_than(conn, after))
@@ -208,6 +211,24 @@ class ReadModel:
         if created is None:
             raise NotFound(f"no response {after} to list after")
         return sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.id < after))
+
+
+def ended_for(reason: str) -> sa.ColumnElement[bool]:
+    """The responses whose terminal event records `reason` (the `reason` of its hidden
+    facts: a failure's, a cancellation's, an `incomplete`'s), or, for `completed`, which
+    completed (that event records none). The terminal event is a terminal stream's last,
+    at `version`: one primary-key probe per row, and no JSON function (both dialects).
+    The facts document starts with its reason (`EndFacts` is encoded in field order)."""
+    c = t_responses.c
+    if reason == "completed":
+        return c.status == "completed"
+    e = t_events.c
+    prefix = msgspec.json.encode({"reason": reason})[:-1].decode()
+    return c.status.in_(("failed", "incomplete", "cancelled")) & sa.exists().where(
+        e.stream_id == c.id,
+        e.position == c.version,
+        e.facts.startswith(prefix, autoescape=True),
+    )
 
 
 def _conversation(root: str) -> sa.CTE:

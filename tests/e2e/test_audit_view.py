@@ -48,6 +48,8 @@ def test_the_page_lists_filters_opens_and_follows(
         model="scripted", input="fail please", metadata={"scripted_mode": "fail"}
     )
     assert failed.status == "failed"
+    conv = client.conversations.create(items=[{"role": "user", "content": "A conversation."}])
+    client.responses.create(model="scripted", conversation=conv.id, input="In it.")
 
     # The page's Content-Security-Policy would also stop an injected script; bypass it here
     # so that the check below proves what it must: values go in as text, never as markup
@@ -59,6 +61,7 @@ def test_the_page_lists_filters_opens_and_follows(
     rows = page.locator("#responses tbody tr")
     for rid in (evil.id, first.id, second.id, failed.id):
         page.wait_for_selector(f'#responses tbody tr[data-id="{rid}"]')
+    page.wait_for_selector(f'#conversations tbody tr[data-id="{conv.id}"]')
 
     # Filter by status: only failed rows remain, and the failed one is among them.
     page.select_option("#f-status", "failed")
@@ -68,6 +71,14 @@ def test_the_page_lists_filters_opens_and_follows(
     assert statuses and set(statuses) == {"failed"}
     assert page.locator(f'#responses tbody tr[data-id="{failed.id}"]').count() == 1
     page.select_option("#f-status", "")
+
+    # Filter by end reason: the engine's error code that ended the failed one.
+    page.fill("#f-reason", "engine_error")
+    page.click("#f-apply")
+    page.wait_for_selector(f'#responses tbody tr[data-id="{second.id}"]', state="detached")
+    assert page.locator(f'#responses tbody tr[data-id="{failed.id}"]').count() == 1
+    assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.status)")) == {"failed"}
+    page.fill("#f-reason", "")
     page.click("#f-apply")
     page.wait_for_selector(f'#responses tbody tr[data-id="{second.id}"]')
 
@@ -129,16 +140,71 @@ def test_a_conversation_opens_turn_by_turn(
 ) -> None:
     conv = client.conversations.create(items=[{"role": "user", "content": "Added first."}])
     client.responses.create(model="scripted", conversation=conv.id, input="Then <b>asked</b>.")
+    other = client.conversations.create(items=[{"role": "user", "content": "Another one."}])
     page = browser.new_page(bypass_csp=True)
     page.goto(f"{server.base_url}/audit")
-    page.fill("#open-id", conv.id)
-    page.click("#open-go")
+    # Listed (newest first), and opened from the list.
+    row = page.locator(f'#conversations tbody tr[data-id="{conv.id}"]')
+    row.wait_for()
+    ids = page.locator("#conversations tbody tr").evaluate_all("rs => rs.map(r => r.dataset.id)")
+    assert ids.index(other.id) < ids.index(conv.id)
+    items = client.conversations.items.list(conv.id).data  # added, asked, and the answer
+    assert row.locator("td").nth(3).text_content() == str(len(items))
+    row.click()
     page.wait_for_function(f"document.getElementById('d-id').textContent === '{conv.id}'")
     turns = page.locator("#turns .turn")
     assert turns.count() == 2
     assert "Added first." in (turns.nth(0).text_content() or "")
     assert "Then <b>asked</b>." in (turns.nth(1).text_content() or "")
     assert page.locator("#turns b").count() == 0
+    assert row.get_attribute("class") == "open"
+    # Searched by time: a window after both holds neither.
+    page.fill("#f-since", "2999-01-01T00:00:00")
+    page.click("#f-apply")
+    row.wait_for(state="detached")
+    assert page.locator(f'#conversations tbody tr[data-id="{other.id}"]').count() == 0
+    # And by id, through the open form.
+    page.fill("#open-id", other.id)
+    page.click("#open-go")
+    page.wait_for_function(f"document.getElementById('d-id').textContent === '{other.id}'")
+    assert "Another one." in (page.locator("#turns").text_content() or "")
+
+
+def test_the_end_reason_and_conversation_filters_answer_as_json(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    done = client.responses.create(model="scripted", input="done")
+    failed = client.responses.create(
+        model="scripted", input="fail", metadata={"scripted_mode": "fail"}
+    )
+
+    def listed(**params: str) -> list[str]:
+        r = http.get("/audit/api/responses", params={"limit": "200", **params})
+        assert r.status_code == 200, r.text
+        return [row["id"] for row in r.json()["data"]]
+
+    assert done.id in listed(reason="completed")
+    assert failed.id not in listed(reason="completed")
+    assert failed.id in listed(reason="engine_error")
+    assert done.id not in listed(reason="engine_error")
+    # An exact reason: neither a prefix nor a LIKE wildcard matches.
+    assert failed.id not in listed(reason="engine")
+    assert failed.id not in listed(reason="engine_erro_")
+    assert listed(reason="engine_error", status="completed") == []
+    bad = http.get("/audit/api/responses", params={"reason": "x%' OR 1=1"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["type"] == "invalid_request_error"
+    # Conversations: paged by `after`, newest first.
+    a = client.conversations.create()
+    b = client.conversations.create()
+    first = http.get("/audit/api/conversations", params={"limit": "1"}).json()
+    assert [c["id"] for c in first["data"]] == [b.id]
+    assert first["has_more"] is True
+    after = {"limit": "1", "after": first["last_id"]}
+    assert [c["id"] for c in http.get("/audit/api/conversations", params=after).json()["data"]] == [
+        a.id
+    ]
+    assert http.get("/audit/api/conversations", params={"after": "resp_x"}).status_code == 400
 
 
 def test_a_bad_filter_and_an_unknown_id_are_openai_shaped(http: httpx.Client) -> None:

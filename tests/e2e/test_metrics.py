@@ -4,9 +4,12 @@ modes hold (adapters/metrics/prom.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import openai
 import pytest
@@ -70,6 +73,49 @@ def test_metrics_move_with_the_traffic(client: openai.OpenAI, http: httpx.Client
     assert not any(r.id in str(labels) for _, labels in after)
 
 
+def test_engine_errors_and_streams_move_their_metrics(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    before = scrape(http)
+    failed = client.responses.create(
+        model="scripted", input="fail me", metadata={"scripted_mode": "fail"}
+    )
+    assert failed.status == "failed"
+    slow = {"scripted_delay_ms": "20", "scripted_tokens": "40"}
+    during = {}
+    with client.responses.stream(model="scripted", input="stream me", metadata=slow) as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta" and not during:
+                during = scrape(http)  # mid-stream: the generation and its tail are live
+    after = scrape(http)
+    kind = {"kind": "engine_error"}
+    assert (
+        value(after, "resplog_engine_errors_total", **kind)
+        == value(before, "resplog_engine_errors_total", **kind) + 1
+    )
+    # The stream was open (and tailing the log) while it was scraped, and is closed after.
+    assert value(during, "resplog_connections_open", kind="sse") >= 1
+    assert value(during, "resplog_live_tails") >= 1
+    assert value(during, "resplog_leases_held") >= 1
+    assert value(after, "resplog_connections_open", kind="sse") == 0
+    assert value(after, "resplog_leases_held") == 0
+    assert value(after, "resplog_stream_first_event_seconds_count") == (
+        value(before, "resplog_stream_first_event_seconds_count") + 1
+    )
+
+
+def test_an_open_websocket_is_counted_until_it_closes(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    with client.responses.connect() as conn:
+        conn.response.create(model="scripted", input="over the socket")
+        for event in conn:
+            if event.type == "response.completed":
+                break
+        assert value(scrape(http), "resplog_connections_open", kind="websocket") == 1
+    wait(lambda: value(scrape(http), "resplog_connections_open", kind="websocket") == 0)
+
+
 @pytest.fixture(scope="module")
 def keyed_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("metrics")
@@ -97,3 +143,49 @@ def test_metrics_off_is_a_404(tmp_path: Path) -> None:
         assert httpx.get(f"{srv.base_url}/metrics").status_code == 404
     finally:
         stop_server(srv)
+
+
+def test_leases_claimed_lost_and_swept_move_when_a_lease_is_taken_over(
+    fresh_pg: Callable[[], str], tmp_path: Path
+) -> None:
+    """An API-only replica (A) queues a background response; B claims and generates it.
+    Its lease is then made to run out, as if B had stalled (B renews only every 10 s, so
+    it cannot win the race): A's sweeper takes the lease over and ends the response, and
+    B, whose next append the store refuses, stops its generation. Each counts its part."""
+    url = fresh_pg()
+    a = start_server(url, "postgres", tmp_path / "a.log", "--workers", "0", "--lease-ttl-s", "1")
+    b = start_server(url, "postgres", tmp_path / "b.log", "--workers", "2", "--lease-ttl-s", "30")
+    try:
+        with httpx.Client(base_url=a.base_url) as on_a, httpx.Client(base_url=b.base_url) as on_b:
+            client = openai.OpenAI(base_url=f"{a.base_url}/v1", api_key="unused", max_retries=0)
+            slow = {"scripted_delay_ms": "20", "scripted_tokens": "2000"}
+            r = client.responses.create(
+                model="scripted", input="long", background=True, metadata=slow
+            )
+            wait(lambda: value(scrape(on_b), "resplog_leases_held") == 1)
+            assert value(scrape(on_b), "resplog_leases_claimed_total") == 1
+            wait(lambda: bool(client.responses.retrieve(r.id).output_text))
+            asyncio.run(_expire_lease(url, r.id))
+            wait(lambda: client.responses.retrieve(r.id).status == "failed")
+            assert value(scrape(on_a), "resplog_sweeper_actions_total", action="ended") == 1
+            wait(lambda: value(scrape(on_b), "resplog_leases_lost_total") == 1)
+            wait(lambda: value(scrape(on_b), "resplog_leases_held") == 0)
+            assert value(scrape(on_b), "resplog_sweeper_actions_total", action="ended") == 0
+    finally:
+        stop_server(b)
+        stop_server(a)
+
+
+async def _expire_lease(url: str, rid: str) -> None:
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute("UPDATE responses SET lease_expires_at = 0 WHERE id = $1", rid)
+    finally:
+        await conn.close()
+
+
+def wait(done: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

@@ -160,3 +160,25 @@ async def test_a_scanned_log_verifies(store: SqlEventStore) -> None:
             assert check is not None
             check.feed(item)
     assert check is not None and check.finish() == []
+
+
+async def test_listing_by_end_reason_matches_the_terminal_events_reason(
+    store: SqlEventStore,
+) -> None:
+    """`end_reason` keeps the responses whose terminal event records exactly that reason
+    (failed `engine`, cancelled `user`, incomplete `max_output_tokens`), and `completed`
+    those that completed; an open one has no end reason."""
+    owner = f"reason_{secrets.token_hex(4)}"
+    ends = ("completed", "failed", "cancelled", "incomplete", "open")
+    ids = {end: await write(store, streams.script(deltas=1, end=end, owner=owner)) for end in ends}
+
+    async def ended(reason: str) -> set[str]:
+        return {r.id for r in (await store.list(owner=owner, end_reason=reason, limit=10)).rows}
+
+    assert await ended("completed") == {ids["completed"]}
+    assert await ended("engine") == {ids["failed"]}
+    assert await ended("user") == {ids["cancelled"]}
+    assert await ended("max_output_tokens") == {ids["incomplete"]}
+    assert await ended("engin") == set()  # exact, not a prefix
+    assert await ended("%") == set()  # a LIKE wildcard is a character
+    assert await ended("_ser") == set()

@@ -31,11 +31,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
     "adapters/tools": INNER | {"mcp", "adapters.tools"},
+    # Tracing (the optional `otel` extra): only this package imports opentelemetry.
+    "adapters/otel": INNER | {"opentelemetry", "adapters.otel"},
     # The web audit view: reads the store, streams with the HTTP adapter's SSE framing.
     "adapters/auditview": INNER | {"adapters.auditview", "adapters.store", "adapters.http"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
-    | {"adapters.wiring", "adapters.sealing", "adapters.metrics", "adapters.auditview"},
+    | {"adapters.wiring", "adapters.sealing", "adapters.metrics", "adapters.auditview"}
+    | {"adapters.otel"},
     "migrations": frozenset({"sqlalchemy", "alembic", "migrations", "adapters.store.tables"})
     | {"adapters.store.urls"},
 }

@@ -19,7 +19,6 @@ const KINDS = [
 const COLOUR = Object.fromEntries(KINDS.map(([k, c]) => [k, c]));
 
 const $ = (id) => document.getElementById(id);
-let nextAfter = null;
 let live = null; // the EventSource following the open response, if any
 let openId = null;
 
@@ -62,9 +61,9 @@ async function getJSON(url) {
   return body;
 }
 
-function filterQuery() {
+function filterQuery(names) {
   const q = new URLSearchParams();
-  for (const name of ["owner", "model", "status"]) {
+  for (const name of names || ["owner", "model", "status", "reason"]) {
     const value = $("f-" + name).value.trim();
     if (value) q.set(name, value);
   }
@@ -76,19 +75,51 @@ function filterQuery() {
   return q;
 }
 
-async function loadList(append) {
-  const q = filterQuery();
-  if (append && nextAfter) q.set("after", nextAfter);
+// The two lists: where each reads, which filters apply, how a row looks, its next page.
+const LISTS = {
+  responses: { url: API, filters: undefined, row: (r) => listRow(r), more: "more", after: null },
+  conversations: {
+    url: "/audit/api/conversations", filters: ["owner"], row: (r) => conversationRow(r),
+    more: "more-conversations", after: null,
+  },
+};
+
+async function loadTable(name, append) {
+  const list = LISTS[name];
+  const q = filterQuery(list.filters);
+  if (append && list.after) q.set("after", list.after);
   try {
-    const page = await getJSON(API + "?" + q.toString());
-    showError("");
-    const body = $("responses").tBodies[0];
+    const page = await getJSON(list.url + "?" + q.toString());
+    if (name === "responses") showError("");
+    const body = $(name).tBodies[0];
     if (!append) body.replaceChildren();
-    for (const row of page.data) body.append(listRow(row));
-    nextAfter = page.last_id;
-    $("more").hidden = !page.has_more;
+    for (const row of page.data) body.append(list.row(row));
+    list.after = page.last_id;
+    $(list.more).hidden = !page.has_more;
   } catch (err) {
     showError(err.message);
+  }
+}
+
+const loadList = (append) => loadTable("responses", append);
+const loadConversations = (append) => loadTable("conversations", append);
+
+function conversationRow(row) {
+  const tr = el("tr");
+  tr.dataset.id = row.id;
+  tr.append(
+    el("td", row.id, "id"),
+    el("td", iso(row.created_at).slice(0, 19)),
+    el("td", row.owner),
+    el("td", row.items + (row.deleted ? " (deleted)" : "")),
+  );
+  tr.addEventListener("click", () => openConversation(row.id));
+  return tr;
+}
+
+function markOpen(id) {
+  for (const table of ["responses", "conversations"]) {
+    for (const tr of $(table).tBodies[0].rows) tr.classList.toggle("open", tr.dataset.id === id);
   }
 }
 
@@ -111,7 +142,7 @@ function listRow(row) {
 async function openResponse(id) {
   if (live) { live.close(); live = null; }
   openId = id;
-  for (const tr of $("responses").tBodies[0].rows) tr.classList.toggle("open", tr.dataset.id === id);
+  markOpen(id);
   let view;
   try {
     view = await getJSON(API + "/" + encodeURIComponent(id));
@@ -233,6 +264,7 @@ function drawTurns(view) {
 async function openConversation(id) {
   if (live) { live.close(); live = null; }
   openId = id;
+  markOpen(id);
   let view;
   try {
     view = await getJSON("/audit/api/conversations/" + encodeURIComponent(id));
@@ -295,14 +327,20 @@ function refreshRow(id, status) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  $("filters").addEventListener("submit", (ev) => { ev.preventDefault(); loadList(false); });
+  $("filters").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    loadList(false);
+    loadConversations(false);
+  });
   $("more").addEventListener("click", () => loadList(true));
+  $("more-conversations").addEventListener("click", () => loadConversations(true));
   $("key-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     // A cookie (not a header) so that the EventSource of a live response carries it too.
     document.cookie = "resplog_audit=" + encodeURIComponent($("key").value) + "; path=/audit; SameSite=Strict";
     $("key-form").hidden = true;
     loadList(false);
+    loadConversations(false);
   });
   $("open-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -310,6 +348,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (id.startsWith("conv_")) openConversation(id); else if (id) openResponse(id);
   });
   const wanted = new URLSearchParams(location.search).get("id");
+  loadConversations(false);
   loadList(false).then(() => {
     if (wanted && wanted.startsWith("conv_")) openConversation(wanted);
     else if (wanted) openResponse(wanted);
