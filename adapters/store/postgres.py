@@ -82,6 +82,9 @@ SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], 
 """
 
 
+_CLAIMS = (_CLAIM_NEW, _CLAIM_MOVED, _CLAIM_LIFECYCLE)
+
+
 def _shifted(sql: str, by: int) -> str:
     """`sql` with its parameters renumbered from `$1` to `$(1 + by)`."""
     return re.sub(r"\$(\d+)", lambda m: f"${int(m[1]) + by}", sql)
@@ -227,28 +230,31 @@ class PostgresEventStore(SqlEventStore):
         self, conn: AsyncConnection, batches: Sequence[Append], now: float
     ) -> set[str]:
         won: set[str] = set()
+        for sql, params in zip(_CLAIMS, self._claim_parameters(batches, now), strict=True):
+            if params[0]:  # some batch of this kind
+                result = await conn.exec_driver_sql(sql, params)
+                won.update(row[0] for row in result)
+        return won
+
+    def _claim_parameters(
+        self, batches: Sequence[Append], now: float
+    ) -> tuple[tuple[object, ...], ...]:
+        """The parameters of `_CLAIMS` (empty arrays for a kind no batch is)."""
+        me = self.settings.lease_owner
         new = [row_insert(b, now) for b in batches if b.expected_version == -1]
-        if new:
-            lease = (self.settings.lease_owner, self.settings.lease_ttl)
-            result = await conn.exec_driver_sql(_CLAIM_NEW, (*_columns(new), *lease))
-            won.update(row[0] for row in result)
         moved = [b for b in batches if b.expected_version >= 0 and b.lifecycle is None]
-        if moved:
-            params = (
+        changed = [row_change(b, now) for b in batches if b.expected_version >= 0 and b.lifecycle]
+        return (
+            (*_columns(new, 12), me, self.settings.lease_ttl),
+            (
                 [b.stream_id for b in moved],
                 [b.expected_version for b in moved],
                 [b.last for b in moved],
                 now,
-                self.settings.lease_owner,
-            )
-            result = await conn.exec_driver_sql(_CLAIM_MOVED, params)
-            won.update(row[0] for row in result)
-        changed = [row_change(b, now) for b in batches if b.expected_version >= 0 and b.lifecycle]
-        if changed:
-            columns = (*_columns(changed), self.settings.lease_owner)
-            result = await conn.exec_driver_sql(_CLAIM_LIFECYCLE, columns)
-            won.update(row[0] for row in result)
-        return won
+                me,
+            ),
+            (*_columns(changed, 7), me),
+        )
 
     async def _commit_together(
         self, batches: Sequence[Append], now: float, recheck: bool
@@ -258,21 +264,9 @@ class PostgresEventStore(SqlEventStore):
         for its own earlier commit, or the `executemany` insert."""
         if recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches)):
             return await super()._commit_together(batches, now, recheck)
-        lease = (self.settings.lease_owner, self.settings.lease_ttl)
-        new = _columns([row_insert(b, now) for b in batches if b.expected_version == -1], 12)
-        moved = [b for b in batches if b.expected_version >= 0 and b.lifecycle is None]
-        changed = [row_change(b, now) for b in batches if b.expected_version >= 0 and b.lifecycle]
         rows = [(b.stream_id, *row) for b in batches for row in b.rows]
         params = (
-            *new,
-            *lease,
-            [b.stream_id for b in moved],
-            [b.expected_version for b in moved],
-            [b.last for b in moved],
-            now,
-            self.settings.lease_owner,
-            *_columns(changed, 7),
-            self.settings.lease_owner,
+            *(p for claim in self._claim_parameters(batches, now) for p in claim),
             *_columns(rows, 6),
             CHANNEL,
             doorbell_payload(self.origin, [b.stream_id for b in batches]),
