@@ -19,6 +19,7 @@ import msgspec
 
 from domain.errors import InvalidRequest, NotFound
 from domain.objects import (
+    CodeInterpreterCall,
     CompactionItem,
     CustomToolCall,
     FunctionCall,
@@ -35,6 +36,7 @@ from domain.objects import (
     OutputItem,
     OutputMessage,
     ReasoningItem,
+    WebSearchCall,
 )
 from service.bundle import Bundle
 
@@ -108,6 +110,11 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             # The server ran these itself; the turn that holds them carries them.
             raise InvalidRequest(
                 f"Item '{item.id}' is an MCP item; pass it with previous_response_id.",
+                param="input",
+            )
+        case WebSearchCall() | CodeInterpreterCall():
+            raise InvalidRequest(
+                f"Item '{item.id}' is a built-in tool call; pass it with previous_response_id.",
                 param="input",
             )
     return item

@@ -451,3 +451,51 @@ def test_a_cancel_stops_the_loop_during_a_call(sdk: openai.OpenAI, tools: ToolSe
     # The log ends with the cancellation, so nothing can follow it: the loop is over.
     assert sdk.responses.retrieve(r.id).status == "cancelled"
     assert tools.calls() == ["slow"]
+
+
+@pytest.fixture(scope="module")
+def chat_mcp(
+    fake_chat_server: FakeProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("mcp-chat")
+    engine = ("--engine", "openai-chat", "--engine-url", f"{fake_chat_server.url}/v1")
+    srv = start_server(
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}", "sqlite", tmp / "server.log", engine=engine
+    )
+    yield srv
+    stop_server(srv)
+
+
+def test_the_loop_runs_the_tool_calls_of_a_chat_completions_upstream(
+    chat_mcp: Server, fake_chat: FakeProcess, tools: ToolServer
+) -> None:
+    """The upstream's `tool_calls` name MCP tools: each is run by the same loop, its answer
+    sent back as a `tool` message, and the upstream asked again."""
+    with openai.OpenAI(base_url=f"{chat_mcp.base_url}/v1", api_key="unused") as client:
+        events = list(
+            client.responses.create(
+                model="tiny-chat",
+                input="Use the tools. [fake:mcp_loop]",
+                tools=[_tool(tools)],  # type: ignore[list-item]
+                stream=True,
+            )
+        )
+    r = events[-1].response  # type: ignore[union-attr]
+    assert r.status == "completed", r.error
+    echo, shout = _calls(r)
+    assert (echo.name, echo.output, echo.status) == ("echo", "echo: one", "completed")  # type: ignore[attr-defined]
+    assert (shout.name, shout.output, shout.status) == ("shout", "TWO", "completed")  # type: ignore[attr-defined]
+    assert r.output_text == "Done after two tools."
+    assert tools.calls() == ["echo", "shout"]
+    assert [e.type for e in events].count("response.mcp_call.completed") == 2
+    requests = fake_chat.log()["requests"]
+    assert len(requests) == 3
+    offered = {t["function"]["name"] for t in requests[0]["tools"]}
+    assert {"echo", "shout"} <= offered
+    # Each answer went back to the upstream as the tool message of its call.
+    last = requests[-1]["messages"]
+    answers = [(m["tool_call_id"], m["content"]) for m in last if m["role"] == "tool"]
+    calls = [c for m in last if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert [a for _, a in answers] == ["echo: one", "TWO"]
+    assert [c["function"]["name"] for c in calls] == ["echo", "shout"]
+    assert [c["id"] for c in calls] == [cid for cid, _ in answers]
