@@ -134,6 +134,13 @@ def test_browser_and_python_run_through_the_tool_server_as_openai_items(
     replay = _sse(httpx.get(f"{builtin_server.base_url}/v1/responses/{final.id}/events").text)
     assert replay == [e.to_dict() for e in live]
     assert "【0†" not in json.dumps(replay)
+    # The admin views show each step.
+    db = ("--database-url", builtin_server.database_url)
+    events = _cli("events", final.id, *db)
+    assert 'web_search_call search("resplog durable") completed' in events
+    assert 'code_interpreter_call python("print(6 * 7)") -> "42\\n" completed' in events
+    assert 'python("print(6 * 7)")' in _cli("conversation", final.id, *db)
+    _cli("verify", "--all", *db)
 
 
 def test_without_a_tool_server_the_hosted_tools_are_echoed_not_offered(
