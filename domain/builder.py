@@ -187,6 +187,7 @@ def end_mcp_arguments(batch: Batch) -> None:
 
 
 NOT_RUN = "The call was not run: the response ended first."
+CUT_OFF = "The response ended while the call ran; what it did is unknown."
 
 
 def _close_mcp_call(batch: Batch, i: int, item: McpCall, status: ItemStatus) -> None:
@@ -212,13 +213,12 @@ def _close_builtin(batch: Batch, i: int, status: ItemStatus) -> None:
     current = batch.response.output[i]
     assert isinstance(current, WebSearchCall | CodeInterpreterCall)
     ended = "failed" if status == "completed" else status
+    why = NOT_RUN if batch.state.mcp_step is None else CUT_OFF
     if isinstance(current, CodeInterpreterCall):
-        done: OutputItem = replace(
-            current, status=ended, outputs=[{"type": "logs", "logs": NOT_RUN}]
-        )
+        done: OutputItem = replace(current, status=ended, outputs=[{"type": "logs", "logs": why}])
     else:  # OpenAI's web search call has no `incomplete`
         done = replace(current, status="failed")
-    facts = ToolFacts(output=NOT_RUN)
+    facts = ToolFacts(output=why)
     batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done, facts=facts))
 
 

@@ -246,7 +246,7 @@ class ToolLoop:
                 await self._call(holder, call, servers, headers, step, limit, deadline)
                 continue
             if call is not None:
-                await self._builtin_call(holder, call, step, deadline)
+                await self._builtin_call(holder, call, step, limit, deadline)
                 continue
             request = _approved(prompt, holder[0])
             if request is not None:
@@ -359,13 +359,20 @@ class ToolLoop:
         holder: list[ResponseState],
         call: WebSearchCall | CodeInterpreterCall,
         step: Step,
+        limit: int | None,
         deadline: float,
     ) -> None:
         """Run a built-in call on the tool server, its steps recorded as an MCP call's."""
         arguments = server_arguments(holder[0], call)
-        if arguments is None or self.tool_server is None:
-            why = "the arguments are not a JSON object" if arguments is None else "no tool server"
-            await step(builtin_ended(holder[0], output=None, error=why))
+        refusal = None
+        if arguments is None:
+            refusal = "the arguments are not a JSON object"
+        elif self.tool_server is None:
+            refusal = "no tool server runs the built-in tools here"
+        elif limit is not None and calls_made(holder[0]) > limit:
+            refusal = f"max_tool_calls ({limit}) reached; the call was not run"
+        if refusal is not None or self.tool_server is None or arguments is None:
+            await step(builtin_ended(holder[0], output=None, error=refusal))
             return
         if holder[0].mcp_step is None:
             await step(builtin_started(holder[0]))  # durably, before the server is asked

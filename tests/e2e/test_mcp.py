@@ -295,12 +295,14 @@ KEY = base64.b64encode(b"k" * 32).decode()
 TTL = ("--lease-ttl-s", "3", "--reasoning-key", KEY)
 
 
+@pytest.mark.parametrize("idempotent", [False, True], ids=["failed", "idempotent"])
 def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
-    fresh_pg: object, tmp_path: Path, tools: ToolServer
+    fresh_pg: object, tmp_path: Path, tools: ToolServer, idempotent: bool
 ) -> None:
     """kill -9 of the worker while the loop's second call is in flight: another worker takes
     the lease, records that call failed (its effect is unknown), keeps the first call's
-    recorded result, and runs the rest; the MCP server saw each call exactly once."""
+    recorded result, and runs the rest; the MCP server saw each call exactly once. Unless
+    the tool is declared idempotent (`--mcp-idempotent-tools`): then it is run once more."""
     url = fresh_pg()  # type: ignore[operator]
     api = start_server(url, "postgres", tmp_path / "api.log", "--workers", "0", *TTL)
     victim = start_worker(url, tmp_path / "victim.log", *TTL)
@@ -319,7 +321,9 @@ def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
             assert time.monotonic() < deadline, tools.calls()
             time.sleep(0.05)
         stop(victim.process, victim.log_file, kill=True)
-        survivor = start_worker(url, tmp_path / "survivor.log", *TTL)
+        tools.gate.touch()  # a retried call returns
+        flags = ("--mcp-idempotent-tools", "testtools:slow") if idempotent else ()
+        survivor = start_worker(url, tmp_path / "survivor.log", *TTL, *flags)
         deadline = time.monotonic() + 60
         while (final := client.responses.retrieve(r.id)).status in ("queued", "in_progress"):
             assert time.monotonic() < deadline
@@ -327,11 +331,15 @@ def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
         assert final.status == "completed", final.error
         echo, slow, shout = _calls(final)
         assert echo.status == "completed"  # type: ignore[attr-defined]
-        assert slow.status == "failed"  # type: ignore[attr-defined]
-        assert "stopped before the call returned" in slow.error.model_dump_json()  # type: ignore[attr-defined]
         assert shout.status == "completed"  # type: ignore[attr-defined]
         assert final.output[-1].type == "message"
-        assert tools.calls() == ["echo", "slow", "shout"]  # each exactly once
+        if idempotent:
+            assert slow.status == "completed" and slow.output.startswith("slow: ")  # type: ignore[attr-defined]
+            assert tools.calls() == ["echo", "slow", "slow", "shout"]
+        else:
+            assert slow.status == "failed"  # type: ignore[attr-defined]
+            assert "stopped before the call returned" in slow.error.model_dump_json()  # type: ignore[attr-defined]
+            assert tools.calls() == ["echo", "slow", "shout"]  # each exactly once
         assert "took over the tool loop" in survivor.log_text()
         assert fold_check(url).status[r.id] == "completed"
         _cli("verify", "--all", "--database-url", url)

@@ -14,6 +14,7 @@ from openai_harmony import Author, Message, Role, SystemContent
 from adapters.cli import main
 from adapters.engines.harmony import HarmonyRenderer
 from domain import builtins, mcp
+from domain.builder import CUT_OFF, NOT_RUN
 from domain.errors import InvalidTransition
 from domain.events import (
     CodeInterpreterCallInterpreting,
@@ -215,3 +216,17 @@ def test_a_tool_server_needs_the_sglang_engine_and_idempotent_tools_a_label(
     assert done.exit_code == 2 and "sglang engine" in done.output
     done = runner.invoke(main, ["worker", *url, "--mcp-idempotent-tools", "python"])
     assert done.exit_code == 2 and "server_label:tool" in done.output
+
+
+def test_a_call_cut_off_by_a_cancel_says_whether_it_had_been_handed_over() -> None:
+    s = _python_in_flight()
+    s.cancel()
+    code = s.state.response.output[-1]  # type: ignore[union-attr]
+    assert isinstance(code, CodeInterpreterCall) and code.status == "incomplete"
+    assert code.outputs == [{"type": "logs", "logs": CUT_OFF}]
+    s = Stream.new()
+    s.emit(BrowserCall(name="search", arguments="{}"))
+    s.cancel()
+    search = s.state.response.output[-1]  # type: ignore[union-attr]
+    assert isinstance(search, WebSearchCall) and search.status == "failed"  # OpenAI's statuses
+    assert s.state.tool_facts[search.id].output == NOT_RUN
