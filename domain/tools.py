@@ -3,9 +3,10 @@
 A response echoes every tool the client sent (`ResponseObject.tools`, plain JSON). Only some
 are offered to the model: `function` tools, `custom` tools (free-form text input), the
 function and custom tools inside a `namespace`, and a client-executed `tool_search`. Hosted
-tools (`web_search`, `file_search`, `image_generation`, ...) need a tool server this
-deployment does not have: they are echoed, recorded as not offered, and never shown to the
-model (docs/api.md, "Tools").
+tools (`web_search`, `file_search`, `image_generation`, ...) are echoed, recorded as not
+offered, and never shown to the model (docs/operations.md, "Tools"), except where a tool
+server runs gpt-oss's built-ins: `web_search` and `code_interpreter` then offer them (the
+end of this module; domain/builtins.py runs them).
 
 Every engine renders an offered tool as a function: a custom tool as a function of one string
 parameter `input` (the text the model writes), a namespaced tool under its namespace (harmony
