@@ -39,6 +39,7 @@ from domain.objects import (
     WebSearchCall,
 )
 from service.bundle import Bundle
+from service.mcploop import as_input as loop_input
 
 # <prefix>_<response suffix>_<output index> or _in<input index>
 _ITEM_ID = re.compile(r"^[a-z]+_([A-Za-z0-9]{1,128})_(in)?([0-9]{1,9})$")
@@ -87,6 +88,18 @@ async def _resolve(svc: Bundle, ref: ItemReference, owner: str) -> InputItem:
         "input.",
         param="input",
     )
+
+
+def conversation_items(output: list[OutputItem]) -> list[InputItem]:
+    """What a response's output leaves in its conversation, as input items: an MCP call as
+    its function call and output, as the next turn's model is shown it
+    (service/mcploop.py); the server's tool listings, approval requests and built-in calls
+    not at all (a built-in call's answer is a hidden fact of its own response's log)."""
+    ran = McpListTools | McpCall | McpApprovalRequest | WebSearchCall | CodeInterpreterCall
+    out: list[InputItem] = []
+    for item in output:
+        out += loop_input([item]) if isinstance(item, ran) else [as_input(item)]
+    return out
 
 
 def as_input(item: InputItem | OutputItem) -> InputItem:

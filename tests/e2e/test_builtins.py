@@ -243,3 +243,23 @@ def test_an_idempotent_tool_in_flight_at_the_kill_is_retried_once(
     code = next(i for i in final.output if i.type == "code_interpreter_call")
     assert code.status == "completed" and code.outputs[0].logs == "42\n"
     assert tools.calls() == ["browser.search", "python", "python", "browser.open"]
+
+
+def test_a_built_in_loop_in_a_conversation_leaves_its_answer_there(
+    builtin_server: Server, fake_sglang: FakeProcess
+) -> None:
+    """A conversation keeps input items only: the question and the answer (and reasoning);
+    the built-in calls stay in their response's log, their answers hidden there."""
+    with openai.OpenAI(base_url=f"{builtin_server.base_url}/v1", api_key="unused") as client:
+        conv = client.conversations.create()
+        r = client.responses.create(
+            model=client.models.list().data[0].id,
+            input="Look it up. [fake:builtin_loop]",
+            conversation=conv.id,
+            tools=BUILTINS,  # type: ignore[arg-type]
+        )
+        assert r.status == "completed", r.error
+        items = list(client.conversations.items.list(conv.id, order="asc"))
+    kinds = [i.type for i in items if i.type != "reasoning"]
+    assert kinds == ["message", "message"]
+    assert items[-1].content[0].text == "The answer is 42; resplog keeps a log."  # type: ignore[union-attr]

@@ -507,3 +507,26 @@ def test_the_loop_runs_the_tool_calls_of_a_chat_completions_upstream(
     assert [a for _, a in answers] == ["echo: one", "TWO"]
     assert [c["function"]["name"] for c in calls] == ["echo", "shout"]
     assert [c["id"] for c in calls] == [cid for cid, _ in answers]
+
+
+def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    """The items a response adds to its conversation are input items: each MCP call is its
+    function call and output (as the next turn's model is shown it), the listing is not."""
+    conv = sdk.conversations.create()
+    r = sdk.responses.create(
+        model="scripted",
+        input="in a conversation",
+        conversation=conv.id,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert r.status == "completed", r.error
+    items = list(sdk.conversations.items.list(conv.id, order="asc"))
+    kinds = [i.type for i in items]
+    assert kinds[0] == "message" and kinds[-1] == "message"
+    assert "function_call" in kinds and "function_call_output" in kinds
+    out = next(i for i in items if i.type == "function_call_output")
+    assert out.output.startswith("echo: ")  # type: ignore[union-attr]
+    assert tools.calls() == ["echo"]
