@@ -1,13 +1,14 @@
 """The production store: PostgreSQL through asyncpg, multi-row writes with `unnest`, and a
 NOTIFY doorbell (one per commit) heard by every process's listener.
 
-A flush is a handful of statements whatever its size: the guarded row updates (or row
-inserts) for all its streams at once, then all its event rows, then one `pg_notify`. Arrays bound as
+A flush is one statement whatever its size (`_COMMIT_ONE`): the guarded row updates (or row
+inserts) for all its streams at once, all its event rows, and one `pg_notify`. Arrays bound as
 parameters keep each statement's text (and so its prepared plan) the same for any size.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, d
 from adapters.store.multihost import engine_arguments, racing_connect
 from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
-from adapters.store.sql import PAGE_SQL, SqlEventStore
+from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
 from adapters.store.transient import guarded
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
@@ -80,6 +81,36 @@ INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
 SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::float8[])
 """
 
+
+def _shifted(sql: str, by: int) -> str:
+    """`sql` with its parameters renumbered from `$1` to `$(1 + by)`."""
+    return re.sub(r"\$(\d+)", lambda m: f"${int(m[1]) + by}", sql)
+
+
+# A whole flush as ONE statement, run outside an explicit transaction (a statement is its
+# own transaction): one round trip where BEGIN, the claims, the insert, the doorbell and
+# COMMIT take five, which was most of a create's database time and much of its CPU
+# (bench/burst_bench.py, docs/performance.md). The claims hand the streams that won their
+# guard to the event insert through RETURNING, the only way data-modifying CTEs see each
+# other's work; every CTE sees the same snapshot, and the guards' row locks and their
+# re-check after a concurrent commit are the same as for the statements run one by one.
+# The doorbell names every stream of the flush (a lost one costs its tails one empty
+# read) and rings only if a stream won; PostgreSQL delivers a repeated payload once.
+_COMMIT_ONE = f"""
+WITH new AS ({_CLAIM_NEW}),
+moved AS ({_shifted(_CLAIM_MOVED, 14)}),
+changed AS ({_shifted(_CLAIM_LIFECYCLE, 19)}),
+won AS (SELECT id FROM new UNION ALL SELECT id FROM moved UNION ALL SELECT id FROM changed),
+inserted AS (
+    INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
+    SELECT * FROM unnest($28::text[], $29::int[], $30::text[], $31::text[], $32::text[],
+                         $33::float8[]) AS e(stream_id, position, type, data, facts, at)
+    WHERE e.stream_id IN (SELECT id FROM won)
+)
+SELECT id, pg_notify($34::text, $35::text) FROM won
+"""
+
+
 # What is new on several streams at once (the shared catch-up read of `catchup.py`). One
 # LATERAL index range scan per stream, each with its own limit: a global ORDER BY ... LIMIT
 # would tempt the planner into walking the whole primary key in order instead.
@@ -100,8 +131,16 @@ VALUES ($1, $2, $3, $4, $5, $6)
 """
 
 
-def _columns(rows: Sequence[tuple[object, ...]]) -> tuple[list[object], ...]:
+def _columns(rows: Sequence[tuple[object, ...]], width: int = 0) -> tuple[list[object], ...]:
+    """The columns of `rows`; `width` empty ones when there are no rows and it is given."""
+    if not rows and width:
+        return tuple([] for _ in range(width))
     return tuple(list(column) for column in zip(*rows, strict=True))
+
+
+def _needs_more(batch: Append) -> bool:
+    """Whether a batch needs more than `_COMMIT_ONE` does (blobs, a conversation to join)."""
+    return bool(batch.blobs) or joining(batch) is not None
 
 
 def _stored(row: Any) -> StoredEvent:
@@ -145,6 +184,8 @@ class PostgresEventStore(SqlEventStore):
             )
         # Identifies this process's own notifications, whose events the hub already has.
         self.origin = secrets.token_hex(6)
+        # The same pool, whose connections run each statement as its own transaction.
+        self.statements = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.catchup = CatchUp(self.hub, self._fetch_many)
         channels = {
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
@@ -174,7 +215,7 @@ class PostgresEventStore(SqlEventStore):
 
     async def _fetch_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
         params = ([sid for sid, _ in points], [after for _, after in points], limit)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             result = await conn.exec_driver_sql(_FETCH_MANY, params)
             return await blobs.resolve(conn, [_stored(row) for row in result])
 
@@ -208,6 +249,38 @@ class PostgresEventStore(SqlEventStore):
             result = await conn.exec_driver_sql(_CLAIM_LIFECYCLE, columns)
             won.update(row[0] for row in result)
         return won
+
+    async def _commit_together(
+        self, batches: Sequence[Append], now: float, recheck: bool
+    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
+        """The flush in one statement (`_COMMIT_ONE`), unless it needs what only the
+        statements one by one do: blobs to store, a conversation to join, a retry's check
+        for its own earlier commit, or the `executemany` insert."""
+        if recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches)):
+            return await super()._commit_together(batches, now, recheck)
+        lease = (self.settings.lease_owner, self.settings.lease_ttl)
+        new = _columns([row_insert(b, now) for b in batches if b.expected_version == -1], 12)
+        moved = [b for b in batches if b.expected_version >= 0 and b.lifecycle is None]
+        changed = [row_change(b, now) for b in batches if b.expected_version >= 0 and b.lifecycle]
+        rows = [(b.stream_id, *row) for b in batches for row in b.rows]
+        params = (
+            *new,
+            *lease,
+            [b.stream_id for b in moved],
+            [b.expected_version for b in moved],
+            [b.last for b in moved],
+            now,
+            self.settings.lease_owner,
+            *_columns(changed, 7),
+            self.settings.lease_owner,
+            *_columns(rows, 6),
+            CHANNEL,
+            doorbell_payload(self.origin, [b.stream_id for b in batches]),
+        )
+        async with self.statements.connect() as conn:
+            result = await conn.exec_driver_sql(_COMMIT_ONE, params)
+            won = {row[0] for row in result}
+        return {b.stream_id: conflict_of(b) for b in batches if b.stream_id not in won}, {}
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         if not batches:

@@ -36,6 +36,7 @@ class ReadModel:
     """Mixed into the stores, which supply the engine and their write transaction."""
 
     engine: AsyncEngine
+    statements: AsyncEngine
     bells: Bells
 
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
@@ -44,7 +45,7 @@ class ReadModel:
     @guarded
     async def get(self, response_id: str) -> ResponseRow | None:
         query = sa.select(t_responses).where(t_responses.c.id == response_id)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else row_of(row)
 
@@ -60,7 +61,7 @@ class ReadModel:
         query = sa.select(t_responses).where(
             c.id == response_id, c.owner == owner, c.store.is_(True), c.deleted_at.is_(None)
         )
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else row_of(row)
 

@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 Failures = dict[str, BaseException]
 
 
-def _conflict(batch: Append) -> Conflict:
+def conflict_of(batch: Append) -> Conflict:
+    """The error of a batch whose guard missed."""
     return Conflict(
         f"stream {batch.stream_id} is not at version {batch.expected_version}: "
         "another writer appended first (or the stream does not exist)"
@@ -118,6 +119,11 @@ class SqlEventStore(ReadModel):
     def __init__(self, url: URL, engine: AsyncEngine, settings: StoreSettings) -> None:
         self.url = url
         self.engine = engine
+        # What single statements (hot reads, a one-statement flush) connect with: the
+        # engine itself here; PostgreSQL's runs each statement as its own transaction (no
+        # BEGIN and ROLLBACK round trips; READ COMMITTED gives the statements of one
+        # transaction no common snapshot anyway).
+        self.statements = engine
         self.settings = settings
         self.hub = Hub(settings.tail_buffer)
         self.bells = Bells(settings.lease_owner)
@@ -175,7 +181,7 @@ class SqlEventStore(ReadModel):
         )
         if limit is not None:
             query = query.limit(limit)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             result = await conn.execute(query)
             return await blobs.resolve(conn, [_stored(stream_id, row) for row in result])
 
@@ -188,7 +194,7 @@ class SqlEventStore(ReadModel):
         cut). The running size is summed over the limited rows only, so a page costs the
         same however long the stream is."""
         params = (stream_id, after, limit, max_bytes)
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             rows: list[Any] = list(await conn.exec_driver_sql(self._PAGE, params))
             fetched = int(rows[0][5]) if rows else 0
             page = [self._shared(stream_id, row) for row in rows]
@@ -255,7 +261,7 @@ class SqlEventStore(ReadModel):
         query = sa.select(t_responses.c.status, t_responses.c.version).where(
             t_responses.c.id == stream_id
         )
-        async with self.engine.connect() as conn:
+        async with self.statements.connect() as conn:
             row = (await conn.execute(query)).first()
         return row is not None and row.status in TERMINAL_STATUSES and row.version <= last
 
@@ -340,7 +346,7 @@ class SqlEventStore(ReadModel):
         won = await self._claim(conn, batches, now)
         lost = [b for b in batches if b.stream_id not in won]
         done = await self._already_written(conn, lost) if recheck and lost else {}
-        failed: Failures = {b.stream_id: _conflict(b) for b in lost if b.stream_id not in done}
+        failed: Failures = {b.stream_id: conflict_of(b) for b in lost if b.stream_id not in done}
         mine = [b for b in batches if b.stream_id in won]
         await blobs.store(conn, {k: v for b in mine for k, v in b.blobs.items()}, now)
         await self._insert_events(conn, mine)
@@ -353,11 +359,8 @@ class SqlEventStore(ReadModel):
         """A response that names a conversation and ends in this transaction adds its input
         and output items to the conversation, in the same transaction."""
         for batch in batches:
-            life = batch.lifecycle
-            if life is None or life.status not in TERMINAL_STATUSES:
-                continue
-            final = _ended.decode(life.snapshot)
-            if final.conversation is None:
+            final = joining(batch)
+            if final is None or final.conversation is None:
                 continue
             first = await conn.execute(
                 sa.select(t_events.c.facts).where(
@@ -415,9 +418,19 @@ class SqlEventStore(ReadModel):
         """Ring other processes' doorbells for these streams (at commit); none by default."""
 
 
+def joining(batch: Append) -> _Ended | None:
+    """The final object of a response that ends in `batch` and names a conversation, which
+    the same transaction must join its items to; None for any other batch."""
+    life = batch.lifecycle
+    if life is None or life.status not in TERMINAL_STATUSES:
+        return None
+    final = _ended.decode(life.snapshot)
+    return final if final.conversation is not None else None
+
+
 def _wrap(batch: Append, exc: sa_exc.DBAPIError) -> BaseException:
     if isinstance(exc, sa_exc.IntegrityError):
-        conflict = _conflict(batch)
+        conflict = conflict_of(batch)
         conflict.__cause__ = exc
         return conflict
     return store_error(exc)
