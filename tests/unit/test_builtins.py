@@ -230,3 +230,19 @@ def test_a_call_cut_off_by_a_cancel_says_whether_it_had_been_handed_over() -> No
     search = s.state.response.output[-1]  # type: ignore[union-attr]
     assert isinstance(search, WebSearchCall) and search.status == "failed"  # OpenAI's statuses
     assert s.state.tool_facts[search.id].output == NOT_RUN
+
+
+def test_the_test_tool_servers_python_is_bounded_in_time_and_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tests/fakes/mcp_server.py's `python`: a fresh interpreter, cut at its output cap,
+    stopped at its timeout."""
+    from tests.fakes import mcp_server
+
+    assert mcp_server._run_python("print(6 * 7)") == "42\n"
+    big = mcp_server._run_python("print('x' * 100000)")
+    assert big.endswith(f"[output cut at {mcp_server.PYTHON_MAX_OUTPUT} characters]")
+    assert len(big) < mcp_server.PYTHON_MAX_OUTPUT + 100
+    monkeypatch.setattr(mcp_server, "PYTHON_TIMEOUT_S", 0.5)
+    assert mcp_server._run_python("import time; time.sleep(30)") == "Timed out after 0.5 s."
+    assert "ZeroDivisionError" in mcp_server._run_python("1 / 0")
