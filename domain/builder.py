@@ -385,26 +385,21 @@ def _input(batch: Batch, delta: InputDelta) -> None:
         )
 
 
+# A call the server runs streams its arguments (or code) with events of its own kind.
+_CALL_DELTAS: dict[type, type[CodeInterpreterCallCodeDelta] | type[McpCallArgumentsDelta]] = {
+    CodeInterpreterCall: CodeInterpreterCallCodeDelta,
+    McpCall: McpCallArgumentsDelta,
+}
+
+
 def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
     i, resp, text = batch.state.open_index, batch.response, delta.text
     item = resp.output[i] if i is not None else None
-    if isinstance(item, CodeInterpreterCall) and i is not None:
+    event = _CALL_DELTAS.get(type(item))
+    if event is not None and item is not None and i is not None:
+        iid = item.id or ""
         if text:
-            cid = item.id
-            batch.add(
-                lambda n: CodeInterpreterCallCodeDelta(
-                    sequence_number=n, item_id=cid, output_index=i, delta=text
-                )
-            )
-        return
-    if isinstance(item, McpCall) and i is not None:
-        if text:
-            mid = item.id
-            batch.add(
-                lambda n: McpCallArgumentsDelta(
-                    sequence_number=n, item_id=mid, output_index=i, delta=text
-                )
-            )
+            batch.add(lambda n: event(sequence_number=n, item_id=iid, output_index=i, delta=text))
         return
     if not isinstance(item, FunctionCall) or i is None:
         raise InvalidTransition(f"response {resp.id}: arguments with no open function call")

@@ -28,7 +28,7 @@ from domain.objects import CodeInterpreterCall, McpCall, WebSearchCall
 from domain.tools import action, builtin_offered, container_id
 from service.mcploop import as_input
 from tests.fakes.prompts import make_prompt, user
-from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
+from tests.unit.domain_helpers import SCENARIOS, Stream
 
 PY = frozenset({"tool_server:python"})
 
@@ -61,15 +61,6 @@ def test_browser_calls_become_openai_web_search_actions() -> None:
     assert action("open", '{"id": 3}') == {"type": "open_page", "url": ""}
     assert action("find", '{"pattern": "p"}') == {"type": "find_in_page", "pattern": "p", "url": ""}
     assert action("search", "not json") == {"type": "search", "query": ""}
-
-
-@pytest.mark.parametrize("name", ["builtin_loop", "builtin_retried_then_lost"])
-def test_every_built_in_event_and_item_is_one_the_sdk_reads_back_whole(name: str) -> None:
-    s = SCENARIOS[name]()
-    for event in s.events:
-        sdk_stream_event(encode(event).data)
-    sdk_response(s.state.response)  # type: ignore[arg-type]
-    assert replay(s.events) == s.state
 
 
 def test_the_tool_answers_stay_in_hidden_facts_and_reach_the_model() -> None:
