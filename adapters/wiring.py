@@ -115,8 +115,9 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
             call_timeout_s=settings.mcp_call_timeout_s,
             loop_timeout_s=settings.mcp_loop_timeout_s,
             max_output_bytes=settings.mcp_max_output_bytes,
+            idempotent=settings.mcp_idempotent_tools,
         )
-        tools = ToolLoop(McpToolServers(), sealer, limits)
+        tools = ToolLoop(McpToolServers(), sealer, limits, settings.tool_server)
     runner = Runner(database.writer, engine, tools=tools)
     keeper = LeaseKeeper(
         database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3

@@ -11,9 +11,14 @@ initialize, call), one after another. Then streamed responses whose scripted mod
 the step and of the step minus the bare call's median. Recovery: an API replica
 (`--workers 0`) and a worker, a background loop whose second call never returns, a second
 worker started, the first one `kill -9`ed; the time from the kill to the response
-completing, beside the lease TTL that bounds it. Not a test.
+completing, beside the lease TTL that bounds it. With `--builtins N`, also gpt-oss's
+built-ins (docs/mcp.md): `resplog serve --engine sglang --tool-server` on the sglang
+stand-in, N responses of three built-in steps (`browser.search`, `python`, `browser.open`),
+each timed from the call's arguments being complete (`web_search_call.in_progress`,
+`code_interpreter_call_code.done`) to the next item, beside the bare call of the same tool.
+Not a test.
 
-    .venv/bin/python bench/mcp_bench.py --responses 40 --steps 5
+    .venv/bin/python bench/mcp_bench.py --responses 40 --steps 5 [--builtins 20]
 """
 
 from __future__ import annotations
@@ -42,16 +47,91 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def bare_calls(url: str, n: int) -> list[float]:
+def bare_calls(
+    url: str, n: int, name: str = "echo", args: dict[str, object] | None = None
+) -> list[float]:
     async def run() -> list[float]:
         servers, out = McpToolServers(), []
         for _ in range(n):
             t0 = time.perf_counter()
-            await servers.call_tool(url, {}, "echo", {"text": "x"})
+            await servers.call_tool(url, {}, name, args or {"text": "x"})
             out.append((time.perf_counter() - t0) * 1000)
         return out
 
     return asyncio.run(run())
+
+
+# The calls of `tests/fakes/transcripts.py` BUILTIN_LOOP, for the bare baseline.
+BUILTIN_CALLS = {
+    "browser.search": {"query": "resplog durable", "topn": 3},
+    "python": {"code": "print(6 * 7)"},
+    "browser.open": {"id": "https://example.test/resplog"},
+}
+# When a built-in call's arguments are complete, and which tool it is.
+_READY = {
+    "response.web_search_call.in_progress": "browser",
+    "response.code_interpreter_call_code.done": "python",
+}
+
+
+def builtin_steps(base: str, responses: int) -> dict[str, list[float]]:
+    """Per tool, the loop's steps (arguments complete -> the model's next item), ms."""
+    out: dict[str, list[float]] = {name: [] for name in BUILTIN_CALLS}
+    tools = [{"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}}]
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0) as client:
+        model = client.models.list().data[0].id
+        for _ in range(responses):
+            order = iter(BUILTIN_CALLS)
+            ready: float | None = None
+            waiting = False
+            for event in client.responses.create(
+                model=model,
+                input="bench [fake:builtin_loop]",
+                tools=tools,
+                stream=True,  # type: ignore[arg-type]
+            ):
+                now = time.perf_counter()
+                if event.type in _READY:
+                    ready = now
+                elif event.type == "response.output_item.done" and ready is not None:
+                    waiting = True
+                elif event.type == "response.output_item.added" and waiting:
+                    assert ready is not None
+                    out[next(order)].append((now - ready) * 1000)
+                    ready, waiting = None, False
+    return out
+
+
+def builtins_figures(tmp: Path, url: str, responses: int, bare_n: int) -> None:
+    from tests.fakes.process import FakeProcess
+
+    (tmp / "builtins").mkdir()
+    tools = _start_tools(tmp / "builtins")
+    fake = FakeProcess("tests.fakes.sglang_server", "--style", "cumulative")
+    engine = ("--engine", "sglang", "--engine-url", fake.url)
+    server = start_server(
+        url, "postgres", tmp / "builtins.log", "--tool-server", tools.url, engine=engine
+    )
+    try:
+        for n, a in BUILTIN_CALLS.items():
+            bare_calls(tools.url, 5, n, a)  # warm up
+        # Half the bare calls before the loop and half after: the box's load drifts.
+        bare = {n: bare_calls(tools.url, bare_n // 2, n, a) for n, a in BUILTIN_CALLS.items()}
+        steps = builtin_steps(server.base_url, responses)
+        for n, a in BUILTIN_CALLS.items():
+            bare[n] += bare_calls(tools.url, bare_n // 2, n, a)
+    finally:
+        stop_server(server)
+        fake.stop()
+        tools.process.kill()
+    for name, values in steps.items():
+        b = statistics.median(bare[name])
+        added = [v - b for v in values]
+        print(
+            f"built-in {name}, n={len(values)}: bare p50 {pct(bare[name], 0.5):.1f} ms; "
+            f"step p50 {pct(values, 0.5):.1f} / p99 {pct(values, 0.99):.1f} ms; "
+            f"added p50 {pct(added, 0.5):.1f} / p99 {pct(added, 0.99):.1f} ms"
+        )
 
 
 def loop_steps(base: str, tool_url: str, responses: int, steps: int) -> list[float]:
@@ -126,6 +206,7 @@ def main() -> None:
     p.add_argument("--bare", type=int, default=200, help="bare MCP calls for the baseline")
     p.add_argument("--lease-ttl-s", type=float, default=3.0)
     p.add_argument("--database-url", default=PG)
+    p.add_argument("--builtins", type=int, default=0, help="responses of the built-ins part")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -158,6 +239,12 @@ def main() -> None:
             f"(--lease-ttl-s {args.lease_ttl_s:g}: the lease lapses after at most that, "
             f"a sweep runs every ~{args.lease_ttl_s / 2:g} s)"
         )
+        if args.builtins:
+            url, name = asyncio.run(fresh_postgres(args.database_url))
+            try:
+                builtins_figures(tmp, url, args.builtins, max(10, args.bare // 4))
+            finally:
+                asyncio.run(drop_postgres(args.database_url, name))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ from domain.batch import Batch, require
 from domain.errors import InvalidTransition
 from domain.events import (
     AnyEvent,
+    CodeInterpreterCallCodeDelta,
+    CodeInterpreterCallCodeDone,
+    CodeInterpreterCallInProgress,
     ContentPartAdded,
     ContentPartDone,
     CustomToolCallInputDelta,
@@ -42,12 +45,15 @@ from domain.events import (
     ResponseIncomplete,
     SchemaReasoningDelta,
     SchemaReasoningDone,
+    ToolFacts,
+    WebSearchCallInProgress,
 )
 from domain.fold import content_parts, terminal_snapshot
 from domain.generation import (
     AnyDelta,
     ApprovalRequest,
     ArgumentsDelta,
+    BrowserCall,
     Compacted,
     EndItem,
     Finished,
@@ -61,6 +67,7 @@ from domain.generation import (
     TokenUsage,
 )
 from domain.objects import (
+    CodeInterpreterCall,
     ContentPart,
     CustomToolCall,
     FunctionCall,
@@ -79,9 +86,11 @@ from domain.objects import (
     Refusal,
     SummaryText,
     Usage,
+    WebSearchCall,
     phase_of,
 )
 from domain.state import Decision, ResponseState
+from domain.tools import action, container_id
 
 replace = msgspec.structs.replace
 
@@ -143,6 +152,9 @@ def close_item(batch: Batch, status: ItemStatus = "completed") -> None:
     if isinstance(item, McpListTools):
         _close_tool_list(batch, i, item)
         return
+    if isinstance(item, WebSearchCall | CodeInterpreterCall):
+        _close_builtin(batch, i, status)
+        return
     if isinstance(item, FunctionCall):
         iid, name, args = item.id or "", item.name, item.arguments
         batch.add(
@@ -175,6 +187,7 @@ def end_mcp_arguments(batch: Batch) -> None:
 
 
 NOT_RUN = "The call was not run: the response ended first."
+CUT_OFF = "The response ended while the call ran; what it did is unknown."
 
 
 def _close_mcp_call(batch: Batch, i: int, item: McpCall, status: ItemStatus) -> None:
@@ -191,6 +204,35 @@ def _close_mcp_call(batch: Batch, i: int, item: McpCall, status: ItemStatus) -> 
         error = {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": NOT_RUN}]}
         done = replace(current, status="failed" if status == "completed" else status, error=error)
     batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done))
+
+
+def _close_builtin(batch: Batch, i: int, status: ItemStatus) -> None:
+    """A built-in call closed by the response's end before its result: `failed` (or the
+    end's own status), never run afterwards."""
+    end_code(batch)
+    current = batch.response.output[i]
+    assert isinstance(current, WebSearchCall | CodeInterpreterCall)
+    ended = "failed" if status == "completed" else status
+    why = NOT_RUN if batch.state.mcp_step is None else CUT_OFF
+    if isinstance(current, CodeInterpreterCall):
+        done: OutputItem = replace(current, status=ended, outputs=[{"type": "logs", "logs": why}])
+    else:  # OpenAI's web search call has no `incomplete`
+        done = replace(current, status="failed")
+    facts = ToolFacts(output=why)
+    batch.add(lambda n: OutputItemDone(sequence_number=n, output_index=i, item=done, facts=facts))
+
+
+def end_code(batch: Batch) -> None:
+    """The open `code_interpreter_call`'s code is complete; the call stays open to be run."""
+    i = batch.state.open_index
+    item = batch.response.output[i] if i is not None else None
+    if isinstance(item, CodeInterpreterCall) and i is not None and not batch.state.closing:
+        iid, code = item.id, item.code or ""
+        batch.add(
+            lambda n: CodeInterpreterCallCodeDone(
+                sequence_number=n, item_id=iid, output_index=i, code=code
+            )
+        )
 
 
 def _close_tool_list(batch: Batch, i: int, item: McpListTools) -> None:
@@ -274,6 +316,9 @@ def _function_call(batch: Batch, delta: FunctionCallStart) -> None:
     call_id = delta.call_id or item_id(rid, "call", n)
     namespace = msgspec.UNSET if delta.namespace is None else delta.namespace
     call: OutputItem
+    if delta.builtin == "python":
+        _python_call(batch, item_id(rid, "ci", n))
+        return
     if delta.server_label is not None:
         call = McpCall(
             id=item_id(rid, "mcp", n),
@@ -303,6 +348,29 @@ def _function_call(batch: Batch, delta: FunctionCallStart) -> None:
     _open_new_item(batch, call)
 
 
+def _python_call(batch: Batch, iid: str) -> None:
+    """gpt-oss's `python` call: a `code_interpreter_call`, its code streamed as it comes."""
+    cid = container_id(batch.response.tools)
+    call = CodeInterpreterCall(id=iid, code="", container_id=cid, status="in_progress")
+    _open_new_item(batch, call)
+    n = len(batch.response.output) - 1
+    batch.add(
+        lambda s: CodeInterpreterCallInProgress(sequence_number=s, item_id=iid, output_index=n)
+    )
+
+
+def _browser(batch: Batch, delta: BrowserCall) -> None:
+    """gpt-oss's whole `browser.<name>` call: a `web_search_call` in progress, its action
+    shown, the model's arguments kept hidden for the tool server (domain/builtins.py)."""
+    close_item(batch)
+    n = len(batch.response.output)
+    iid = item_id(batch.response.id, "ws", n)
+    item = WebSearchCall(id=iid, action=action(delta.name, delta.arguments), status="in_progress")
+    facts = ToolFacts(arguments=delta.arguments)
+    batch.add(lambda s: OutputItemAdded(sequence_number=s, output_index=n, item=item, facts=facts))
+    batch.add(lambda s: WebSearchCallInProgress(sequence_number=s, item_id=iid, output_index=n))
+
+
 def _input(batch: Batch, delta: InputDelta) -> None:
     i, resp, text = batch.state.open_index, batch.response, delta.text
     item = resp.output[i] if i is not None else None
@@ -317,17 +385,21 @@ def _input(batch: Batch, delta: InputDelta) -> None:
         )
 
 
+# A call the server runs streams its arguments (or code) with events of its own kind.
+_CALL_DELTAS: dict[type, type[CodeInterpreterCallCodeDelta] | type[McpCallArgumentsDelta]] = {
+    CodeInterpreterCall: CodeInterpreterCallCodeDelta,
+    McpCall: McpCallArgumentsDelta,
+}
+
+
 def _arguments(batch: Batch, delta: ArgumentsDelta) -> None:
     i, resp, text = batch.state.open_index, batch.response, delta.text
     item = resp.output[i] if i is not None else None
-    if isinstance(item, McpCall) and i is not None:
+    event = _CALL_DELTAS.get(type(item))
+    if event is not None and item is not None and i is not None:
+        iid = item.id or ""
         if text:
-            mid = item.id
-            batch.add(
-                lambda n: McpCallArgumentsDelta(
-                    sequence_number=n, item_id=mid, output_index=i, delta=text
-                )
-            )
+            batch.add(lambda n: event(sequence_number=n, item_id=iid, output_index=i, delta=text))
         return
     if not isinstance(item, FunctionCall) or i is None:
         raise InvalidTransition(f"response {resp.id}: arguments with no open function call")
@@ -359,6 +431,9 @@ def _end_item(batch: Batch, delta: EndItem) -> None:
     if i is not None and isinstance(batch.response.output[i], McpCall):
         end_mcp_arguments(batch)  # the runner runs it (service/mcploop.py), then closes it
         return
+    if i is not None and isinstance(batch.response.output[i], CodeInterpreterCall):
+        end_code(batch)  # likewise
+        return
     close_item(batch)
 
 
@@ -386,6 +461,7 @@ _BUILDERS: dict[type[AnyDelta], Callable[[Batch, Any], None]] = {
     InputDelta: _input,
     EndItem: _end_item,
     ApprovalRequest: _approval,
+    BrowserCall: _browser,
     ReasoningSealed: _sealed,
     Compacted: _compacted,
 }

@@ -117,14 +117,30 @@ class LegacyResponseCancelled(
 # --- output items and content parts ---------------------------------------------------------
 
 
-class OutputItemAdded(Event, frozen=True, kw_only=True, tag="response.output_item.added"):
-    output_index: int
-    item: OutputItem
+class ToolFacts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a built-in tool call (`web_search_call`) was asked and answered, which OpenAI's
+    item does not show: the model's `arguments` (on its `output_item.added`) and the text
+    the tool server gave back to the model (`output`, on its `output_item.done`)."""
+
+    arguments: str | None = None
+    output: str | None = None
 
 
-class OutputItemDone(Event, frozen=True, kw_only=True, tag="response.output_item.done"):
+# `omit_defaults`: without facts an item event is the bytes it always was.
+class OutputItemAdded(
+    Event, frozen=True, kw_only=True, tag="response.output_item.added", omit_defaults=True
+):
     output_index: int
     item: OutputItem
+    facts: ToolFacts | None = None
+
+
+class OutputItemDone(
+    Event, frozen=True, kw_only=True, tag="response.output_item.done", omit_defaults=True
+):
+    output_index: int
+    item: OutputItem
+    facts: ToolFacts | None = None
 
 
 class ContentPartAdded(Event, frozen=True, kw_only=True, tag="response.content_part.added"):
@@ -260,6 +276,73 @@ class McpCallFailed(Event, frozen=True, kw_only=True, tag="response.mcp_call.fai
     output_index: int
 
 
+# --- built-in tools (openai-python `response_web_search_call_*_event.py`,
+# `response_code_interpreter_call_*_event.py`; docs/mcp.md "Built-in tools") -------------
+
+
+class WebSearchCallInProgress(
+    Event, frozen=True, kw_only=True, tag="response.web_search_call.in_progress"
+):
+    item_id: str
+    output_index: int
+
+
+class WebSearchCallSearching(
+    Event, frozen=True, kw_only=True, tag="response.web_search_call.searching"
+):
+    """The call is handed to the tool server: appended before it is (as `mcp_call`'s
+    `in_progress`)."""
+
+    item_id: str
+    output_index: int
+
+
+class WebSearchCallCompleted(
+    Event, frozen=True, kw_only=True, tag="response.web_search_call.completed"
+):
+    item_id: str
+    output_index: int
+
+
+class CodeInterpreterCallInProgress(
+    Event, frozen=True, kw_only=True, tag="response.code_interpreter_call.in_progress"
+):
+    item_id: str
+    output_index: int
+
+
+class CodeInterpreterCallCodeDelta(
+    Event, frozen=True, kw_only=True, tag="response.code_interpreter_call_code.delta"
+):
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class CodeInterpreterCallCodeDone(
+    Event, frozen=True, kw_only=True, tag="response.code_interpreter_call_code.done"
+):
+    item_id: str
+    output_index: int
+    code: str
+
+
+class CodeInterpreterCallInterpreting(
+    Event, frozen=True, kw_only=True, tag="response.code_interpreter_call.interpreting"
+):
+    """The code is handed to the tool server: appended before it is."""
+
+    item_id: str
+    output_index: int
+
+
+class CodeInterpreterCallCompleted(
+    Event, frozen=True, kw_only=True, tag="response.code_interpreter_call.completed"
+):
+    item_id: str
+    output_index: int
+
+
 class ReasoningTextDelta(Event, frozen=True, kw_only=True, tag="response.reasoning_text.delta"):
     item_id: str
     output_index: int
@@ -365,6 +448,14 @@ AnyEvent = (
     | McpCallInProgress
     | McpCallCompleted
     | McpCallFailed
+    | WebSearchCallInProgress
+    | WebSearchCallSearching
+    | WebSearchCallCompleted
+    | CodeInterpreterCallInProgress
+    | CodeInterpreterCallCodeDelta
+    | CodeInterpreterCallCodeDone
+    | CodeInterpreterCallInterpreting
+    | CodeInterpreterCallCompleted
 )
 
 # The classes a stored row decodes into, one per tag. `ResponseCancelled` shares its tag
@@ -405,6 +496,14 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpCallInProgress,
     McpCallCompleted,
     McpCallFailed,
+    WebSearchCallInProgress,
+    WebSearchCallSearching,
+    WebSearchCallCompleted,
+    CodeInterpreterCallInProgress,
+    CodeInterpreterCallCodeDelta,
+    CodeInterpreterCallCodeDone,
+    CodeInterpreterCallInterpreting,
+    CodeInterpreterCallCompleted,
 )
 
 
@@ -442,8 +541,17 @@ _facts_decoders: dict[str, msgspec.json.Decoder[Any]] = {
     tag_of(ResponseFailed): msgspec.json.Decoder(EndFacts),
     tag_of(ResponseIncomplete): msgspec.json.Decoder(EndFacts),
     tag_of(LegacyResponseCancelled): msgspec.json.Decoder(EndFacts),
+    tag_of(OutputItemAdded): msgspec.json.Decoder(ToolFacts),
+    tag_of(OutputItemDone): msgspec.json.Decoder(ToolFacts),
 }
-_FACTS_CARRIERS = (ResponseCreated, ResponseFailed, ResponseIncomplete, ResponseCancelled)
+_FACTS_CARRIERS = (
+    ResponseCreated,
+    ResponseFailed,
+    ResponseIncomplete,
+    ResponseCancelled,
+    OutputItemAdded,
+    OutputItemDone,
+)
 
 
 class Encoded(msgspec.Struct, frozen=True):

@@ -17,6 +17,11 @@ import msgspec
 from domain.errors import InvalidTransition, NotFound
 from domain.events import (
     AnyEvent,
+    CodeInterpreterCallCodeDelta,
+    CodeInterpreterCallCodeDone,
+    CodeInterpreterCallCompleted,
+    CodeInterpreterCallInProgress,
+    CodeInterpreterCallInterpreting,
     ContentPartAdded,
     ContentPartDone,
     CustomToolCallInputDelta,
@@ -55,9 +60,15 @@ from domain.events import (
     SchemaReasoningDelta,
     SchemaReasoningDone,
     TerminalEvent,
+    ToolFacts,
+    WebSearchCallCompleted,
+    WebSearchCallInProgress,
+    WebSearchCallSearching,
     tag_of,
 )
 from domain.objects import (
+    BuiltinCall,
+    CodeInterpreterCall,
     CompactionItem,
     ContentPart,
     CustomToolCall,
@@ -76,6 +87,7 @@ from domain.objects import (
     ResponseObject,
     SummaryText,
     Usage,
+    WebSearchCall,
 )
 from domain.state import ResponseState
 
@@ -302,10 +314,11 @@ def _item_added(state: ResponseState, event: OutputItemAdded) -> ResponseState:
         or content_parts(item)
         or (isinstance(item, FunctionCall) and item.arguments)
         or (isinstance(item, CustomToolCall) and item.input)
+        or (isinstance(item, CodeInterpreterCall) and (item.code or item.outputs))
     ):
         raise _fail(state, event, "a new item must be empty")
     return replace(
-        state,
+        _with_facts(state, item.id, event.facts),
         version=event.sequence_number,
         response=replace(resp, output=[*resp.output, item]),
         open_index=i,
@@ -325,6 +338,8 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         _must_be_closing(state, event, "call's final arguments")
     if isinstance(item, McpListTools | McpCall | McpApprovalRequest):
         return _mcp_item_done(state, event, item)
+    if isinstance(item, WebSearchCall | CodeInterpreterCall):
+        return _builtin_done(state, event, item)
     # A reasoning item may gain its sealed content as it closes (service/sealing.py).
     if (
         isinstance(item, ReasoningItem)
@@ -334,8 +349,8 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         item = replace(item, encrypted_content=done.encrypted_content)
     if isinstance(item, CompactionItem) or isinstance(done, CompactionItem):
         differs = item != done
-    elif isinstance(done, McpListTools | McpCall | McpApprovalRequest):
-        differs = True  # an MCP item closes through `_mcp_item_done`, above
+    elif isinstance(done, McpListTools | McpCall | McpApprovalRequest | BuiltinCall):
+        differs = True  # an MCP or built-in call closes through its own handler, above
     else:
         ended = done.status in ("completed", "incomplete")
         differs = not ended or replace(item, status=done.status) != done
@@ -610,10 +625,17 @@ def _mcp_arguments_done(state: ResponseState, event: McpCallArgumentsDone) -> Re
 
 def _mcp_calling(state: ResponseState, event: McpCallInProgress) -> ResponseState:
     _open_mcp_call(state, event)
+    return _calling(state, event)
+
+
+def _calling(state: ResponseState, event: AnyEvent) -> ResponseState:
+    """A server-run call is handed to its server; once more when a process that took over
+    the loop retries a call of an idempotent tool that was in flight (never a third time)."""
     _must_be_closing(state, event, "call's final arguments")
-    if state.mcp_step is not None:
-        raise _fail(state, event, "the call was already started")
-    return replace(state, version=event.sequence_number, mcp_step="calling")
+    step = {None: "calling", "calling": "retried"}.get(state.mcp_step)
+    if step is None:
+        raise _fail(state, event, "the call was already started, and retried")
+    return replace(state, version=event.sequence_number, mcp_step=step)
 
 
 def _mcp_ended(state: ResponseState, event: McpCallCompleted | McpCallFailed) -> ResponseState:
@@ -622,10 +644,109 @@ def _mcp_ended(state: ResponseState, event: McpCallCompleted | McpCallFailed) ->
     # A call may fail without ever being started (its arguments were cut off, or it was
     # refused); it completes only once started.
     if state.mcp_step == "ended" or (
-        isinstance(event, McpCallCompleted) and state.mcp_step != "calling"
+        isinstance(event, McpCallCompleted) and state.mcp_step not in ("calling", "retried")
     ):
         raise _fail(state, event, "the call's result does not follow its start")
     return replace(state, version=event.sequence_number, mcp_step="ended")
+
+
+# --- built-in tool calls (domain/builtins.py) ----------------------------------------------
+
+
+def _with_facts(
+    state: ResponseState, item_id: str | None, facts: ToolFacts | None
+) -> ResponseState:
+    """The hidden facts of a built-in call's item event, merged into what the state keeps."""
+    if facts is None or item_id is None:
+        return state
+    had = state.tool_facts.get(item_id, ToolFacts())
+    merged = ToolFacts(
+        arguments=facts.arguments if facts.arguments is not None else had.arguments,
+        output=facts.output if facts.output is not None else had.output,
+    )
+    return replace(state, tool_facts={**state.tool_facts, item_id: merged})
+
+
+def _open_builtin(state: ResponseState, event: Any, kind: type[BuiltinCall]) -> BuiltinCall:
+    item = _open_item(state, event, event.output_index, event.item_id)
+    if not isinstance(item, kind):
+        raise _fail(state, event, f"output item {event.output_index} is not a {kind.__name__}")
+    return item
+
+
+def _search_in_progress(state: ResponseState, event: WebSearchCallInProgress) -> ResponseState:
+    """A web search call is added whole: its action is complete once it is in progress."""
+    _open_builtin(state, event, WebSearchCall)
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number, closing=True)
+
+
+def _code_in_progress(state: ResponseState, event: CodeInterpreterCallInProgress) -> ResponseState:
+    _open_builtin(state, event, CodeInterpreterCall)
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number)
+
+
+def _code_delta(state: ResponseState, event: CodeInterpreterCallCodeDelta) -> ResponseState:
+    item = _open_builtin(state, event, CodeInterpreterCall)
+    assert isinstance(item, CodeInterpreterCall)
+    _not_closing(state, event)
+    new = replace(item, code=(item.code or "") + event.delta)
+    return _set_item(state, event.output_index, new, version=event.sequence_number)
+
+
+def _code_done(state: ResponseState, event: CodeInterpreterCallCodeDone) -> ResponseState:
+    item = _open_builtin(state, event, CodeInterpreterCall)
+    assert isinstance(item, CodeInterpreterCall)
+    if (item.code or "") != event.code:
+        raise _fail(state, event, "the final code differs from its deltas")
+    _not_closing(state, event)
+    return replace(state, version=event.sequence_number, closing=True)
+
+
+def _builtin_calling(
+    state: ResponseState, event: WebSearchCallSearching | CodeInterpreterCallInterpreting
+) -> ResponseState:
+    kind = WebSearchCall if isinstance(event, WebSearchCallSearching) else CodeInterpreterCall
+    _open_builtin(state, event, kind)
+    return _calling(state, event)
+
+
+def _builtin_completed(
+    state: ResponseState, event: WebSearchCallCompleted | CodeInterpreterCallCompleted
+) -> ResponseState:
+    kind = WebSearchCall if isinstance(event, WebSearchCallCompleted) else CodeInterpreterCall
+    _open_builtin(state, event, kind)
+    _must_be_closing(state, event, "call's final arguments")
+    if state.mcp_step not in ("calling", "retried"):
+        raise _fail(state, event, "the call's result does not follow its start")
+    return replace(state, version=event.sequence_number, mcp_step="ended")
+
+
+def _builtin_done(state: ResponseState, event: OutputItemDone, item: BuiltinCall) -> ResponseState:
+    """A built-in call closes `completed` after its `completed` event, else `failed` or
+    `incomplete`, with what the tool gave (outputs) but the same call."""
+    done = event.item
+    same = isinstance(done, type(item)) and done.id == item.id
+    if isinstance(item, WebSearchCall) and isinstance(done, WebSearchCall):
+        same = same and done.action == item.action
+    if isinstance(item, CodeInterpreterCall) and isinstance(done, CodeInterpreterCall):
+        same = same and (done.code, done.container_id) == (item.code, item.container_id)
+    ended = state.mcp_step == "ended"
+    status = getattr(done, "status", None)
+    ok = status == "completed" if ended else status in ("failed", "incomplete")
+    if not (same and ok and state.closing):
+        raise _fail(state, event, "the final built-in call differs from its steps")
+    changed = _with_facts(state, done.id, event.facts)
+    return _set_item(
+        changed,
+        event.output_index,
+        done,
+        version=event.sequence_number,
+        open_index=None,
+        closing=False,
+        mcp_step=None,
+    )
 
 
 # --- dispatch ---------------------------------------------------------------------------------
@@ -669,4 +790,12 @@ _HANDLERS: dict[type[Event], Callable[[ResponseState, Any], ResponseState]] = {
     McpCallInProgress: _mcp_calling,
     McpCallCompleted: _mcp_ended,
     McpCallFailed: _mcp_ended,
+    WebSearchCallInProgress: _search_in_progress,
+    WebSearchCallSearching: _builtin_calling,
+    WebSearchCallCompleted: _builtin_completed,
+    CodeInterpreterCallInProgress: _code_in_progress,
+    CodeInterpreterCallCodeDelta: _code_delta,
+    CodeInterpreterCallCodeDone: _code_done,
+    CodeInterpreterCallInterpreting: _builtin_calling,
+    CodeInterpreterCallCompleted: _builtin_completed,
 }

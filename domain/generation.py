@@ -127,6 +127,15 @@ class FunctionCallStart(Delta, frozen=True, kw_only=True):
     # `approval`: its calls wait for the client (an `mcp_approval_request` instead).
     server_label: str | None = None
     approval: bool = False
+    builtin: str | None = None  # gpt-oss's `browser` or `python` (domain/builtins.py)
+
+
+class BrowserCall(Delta, frozen=True, kw_only=True):
+    """The model called gpt-oss's built-in browser (`browser.search`, `.open`, `.find`):
+    the whole call, which becomes a `web_search_call` (an item OpenAI adds whole)."""
+
+    name: str
+    arguments: str
 
 
 class ApprovalRequest(Delta, frozen=True, kw_only=True):
@@ -195,4 +204,5 @@ AnyDelta = (
     | EndItem
     | Finished
     | ApprovalRequest
+    | BrowserCall
 )

@@ -17,6 +17,7 @@ import msgspec
 
 from domain.batch import Batch, require
 from domain.builder import close_item, item_id
+from domain.builtins import builtin_ended, builtin_started, pending_server_call, recipient
 from domain.errors import InvalidTransition
 from domain.events import (
     McpCallArgumentsDelta,
@@ -30,12 +31,25 @@ from domain.events import (
     OutputItemAdded,
     OutputItemDone,
 )
-from domain.objects import McpApprovalRequest, McpCall, McpListTools
+from domain.objects import (
+    CodeInterpreterCall,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
+    ServerCall,
+    WebSearchCall,
+)
 from domain.state import Decision, ResponseState
 
 replace = msgspec.structs.replace
 
 WORKER_LOST = "The process running this call stopped before the call returned; it was not retried."
+LOST_TWICE = (
+    "The process running this call stopped before the call returned, and so did the one "
+    "that retried it; it was not retried again."
+)
+# The label the built-in tools go by in `--mcp-idempotent-tools` (`tool_server:python`).
+TOOL_SERVER_LABEL = "tool_server"
 
 
 def execution_error(text: str) -> dict[str, Any]:
@@ -67,9 +81,18 @@ def pending_call(state: ResponseState) -> McpCall | None:
 
 
 def calls_made(state: ResponseState) -> int:
-    """How many MCP calls this response has made (for `max_tool_calls`)."""
+    """How many calls the server ran for this response, MCP and built-in (for
+    `max_tool_calls`)."""
     assert state.response is not None
-    return sum(1 for item in state.response.output if isinstance(item, McpCall))
+    kinds = McpCall | WebSearchCall | CodeInterpreterCall
+    return sum(1 for item in state.response.output if isinstance(item, kinds))
+
+
+def tool_key(call: ServerCall) -> str:
+    """How `--mcp-idempotent-tools` names the call's tool: `server_label:name`."""
+    if isinstance(call, McpCall):
+        return f"{call.server_label}:{call.name}"
+    return f"{TOOL_SERVER_LABEL}:{recipient(call)}"
 
 
 def list_started(state: ResponseState, server_label: str) -> Decision:
@@ -138,18 +161,35 @@ def call_ended(
     return batch.decision()
 
 
-def interrupted(state: ResponseState) -> Decision:
+def interrupted(state: ResponseState, idempotent: frozenset[str] = frozenset()) -> Decision:
     """Take over a loop whose process died: a call it had started is recorded failed (its
-    effect is unknown, so it is never run twice), any other open item is closed as
-    incomplete. What is left is a state from which the loop can go on."""
+    effect is unknown, so it is never run twice), unless its tool is declared idempotent
+    (`tool_key` in `idempotent`): then it is started again, once. Any other open item is
+    closed as incomplete. What is left is a state from which the loop can go on."""
     require(state, "in_progress")
-    call = pending_call(state)
-    if call is not None and state.mcp_step == "calling":
-        return call_ended(state, error=execution_error(WORKER_LOST))
+    call = pending_server_call(state)
+    if call is not None and state.mcp_step == "calling" and tool_key(call) in idempotent:
+        return _restarted(state, call)
+    if call is not None and state.mcp_step in ("calling", "retried"):
+        why = WORKER_LOST if state.mcp_step == "calling" else LOST_TWICE
+        if isinstance(call, McpCall):
+            return call_ended(state, error=execution_error(why))
+        return builtin_ended(state, output=None, error=why)
     if call is not None:
         return Decision([], state)  # never started: it is run now, once
     batch = Batch(state)
     close_item(batch, "incomplete")
+    return batch.decision()
+
+
+def _restarted(state: ResponseState, call: ServerCall) -> Decision:
+    """The in-flight call of an idempotent tool, handed to its server a second time."""
+    if not isinstance(call, McpCall):
+        return builtin_started(state)
+    i = state.open_index
+    assert i is not None
+    batch = Batch(state)
+    batch.add(lambda s: McpCallInProgress(sequence_number=s, item_id=call.id, output_index=i))
     return batch.decision()
 
 

@@ -194,7 +194,38 @@ class McpApprovalRequest(
     arguments: str
 
 
+# --- gpt-oss's built-in tools, run through the operator's tool server (docs/mcp.md,
+# "Built-in tools"): OpenAI's items for its hosted `web_search` and `code_interpreter` -------
+
+
+class WebSearchCall(_Obj, frozen=True, kw_only=True, tag_field="type", tag="web_search_call"):
+    """A `browser.*` call of gpt-oss (openai-python `response_function_web_search.py`
+    `ResponseFunctionWebSearch`): `action` is `{"type": "search", "query"}`,
+    `{"type": "open_page", "url"}` or `{"type": "find_in_page", "pattern", "url"}`. OpenAI's
+    item carries no results; what the tool answered is kept in the log's hidden facts."""
+
+    id: str
+    action: dict[str, Any]
+    status: Literal["in_progress", "searching", "completed", "failed"]
+
+
+class CodeInterpreterCall(
+    _Obj, frozen=True, kw_only=True, tag_field="type", tag="code_interpreter_call"
+):
+    """A `python` call of gpt-oss (openai-python `response_code_interpreter_tool_call.py`
+    `ResponseCodeInterpreterToolCall`): the code, and its output as `{"type": "logs"}`."""
+
+    id: str
+    code: str | None
+    container_id: str
+    outputs: list[dict[str, Any]] | None = None
+    status: Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
+
+
 McpItem = McpListTools | McpCall | McpApprovalRequest
+BuiltinCall = WebSearchCall | CodeInterpreterCall
+# The calls the server runs itself, step by step in the log (service/mcploop.py).
+ServerCall = McpCall | WebSearchCall | CodeInterpreterCall
 ToolCall = FunctionCall | CustomToolCall
 OutputItem = (
     OutputMessage
@@ -205,6 +236,8 @@ OutputItem = (
     | McpCall
     | McpApprovalRequest
     | CompactionItem
+    | WebSearchCall
+    | CodeInterpreterCall
 )
 
 

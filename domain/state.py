@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from domain.events import AnyEvent, ReasoningEvents, RequestFacts
+from domain.events import AnyEvent, ReasoningEvents, RequestFacts, ToolFacts
 from domain.objects import TERMINAL_STATUSES, ResponseObject
 
 
@@ -25,7 +25,12 @@ class ResponseState(msgspec.Struct, frozen=True, kw_only=True):
     # The open `mcp_call`'s step once its arguments are done: "calling" (it was handed to
     # the MCP server: `response.mcp_call.in_progress`), "ended" (its result is recorded and
     # `output_item.done` must follow). None before: the call was never started.
+    # (A built-in call's `searching`/`interpreting` and `completed` are the same steps.) A
+    # call in flight that a takeover retries (its tool is idempotent) is "retried".
     mcp_step: str | None = None
+    # What built-in tool calls were asked and answered, by item id: hidden facts of their
+    # item events, which the model is shown and clients are not (domain/builtins.py).
+    tool_facts: dict[str, ToolFacts] = msgspec.field(default_factory=dict)
 
     @property
     def status(self) -> str | None:

@@ -3,9 +3,10 @@
 A response echoes every tool the client sent (`ResponseObject.tools`, plain JSON). Only some
 are offered to the model: `function` tools, `custom` tools (free-form text input), the
 function and custom tools inside a `namespace`, and a client-executed `tool_search`. Hosted
-tools (`web_search`, `file_search`, `image_generation`, ...) need a tool server this
-deployment does not have: they are echoed, recorded as not offered, and never shown to the
-model (docs/api.md, "Tools").
+tools (`web_search`, `file_search`, `image_generation`, ...) are echoed, recorded as not
+offered, and never shown to the model (docs/operations.md, "Tools"), except where a tool
+server runs gpt-oss's built-ins: `web_search` and `code_interpreter` then offer them (the
+end of this module; domain/builtins.py runs them).
 
 Every engine renders an offered tool as a function: a custom tool as a function of one string
 parameter `input` (the text the model writes), a namespaced tool under its namespace (harmony
@@ -76,6 +77,9 @@ class OfferedTool(msgspec.Struct, frozen=True, kw_only=True):
     format: dict[str, Any] | None = None  # a custom tool's input format (grammar), as sent
     server_label: str | None = None  # an MCP server's tool: the server runs it (docs/mcp.md)
     approval: bool = False  # an MCP tool whose calls wait for the client's approval
+    # gpt-oss's built-in `browser` or `python`, run through the tool server
+    # (domain/builtins.py): engines that know them render them their own way.
+    builtin: str | None = None
 
     def qualified(self, separator: str) -> str:
         """The name an engine without namespaces uses: `namespace<sep>name`."""
@@ -263,3 +267,51 @@ def mcp_offered(server: McpServer, listed_tools: list[dict[str, Any]]) -> list[O
             )
         )
     return out
+
+
+# --- gpt-oss's built-in tools (domain/builtins.py runs them) ---------------------------------
+
+# The request's tool types each built-in stands for (openai-python `ToolParam`).
+BROWSER_TYPES = frozenset(
+    {"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"}
+)
+PYTHON_TYPES = frozenset({"code_interpreter"})
+BROWSER = [
+    OfferedTool(name=n, namespace="browser", builtin="browser") for n in ("search", "open", "find")
+]
+PYTHON = OfferedTool(name="python", builtin="python")
+# `browser.<name>`'s action type on a `web_search_call` (`ResponseFunctionWebSearch.Action`).
+BUILTIN_ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
+
+
+def builtin_offered(tools: list[dict[str, Any]]) -> list[OfferedTool]:
+    """The built-ins a request's echoed tools ask for, browser first."""
+    kinds = {t.get("type") for t in tools}
+    out = list(BROWSER) if kinds & BROWSER_TYPES else []
+    return [*out, PYTHON] if kinds & PYTHON_TYPES else out
+
+
+def container_id(tools: list[dict[str, Any]]) -> str:
+    """The container a `code_interpreter_call` names: the request's own id, else "auto"."""
+    for t in tools:
+        if t.get("type") in PYTHON_TYPES and isinstance(t.get("container"), str):
+            return str(t["container"])
+    return "auto"
+
+
+def action(name: str, arguments: str) -> dict[str, Any]:
+    """The `action` of a `web_search_call` for the model's `browser.<name>` call. An action's
+    URL is what the model named (a link number is no URL: "" as vLLM gives)."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        args = {}
+    args = args if isinstance(args, dict) else {}
+    kind = BUILTIN_ACTIONS.get(name, "search")
+    link = args.get("id")
+    url = link if isinstance(link, str) else ""
+    if kind == "search":
+        return {"type": "search", "query": str(args.get("query", ""))}
+    if kind == "open_page":
+        return {"type": "open_page", "url": url}
+    return {"type": "find_in_page", "pattern": str(args.get("pattern", "")), "url": url}

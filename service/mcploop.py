@@ -23,6 +23,14 @@ from typing import Any
 
 import msgspec
 
+from domain.builtins import (
+    as_model_input,
+    builtin_ended,
+    builtin_started,
+    pending_server_call,
+    recipient,
+    server_arguments,
+)
 from domain.errors import EngineError
 from domain.events import RequestFacts
 from domain.generation import Finished, Prompt, TokenUsage, Turn
@@ -36,10 +44,10 @@ from domain.mcp import (
     list_ended,
     list_started,
     listed,
-    pending_call,
     protocol_error,
 )
 from domain.objects import (
+    CodeInterpreterCall,
     FunctionCall,
     FunctionCallOutput,
     InputFunctionCall,
@@ -53,9 +61,10 @@ from domain.objects import (
     OutputItem,
     OutputMessage,
     ReasoningItem,
+    WebSearchCall,
 )
 from domain.state import Decision, ResponseState
-from domain.tools import McpServer, OfferedTool, mcp_offered, mcp_servers
+from domain.tools import McpServer, OfferedTool, builtin_offered, mcp_offered, mcp_servers
 from service.ports import ToolError, ToolServers
 from service.sealing import Sealer
 
@@ -72,6 +81,9 @@ class ToolLimits(msgspec.Struct, frozen=True, kw_only=True):
     call_timeout_s: float = 30.0
     loop_timeout_s: float = 300.0
     max_output_bytes: int = 65536
+    # Tools whose calls a takeover may run again when one was in flight as the process
+    # running it died (`server_label:name`; the built-ins are `tool_server:python` …).
+    idempotent: frozenset[str] = frozenset()
 
 
 Step = Callable[[Decision], Awaitable[None]]
@@ -87,11 +99,17 @@ def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:
     )
 
 
-def as_input(output: list[OutputItem]) -> list[InputItem]:
+def as_input(output: list[OutputItem], state: ResponseState | None = None) -> list[InputItem]:
     """What a loop's output so far is to the model of its next step: its messages and
-    reasoning, and each finished MCP call as a function call and that call's output."""
+    reasoning, and each finished MCP call as a function call and that call's output; with
+    the loop's `state`, each finished built-in call too (what its tool answered is in the
+    state's hidden facts; an earlier turn's built-in calls are left out)."""
     out: list[InputItem] = []
     for item in output:
+        if isinstance(item, WebSearchCall | CodeInterpreterCall):
+            if state is not None and item.status in ("completed", "failed", "incomplete"):
+                out += as_model_input(item, state)
+            continue
         if isinstance(item, OutputMessage):
             out.append(InputMessage(id=item.id, role="assistant", content=list(item.content)))
         elif isinstance(item, ReasoningItem):
@@ -127,7 +145,7 @@ def engine_prompt(prompt: Prompt) -> Prompt:
 
 
 def _linear(turn: Turn) -> Turn:
-    mcp = (McpCall, McpListTools, McpApprovalRequest)
+    mcp = (McpCall, McpListTools, McpApprovalRequest, WebSearchCall, CodeInterpreterCall)
     if not any(isinstance(i, mcp) for i in turn.output) and not any(
         isinstance(i, McpApprovalResponse) for i in turn.input
     ):
@@ -152,10 +170,25 @@ def _approved(prompt: Prompt, state: ResponseState) -> McpApprovalRequest | None
 class ToolLoop:
     """Runs the MCP steps of one process's generations."""
 
-    def __init__(self, servers: ToolServers, sealer: Sealer, limits: ToolLimits) -> None:
+    def __init__(
+        self,
+        servers: ToolServers,
+        sealer: Sealer,
+        limits: ToolLimits,
+        tool_server: str | None = None,
+    ) -> None:
         self._servers = servers
         self._sealer = sealer
         self.limits = limits
+        self.tool_server = tool_server  # runs gpt-oss's built-ins (domain/builtins.py)
+
+    def builtins(self, tools: list[dict[str, Any]]) -> list[OfferedTool]:
+        """The built-ins a response's tools ask for, when there is a tool server."""
+        return builtin_offered(tools) if self.tool_server else []
+
+    def runs(self, tools: list[dict[str, Any]]) -> bool:
+        """Whether a response with these tools is a tool loop of this process."""
+        return bool(mcp_servers(tools) or self.builtins(tools))
 
     # --- secrets --------------------------------------------------------------------------
 
@@ -194,8 +227,9 @@ class ToolLoop:
         headers = self.headers(state.facts)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.loop_timeout_s
+        builtins = self.builtins(state.response.tools)
         if state.open_index is not None:  # a dead process's loop, taken over
-            await step(interrupted(state))
+            await step(interrupted(state, self.limits.idempotent))
         for server in servers.values():
             if server.server_label not in listed(holder[0]):
                 await self._list(holder, server, headers, step)
@@ -207,9 +241,12 @@ class ToolLoop:
                     f"the tool loop ran past {self.limits.loop_timeout_s:g} s",
                     code="tool_loop_timeout",
                 )
-            call = pending_call(holder[0])
-            if call is not None:
+            call = pending_server_call(holder[0])
+            if isinstance(call, McpCall):
                 await self._call(holder, call, servers, headers, step, limit, deadline)
+                continue
+            if call is not None:
+                await self._builtin_call(holder, call, step, limit, deadline)
                 continue
             request = _approved(prompt, holder[0])
             if request is not None:
@@ -217,12 +254,11 @@ class ToolLoop:
                 continue
             offered = list(prompt.tools)
             if limit is None or calls_made(holder[0]) < limit:
-                offered += self.offered(holder[0], servers)
+                offered += self.offered(holder[0], servers) + builtins
             assert holder[0].response is not None
+            so_far = as_input(holder[0].response.output, holder[0])
             nxt = msgspec.structs.replace(
-                engine_prompt(prompt),
-                input=[*engine_prompt(prompt).input, *as_input(holder[0].response.output)],
-                tools=offered,
+                engine_prompt(prompt), input=[*engine_prompt(prompt).input, *so_far], tools=offered
             )
             finished = await generate(nxt)
             if finished is None:
@@ -317,6 +353,47 @@ class ToolLoop:
             )
             output = None
         await step(call_ended(holder[0], output=output, error=error))
+
+    async def _builtin_call(
+        self,
+        holder: list[ResponseState],
+        call: WebSearchCall | CodeInterpreterCall,
+        step: Step,
+        limit: int | None,
+        deadline: float,
+    ) -> None:
+        """Run a built-in call on the tool server, its steps recorded as an MCP call's."""
+        arguments = server_arguments(holder[0], call)
+        refusal = None
+        if arguments is None:
+            refusal = "the arguments are not a JSON object"
+        elif self.tool_server is None:
+            refusal = "no tool server runs the built-in tools here"
+        elif limit is not None and calls_made(holder[0]) > limit:
+            refusal = f"max_tool_calls ({limit}) reached; the call was not run"
+        if refusal is not None or self.tool_server is None or arguments is None:
+            await step(builtin_ended(holder[0], output=None, error=refusal))
+            return
+        if holder[0].mcp_step is None:
+            await step(builtin_started(holder[0]))  # durably, before the server is asked
+        timeout = max(
+            0.0, min(self.limits.call_timeout_s, deadline - asyncio.get_running_loop().time())
+        )
+        output: str | None = None
+        error: str | None = None
+        try:
+            output = await asyncio.wait_for(
+                self._servers.call_tool(self.tool_server, {}, recipient(call), arguments), timeout
+            )
+        except ToolError as exc:
+            error = _text(exc.error)
+        except TimeoutError:
+            error = f"the call did not return within {timeout:g} s"
+        if output is not None and len(output.encode()) > self.limits.max_output_bytes:
+            error = f"the output ({len(output.encode())} bytes) is over the limit"
+            error += f" of {self.limits.max_output_bytes} bytes"
+            output = None
+        await step(builtin_ended(holder[0], output=output, error=error))
 
 
 def _text(error: dict[str, Any]) -> str:

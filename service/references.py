@@ -19,6 +19,7 @@ import msgspec
 
 from domain.errors import InvalidRequest, NotFound
 from domain.objects import (
+    CodeInterpreterCall,
     CompactionItem,
     CustomToolCall,
     FunctionCall,
@@ -35,8 +36,10 @@ from domain.objects import (
     OutputItem,
     OutputMessage,
     ReasoningItem,
+    WebSearchCall,
 )
 from service.bundle import Bundle
+from service.mcploop import as_input as loop_input
 
 # <prefix>_<response suffix>_<output index> or _in<input index>
 _ITEM_ID = re.compile(r"^[a-z]+_([A-Za-z0-9]{1,128})_(in)?([0-9]{1,9})$")
@@ -87,6 +90,18 @@ async def _resolve(svc: Bundle, ref: ItemReference, owner: str) -> InputItem:
     )
 
 
+def conversation_items(output: list[OutputItem]) -> list[InputItem]:
+    """What a response's output leaves in its conversation, as input items: an MCP call as
+    its function call and output, as the next turn's model is shown it
+    (service/mcploop.py); the server's tool listings, approval requests and built-in calls
+    not at all (a built-in call's answer is a hidden fact of its own response's log)."""
+    ran = McpListTools | McpCall | McpApprovalRequest | WebSearchCall | CodeInterpreterCall
+    out: list[InputItem] = []
+    for item in output:
+        out += loop_input([item]) if isinstance(item, ran) else [as_input(item)]
+    return out
+
+
 def as_input(item: InputItem | OutputItem) -> InputItem:
     """An output item passed back as input, in the input item's form."""
     match item:
@@ -108,6 +123,11 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             # The server ran these itself; the turn that holds them carries them.
             raise InvalidRequest(
                 f"Item '{item.id}' is an MCP item; pass it with previous_response_id.",
+                param="input",
+            )
+        case WebSearchCall() | CodeInterpreterCall():
+            raise InvalidRequest(
+                f"Item '{item.id}' is a built-in tool call; pass it with previous_response_id.",
                 param="input",
             )
     return item

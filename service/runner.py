@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 
 from domain.builder import emit, finish
+from domain.builtins import pending_server_call
 from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition
 from domain.events import AnyEvent
@@ -30,11 +31,9 @@ from domain.generation import (
     Prompt,
     TokenUsage,
 )
-from domain.mcp import pending_call
-from domain.objects import McpCall
+from domain.objects import ServerCall
 from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
-from domain.tools import mcp_servers
 from service.batching import Inbox
 from service.mcploop import ToolLoop, engine_prompt
 from service.observe import UNOBSERVED, GenerationTrace, Tracer, WorkObserver
@@ -178,7 +177,7 @@ class Runner:
         if holder[0].status == "queued":
             await self._step(rid, holder, start(holder[0]), durable=True)
         resp = holder[0].response
-        if self.tools is not None and resp is not None and mcp_servers(resp.tools):
+        if self.tools is not None and resp is not None and self.tools.runs(resp.tools):
             await self._tool_loop(rid, holder, prompt, self.tools)
             return holder[0]
         # The engine is read in the inbox's task while this one waits for the log, so what
@@ -222,7 +221,7 @@ class Runner:
                     if isinstance(delta, Finished):
                         i = state.open_index
                         if i is not None and isinstance(
-                            state.response and state.response.output[i], McpCall
+                            state.response and state.response.output[i], ServerCall
                         ):
                             delta = EndItem()  # a call cut off by the end is still a call
                         else:
@@ -235,10 +234,10 @@ class Runner:
                         # The client decides: the response ends here (docs/mcp.md).
                         finished = Finished(reason="stop", usage=TokenUsage())
                         break
-                    if pending_call(state) is not None:
+                    if pending_server_call(state) is not None:
                         break
                 await self._step(rid, holder, Decision(events, state), durable=True)
-                if pending_call(state) is not None:
+                if pending_server_call(state) is not None:
                     return None
                 if finished is not None:
                     return finished

@@ -46,6 +46,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mcp_call_timeout_s: float = 30.0
     mcp_loop_timeout_s: float = 300.0
     mcp_max_output_bytes: int = 65536
+    # Tools (`server_label:name`) whose in-flight call a takeover runs once more.
+    mcp_idempotent_tools: frozenset[str] = frozenset()
+    # The MCP server that runs gpt-oss's built-ins (`browser.*`, `python`); sglang only.
+    tool_server: str | None = None
     # PostgreSQL: seconds to connect, and the most one statement may take (a frozen
     # database is then a quick 503, not a hang).
     db_connect_timeout_s: float = 5.0

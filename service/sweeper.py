@@ -20,7 +20,7 @@ from domain.commands import cancel, fail
 from domain.errors import DomainError
 from domain.reasons import FailReason
 from domain.state import ResponseState
-from domain.tools import mcp_servers
+from domain.tools import builtin_offered, mcp_servers
 from service.bundle import Bundle
 from service.history import history_for
 from service.periodic import Periodic
@@ -115,7 +115,8 @@ class Sweeper:
             state = await load_state(self._svc, rid)
         except DomainError:
             return False
-        if state.response is None or not mcp_servers(state.response.tools):
+        tools = [] if state.response is None else state.response.tools
+        if not (mcp_servers(tools) or builtin_offered(tools)):
             return False
         since = self._waiting.setdefault(rid, now)
         return now - since < self.loop_grace_s
@@ -130,7 +131,7 @@ class Sweeper:
             or resp is None
             or facts is None
             or state.status != "in_progress"
-            or not mcp_servers(resp.tools)
+            or not svc.runner.tools.runs(resp.tools)
             or svc.keeper.free() <= 0
         ):
             return False

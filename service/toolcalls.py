@@ -17,6 +17,7 @@ from domain.generation import (
     AnyDelta,
     ApprovalRequest,
     ArgumentsDelta,
+    BrowserCall,
     EndItem,
     FunctionCallStart,
     InputDelta,
@@ -41,35 +42,40 @@ async def tool_calls(
 async def _named(
     deltas: AsyncIterator[AnyDelta], tools: list[OfferedTool]
 ) -> AsyncGenerator[AnyDelta, None]:
-    async for delta in _approvals(_custom(deltas, tools)):
+    async for delta in _whole(_custom(deltas, tools)):
         yield delta
 
 
-async def _approvals(deltas: AsyncIterator[AnyDelta]) -> AsyncGenerator[AnyDelta, None]:
-    """A call of an MCP tool that waits for approval (`OfferedTool.approval`) is held whole
-    and becomes one `ApprovalRequest` (an `mcp_approval_request` item has no deltas)."""
+async def _whole(deltas: AsyncIterator[AnyDelta]) -> AsyncGenerator[AnyDelta, None]:
+    """Calls the client sees whole, with no deltas, are held until their arguments end: an
+    MCP tool's call that waits for approval (`OfferedTool.approval`) becomes one
+    `ApprovalRequest` (an `mcp_approval_request`), a `browser.*` call one `BrowserCall`
+    (a `web_search_call`, whose action needs the whole arguments)."""
     held: tuple[FunctionCallStart, list[str]] | None = None
     async for delta in deltas:
         if held is not None:
             if isinstance(delta, ArgumentsDelta):
                 held[1].append(delta.text)
                 continue
-            start, parts = held
+            yield _released(*held)
             held = None
-            assert start.server_label is not None
-            yield ApprovalRequest(
-                server_label=start.server_label, name=start.name, arguments="".join(parts)
-            )
             if isinstance(delta, EndItem):
                 continue
-        if isinstance(delta, FunctionCallStart) and delta.approval:
+        if isinstance(delta, FunctionCallStart) and (delta.approval or delta.builtin == "browser"):
             held = (delta, [])
             continue
         yield delta
-    if held is not None and held[0].server_label is not None:
-        yield ApprovalRequest(
-            server_label=held[0].server_label, name=held[0].name, arguments="".join(held[1])
-        )
+    if held is not None:
+        yield _released(*held)
+
+
+def _released(start: FunctionCallStart, parts: list[str]) -> AnyDelta:
+    if start.builtin == "browser":
+        return BrowserCall(name=start.name, arguments="".join(parts))
+    assert start.server_label is not None
+    return ApprovalRequest(
+        server_label=start.server_label, name=start.name, arguments="".join(parts)
+    )
 
 
 async def _custom(
@@ -93,6 +99,7 @@ async def _custom(
                     custom=tool.custom,
                     server_label=tool.server_label,
                     approval=tool.approval,
+                    builtin=tool.builtin,
                 )
                 held = [] if tool.custom else None
         yield delta

@@ -185,6 +185,25 @@ _OPTIONS = [
         "failed call.",
     ),
     click.option(
+        "--mcp-idempotent-tools",
+        envvar="RESPLOG_MCP_IDEMPOTENT_TOOLS",
+        default="",
+        metavar="LABEL:TOOL,...",
+        help="Tools whose call, in flight when the process running it died, the process "
+        "taking the loop over runs once more (server_label:tool; the built-ins are "
+        "tool_server:browser.search, tool_server:python, ...); any other such call is "
+        "recorded failed.",
+    ),
+    click.option(
+        "--tool-server",
+        envvar="RESPLOG_TOOL_SERVER",
+        default=None,
+        metavar="URL",
+        help="sglang engine: an MCP server (streamable HTTP) offering browser.search, "
+        "browser.open, browser.find and python: gpt-oss's built-ins, offered for a "
+        "request's web_search and code_interpreter tools (docs/mcp.md).",
+    ),
+    click.option(
         "--shutdown-grace-s",
         envvar="RESPLOG_SHUTDOWN_GRACE_S",
         default=10.0,
@@ -205,6 +224,11 @@ def generation_options(func: F) -> F:
 def generation_settings(database_url: str, **options: Any) -> Settings:
     """`Settings` from `generation_options` (plus any other `Settings` fields given)."""
     extra = options.pop("engine_extra_body", None)
+    idempotent = _idempotent(options.pop("mcp_idempotent_tools", "") or "")
+    if options.get("tool_server") and options.get("engine") != "sglang":
+        raise click.BadParameter(
+            "gpt-oss's built-in tools need the sglang engine", param_hint="--tool-server"
+        )
     try:
         AesGcmSealer.from_setting(options.get("reasoning_key"))
     except ValueError as exc:  # never echo the value: it is a secret
@@ -214,8 +238,20 @@ def generation_settings(database_url: str, **options: Any) -> Settings:
     return Settings(
         database_url=database_url,
         engine_extra_body=_json_object("--engine-extra-body", extra),
+        mcp_idempotent_tools=idempotent,
         **options,
     )
+
+
+def _idempotent(text: str) -> frozenset[str]:
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    for name in names:
+        label, _, tool = name.partition(":")
+        if not label or not tool:
+            raise click.BadParameter(
+                f"{name!r} is not server_label:tool", param_hint="--mcp-idempotent-tools"
+            )
+    return names
 
 
 def _json_object(flag: str, text: str | None) -> dict[str, object]:

@@ -35,7 +35,7 @@ from domain.errors import Conflict, StoreUnavailable
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
 from service.ports import StoredEvent
-from service.references import as_input
+from service.references import conversation_items
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +369,7 @@ class SqlEventStore(ReadModel):
             )
             facts = await blobs.resolve_facts(conn, first.scalar())
             asked = _asked.decode(facts).input if facts else []
-            items = [*asked, *(as_input(o) for o in final.output)]
+            items = [*asked, *conversation_items(final.output)]
             await join(conn, final.conversation.id, items, batch.stream_id, now)
 
     async def _already_written(

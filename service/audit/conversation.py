@@ -10,6 +10,7 @@ import msgspec
 
 from domain.events import EndFacts, RequestFacts
 from domain.objects import (
+    CodeInterpreterCall,
     CompactionItem,
     CustomToolCall,
     CustomToolCallOutput,
@@ -33,8 +34,9 @@ from domain.objects import (
     Refusal,
     ResponseObject,
     Usage,
+    WebSearchCall,
 )
-from service.audit.timeline import iso
+from service.audit.timeline import builtin_text, iso
 
 EntryKind = Literal[
     "message",
@@ -48,6 +50,8 @@ EntryKind = Literal[
     "mcp_call",
     "mcp_approval_request",
     "mcp_approval_response",
+    "web_search_call",
+    "code_interpreter_call",
 ]
 
 
@@ -144,6 +148,10 @@ def _output_entry(item: OutputItem) -> Entry:
             return Entry(
                 kind="mcp_approval_request", call_id=iid, name=f"{label}.{name}", text=args
             )
+        case WebSearchCall(id=iid):
+            return Entry(kind="web_search_call", call_id=iid, text=builtin_text(item))
+        case CodeInterpreterCall(id=iid):
+            return Entry(kind="code_interpreter_call", call_id=iid, text=builtin_text(item))
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 

@@ -43,6 +43,7 @@ from domain.events import (
 )
 from domain.fold import evolve, project
 from domain.objects import (
+    CodeInterpreterCall,
     CustomToolCall,
     FunctionCall,
     McpCall,
@@ -50,6 +51,7 @@ from domain.objects import (
     OutputItem,
     ResponseObject,
     Usage,
+    WebSearchCall,
 )
 from domain.state import ResponseState
 from service.ports import StoredEvent
@@ -88,7 +90,18 @@ def _item(item: OutputItem) -> str:
     if isinstance(item, FunctionCall | CustomToolCall):
         ns = f"{item.namespace}." if isinstance(item.namespace, str) else ""
         return f"{_kind(item)} {ns}{item.name} {item.call_id}"
+    if isinstance(item, WebSearchCall | CodeInterpreterCall):
+        return f"{_kind(item)} {builtin_text(item)} {item.status}"
     return f"{_kind(item)} {item.id}"
+
+
+def builtin_text(item: WebSearchCall | CodeInterpreterCall) -> str:
+    """A built-in call in a line: the browser's action, or the code and what it printed."""
+    if isinstance(item, WebSearchCall):
+        target = [str(v) for k, v in item.action.items() if k != "type" and v]
+        return f"{item.action.get('type')}({clip(' '.join(target))})"
+    logs = "".join(str(o.get("logs", "")) for o in item.outputs or [])
+    return f"python({clip(item.code or '')})" + (f" -> {clip(logs)}" if logs else "")
 
 
 def _end(response: ResponseObject, facts: EndFacts | None) -> str:

@@ -295,12 +295,14 @@ KEY = base64.b64encode(b"k" * 32).decode()
 TTL = ("--lease-ttl-s", "3", "--reasoning-key", KEY)
 
 
+@pytest.mark.parametrize("idempotent", [False, True], ids=["failed", "idempotent"])
 def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
-    fresh_pg: object, tmp_path: Path, tools: ToolServer
+    fresh_pg: object, tmp_path: Path, tools: ToolServer, idempotent: bool
 ) -> None:
     """kill -9 of the worker while the loop's second call is in flight: another worker takes
     the lease, records that call failed (its effect is unknown), keeps the first call's
-    recorded result, and runs the rest; the MCP server saw each call exactly once."""
+    recorded result, and runs the rest; the MCP server saw each call exactly once. Unless
+    the tool is declared idempotent (`--mcp-idempotent-tools`): then it is run once more."""
     url = fresh_pg()  # type: ignore[operator]
     api = start_server(url, "postgres", tmp_path / "api.log", "--workers", "0", *TTL)
     victim = start_worker(url, tmp_path / "victim.log", *TTL)
@@ -319,7 +321,9 @@ def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
             assert time.monotonic() < deadline, tools.calls()
             time.sleep(0.05)
         stop(victim.process, victim.log_file, kill=True)
-        survivor = start_worker(url, tmp_path / "survivor.log", *TTL)
+        tools.gate.touch()  # a retried call returns
+        flags = ("--mcp-idempotent-tools", "testtools:slow") if idempotent else ()
+        survivor = start_worker(url, tmp_path / "survivor.log", *TTL, *flags)
         deadline = time.monotonic() + 60
         while (final := client.responses.retrieve(r.id)).status in ("queued", "in_progress"):
             assert time.monotonic() < deadline
@@ -327,11 +331,15 @@ def test_a_worker_killed_mid_loop_is_taken_over_and_each_tool_runs_once(
         assert final.status == "completed", final.error
         echo, slow, shout = _calls(final)
         assert echo.status == "completed"  # type: ignore[attr-defined]
-        assert slow.status == "failed"  # type: ignore[attr-defined]
-        assert "stopped before the call returned" in slow.error.model_dump_json()  # type: ignore[attr-defined]
         assert shout.status == "completed"  # type: ignore[attr-defined]
         assert final.output[-1].type == "message"
-        assert tools.calls() == ["echo", "slow", "shout"]  # each exactly once
+        if idempotent:
+            assert slow.status == "completed" and slow.output.startswith("slow: ")  # type: ignore[attr-defined]
+            assert tools.calls() == ["echo", "slow", "slow", "shout"]
+        else:
+            assert slow.status == "failed"  # type: ignore[attr-defined]
+            assert "stopped before the call returned" in slow.error.model_dump_json()  # type: ignore[attr-defined]
+            assert tools.calls() == ["echo", "slow", "shout"]  # each exactly once
         assert "took over the tool loop" in survivor.log_text()
         assert fold_check(url).status[r.id] == "completed"
         _cli("verify", "--all", "--database-url", url)
@@ -451,3 +459,74 @@ def test_a_cancel_stops_the_loop_during_a_call(sdk: openai.OpenAI, tools: ToolSe
     # The log ends with the cancellation, so nothing can follow it: the loop is over.
     assert sdk.responses.retrieve(r.id).status == "cancelled"
     assert tools.calls() == ["slow"]
+
+
+@pytest.fixture(scope="module")
+def chat_mcp(
+    fake_chat_server: FakeProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("mcp-chat")
+    engine = ("--engine", "openai-chat", "--engine-url", f"{fake_chat_server.url}/v1")
+    srv = start_server(
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}", "sqlite", tmp / "server.log", engine=engine
+    )
+    yield srv
+    stop_server(srv)
+
+
+def test_the_loop_runs_the_tool_calls_of_a_chat_completions_upstream(
+    chat_mcp: Server, fake_chat: FakeProcess, tools: ToolServer
+) -> None:
+    """The upstream's `tool_calls` name MCP tools: each is run by the same loop, its answer
+    sent back as a `tool` message, and the upstream asked again."""
+    with openai.OpenAI(base_url=f"{chat_mcp.base_url}/v1", api_key="unused") as client:
+        events = list(
+            client.responses.create(
+                model="tiny-chat",
+                input="Use the tools. [fake:mcp_loop]",
+                tools=[_tool(tools)],  # type: ignore[list-item]
+                stream=True,
+            )
+        )
+    r = events[-1].response  # type: ignore[union-attr]
+    assert r.status == "completed", r.error
+    echo, shout = _calls(r)
+    assert (echo.name, echo.output, echo.status) == ("echo", "echo: one", "completed")  # type: ignore[attr-defined]
+    assert (shout.name, shout.output, shout.status) == ("shout", "TWO", "completed")  # type: ignore[attr-defined]
+    assert r.output_text == "Done after two tools."
+    assert tools.calls() == ["echo", "shout"]
+    assert [e.type for e in events].count("response.mcp_call.completed") == 2
+    requests = fake_chat.log()["requests"]
+    assert len(requests) == 3
+    offered = {t["function"]["name"] for t in requests[0]["tools"]}
+    assert {"echo", "shout"} <= offered
+    # Each answer went back to the upstream as the tool message of its call.
+    last = requests[-1]["messages"]
+    answers = [(m["tool_call_id"], m["content"]) for m in last if m["role"] == "tool"]
+    calls = [c for m in last if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert [a for _, a in answers] == ["echo: one", "TWO"]
+    assert [c["function"]["name"] for c in calls] == ["echo", "shout"]
+    assert [c["id"] for c in calls] == [cid for cid, _ in answers]
+
+
+def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    """The items a response adds to its conversation are input items: each MCP call is its
+    function call and output (as the next turn's model is shown it), the listing is not."""
+    conv = sdk.conversations.create()
+    r = sdk.responses.create(
+        model="scripted",
+        input="in a conversation",
+        conversation=conv.id,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert r.status == "completed", r.error
+    items = list(sdk.conversations.items.list(conv.id, order="asc"))
+    kinds = [i.type for i in items]
+    assert kinds[0] == "message" and kinds[-1] == "message"
+    assert "function_call" in kinds and "function_call_output" in kinds
+    out = next(i for i in items if i.type == "function_call_output")
+    assert out.output.startswith("echo: ")  # type: ignore[union-attr]
+    assert tools.calls() == ["echo"]

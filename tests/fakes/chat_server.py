@@ -5,9 +5,10 @@ Run: `python -m tests.fakes.chat_server [--api-key K]`; prints `FAKE READY <url>
 `stream_options.include_usage`, then `data: [DONE]`). The last user message picks a
 scenario with `[fake:NAME]`: text (default), reasoning (`reasoning_content`),
 reasoning_field (`reasoning`), tool_calls (two, by index), refusal, long, error_400,
-error_500, stream_error, drop, stall, no_usage. One chunk is one token; `max_tokens` cuts
-with `finish_reason: "length"`. A client that disconnects is recorded, and its generation
-stops, as vLLM's does.
+error_500, stream_error, drop, stall, no_usage; mcp_loop (a step per tool answer after the
+last user message: call `echo`, then `shout`, then answer; docs/mcp.md). One chunk is one
+token; `max_tokens` cuts with `finish_reason: "length"`. A client that disconnects is
+recorded, and its generation stops, as vLLM's does.
 """
 
 from __future__ import annotations
@@ -60,9 +61,19 @@ def _plan(name: str, config: Config) -> list[tuple[str, Any]]:
         ]
     if name == "refusal":
         return [("refusal", w) for w in _words("I can't help with that.")]
+    if name.startswith("mcp_loop_"):
+        return _MCP_LOOP[int(name.rsplit("_", 1)[1])]
     if name in ("long", "drop", "stall"):
         return [("content", f" w{i}") for i in range(config.long_words)]
     return [("content", w) for w in _words("Hello! How can I help you today?")]
+
+
+# An MCP tool loop through chat-completions (`[fake:mcp_loop]`): the upstream's tool calls.
+_MCP_LOOP: list[list[tuple[str, Any]]] = [
+    [("call", (0, "call_e1", "echo", "")), ("args", (0, '{"text": "one"}'))],
+    [("call", (0, "call_s2", "shout", '{"text":')), ("args", (0, ' "two"}'))],
+    [("content", w) for w in _words("Done after two tools.")],
+]
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -168,6 +179,10 @@ class FakeChat:
         if isinstance(content, list):
             content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
         match = _MARKER.search(content or "")
+        if match and match.group(1) == "mcp_loop":
+            last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+            done = sum(1 for m in messages[last:] if m.get("role") == "tool")
+            return f"mcp_loop_{min(done, len(_MCP_LOOP) - 1)}"
         return match.group(1) if match else "text"
 
 

@@ -7,12 +7,21 @@ the tool's name to `--calls`, so a test counts executions across processes. Tool
 (never returns), `garbage` (a huge output), and `slow` (returns once `--gate` exists, so
 a test can kill the caller while the call is in flight). With `--auth`, a request without
 that exact `Authorization` header is refused with 401.
+
+It is also a tool server for gpt-oss's built-ins (`resplog serve --tool-server`, docs/mcp.md):
+`browser.search`, `browser.open` and `browser.find` over a small corpus of local pages
+(`PAGES`; nothing reaches the internet), and `python`, which runs the code in a
+subprocess with a timeout and an output cap. A `browser.*` query or code that holds
+"[gate]" waits for `--gate` first, like `slow`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -66,7 +75,99 @@ def build(calls: Path, gate: Path | None) -> MCPServer:
             await asyncio.sleep(0.05)
         return f"slow: {text}"
 
+    builtins(server, count, gate)
     return server
+
+
+# The browser's pages: URL -> (title, text). Small and local: the tests' whole "web".
+PAGES = {
+    "https://example.test/resplog": (
+        "resplog",
+        "resplog is a durable Responses API server.\nEvery response is an event log.\n"
+        "A tool loop survives a kill -9 of its worker.",
+    ),
+    "https://example.test/harmony": (
+        "harmony",
+        "gpt-oss writes harmony.\nIts built-in tools are browser and python.",
+    ),
+}
+PYTHON_TIMEOUT_S = 5.0
+PYTHON_MAX_OUTPUT = 4000
+
+
+def _search(query: str, topn: int) -> str:
+    words = query.lower().split()
+    hits = [
+        (url, title)
+        for url, (title, text) in PAGES.items()
+        if any(w in (title + " " + text).lower() for w in words)
+    ][:topn]
+    if not hits:
+        return f"No results for {query!r}."
+    return "\n".join(f"【{i}†{title}†{url}】" for i, (url, title) in enumerate(hits))
+
+
+def _open(target: str) -> str:
+    page = PAGES.get(target)
+    if page is None:
+        return f"Cannot open {target!r}: no such page."
+    title, text = page
+    lines = "\n".join(f"L{i}: {line}" for i, line in enumerate(text.splitlines()))
+    return f"[{title}] {target}\n{lines}"
+
+
+def _find(pattern: str, target: str) -> str:
+    for url, (_, text) in PAGES.items():
+        if target in ("", url):
+            found = [line for line in text.splitlines() if pattern.lower() in line.lower()]
+            if found:
+                return f"{url}: " + " | ".join(found)
+    return f"No match for {pattern!r}."
+
+
+def _run_python(code: str) -> str:
+    """The code in a fresh interpreter (isolated mode), bounded in time and output."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=PYTHON_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return f"Timed out after {PYTHON_TIMEOUT_S:g} s."
+    out = done.stdout + done.stderr
+    if len(out) > PYTHON_MAX_OUTPUT:
+        out = out[:PYTHON_MAX_OUTPUT] + f"\n[output cut at {PYTHON_MAX_OUTPUT} characters]"
+    return out
+
+
+def builtins(server: MCPServer, count: Callable[[str], None], gate: Path | None) -> None:
+    async def gated(text: str) -> None:
+        while "[gate]" in text and gate is not None and not await asyncio.to_thread(gate.exists):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+    @server.tool(name="browser.search", description="Search the local corpus.")
+    async def search(query: str, topn: int = 10, source: str | None = None) -> str:
+        count("browser.search")
+        await gated(query)
+        return _search(query, topn)
+
+    @server.tool(name="browser.open", description="Open a page of the corpus by its URL.")
+    def open_(id: str | int = -1, cursor: int = -1, loc: int = -1, num_lines: int = -1) -> str:
+        count("browser.open")
+        return _open(str(id))
+
+    @server.tool(name="browser.find", description="Find a pattern in a page (or all pages).")
+    def find(pattern: str, cursor: int = -1, url: str = "") -> str:
+        count("browser.find")
+        return _find(pattern, url)
+
+    @server.tool(name="python", description="Run Python code; returns its output.")
+    async def python(code: str) -> str:
+        count("python")
+        await gated(code)
+        return await asyncio.to_thread(_run_python, code)
 
 
 class RequireAuth:

@@ -60,6 +60,23 @@ MCP_LOOP = (
     "<|start|>assistant<|channel|>final<|message|>Done after two tools.<|return|>",
 )
 
+# gpt-oss's built-ins through the tool server (`[fake:builtin_loop]`, docs/mcp.md): a search,
+# a python call (its code waits for the test's gate with `[fake:builtin_gate]`), a page
+# opened, then the answer; a step per built-in tool answer in the prompt.
+BUILTIN_LOOP = (
+    "<|channel|>analysis<|message|>Search the web first.<|end|>"
+    "<|start|>assistant<|channel|>analysis to=browser.search code"
+    '<|message|>{"query":"resplog durable","topn":3}<|call|>',
+    "<|channel|>analysis<|message|>Compute it in python.<|end|>"
+    "<|start|>assistant<|channel|>analysis to=python code"
+    "<|message|>print(6 * 7)  # GATE<|call|>",
+    "<|channel|>analysis<|message|>Open the page.<|end|>"
+    "<|start|>assistant<|channel|>analysis to=browser.open code"
+    '<|message|>{"id":"https://example.test/resplog"}<|call|>',
+    "<|channel|>analysis<|message|>All three tools answered.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>The answer is 42; resplog keeps a log.<|return|>",
+)
+
 
 def long_answer(words: int) -> str:
     """A short thought and a long answer, for cut-offs, aborts and benchmarks."""
@@ -82,6 +99,8 @@ TRANSCRIPTS = {
     "mcp_loop_0": MCP_LOOP[0],
     "mcp_loop_1": MCP_LOOP[1],
     "mcp_loop_2": MCP_LOOP[2],
+    **{f"builtin_loop_{i}": t.replace("  # GATE", "") for i, t in enumerate(BUILTIN_LOOP)},
+    **{f"builtin_gate_{i}": t.replace("GATE", "[gate]") for i, t in enumerate(BUILTIN_LOOP)},
 }
 # Faults: how the stream breaks; each plays `reasoning_final`/`long` up to the break.
 FAULTS = {
@@ -112,6 +131,11 @@ def scenario(prompt_text: str) -> str:
     if users and "[fake:mcp_loop]" in users[-1]:
         after = prompt_text.rsplit("<|start|>user", 1)[-1]
         return f"mcp_loop_{min(after.count('<|start|>functions.'), len(MCP_LOOP) - 1)}"
+    for name in ("builtin_loop", "builtin_gate"):
+        if users and f"[fake:{name}]" in users[-1]:
+            after = prompt_text.rsplit("<|start|>user", 1)[-1]
+            done = after.count("<|start|>browser.") + after.count("<|start|>python ")
+            return f"{name}_{min(done, len(BUILTIN_LOOP) - 1)}"
     if _ENDS_IN_TOOL.search(prompt_text):
         return "after_tool"
     users = _LAST_USER.findall(prompt_text)

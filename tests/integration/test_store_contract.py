@@ -234,9 +234,10 @@ async def test_every_event_tag_round_trips_through_the_store(store: SqlEventStor
         streams.script(deltas=1, end=end, background=True)  # type: ignore[arg-type]
         for end in ("completed", "failed", "incomplete", "cancelled")
     ]
-    # The MCP loop's own events (domain/mcp.py), as one append each: the runner records
-    # them between the engine's generations.
-    for n, name in enumerate(("mcp_loop", "mcp_list_failed_then_taken_over")):
+    # The tool loop's own events (domain/mcp.py, domain/builtins.py: the built-ins' hidden
+    # tool facts too), as one append each: the runner records them between generations.
+    loops = ("mcp_loop", "mcp_list_failed_then_taken_over", "builtin_loop")
+    for n, name in enumerate((*loops, "builtin_retried_then_lost")):
         log = SCENARIOS[name]().events
         # The scenarios share a response id; each stream here needs its own.
         own = [

@@ -11,13 +11,14 @@ import msgspec
 import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
-from domain import mcp
+from domain import builtins, mcp
 from domain.builder import emit, finish
 from domain.commands import cancel, create, fail, start
 from domain.events import AnyEvent, ReasoningEvents, RequestFacts, decode, encode, tag_of
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,
+    BrowserCall,
     EndItem,
     Finished,
     FinishReason,
@@ -278,7 +279,41 @@ def _mcp_list_failed_then_taken_over() -> Stream:
     return s
 
 
+def _builtin_loop() -> Stream:
+    """gpt-oss's built-ins (domain/builtins.py): a search that completes, python code that
+    completes, a page that fails to open, python cut off by the response's end."""
+    s = Stream.new()
+    s.emit(BrowserCall(name="search", arguments='{"query": "resplog"}'))
+    s._apply(builtins.builtin_started(s.state))
+    s._apply(builtins.builtin_ended(s.state, output="【0†resplog】", error=None))
+    s.emit(FunctionCallStart(name="python", builtin="python"), ArgumentsDelta(text="print(1)"))
+    s.emit(EndItem())
+    s._apply(builtins.builtin_started(s.state))
+    s._apply(builtins.builtin_ended(s.state, output="1\n", error=None))
+    s.emit(BrowserCall(name="open", arguments='{"id": "https://example.test/x"}'))
+    s._apply(builtins.builtin_ended(s.state, output=None, error="no such page"))
+    s.emit(FunctionCallStart(name="python", builtin="python"), ArgumentsDelta(text="1/0"))
+    s.finish()
+    return s
+
+
+def _builtin_retried_then_lost() -> Stream:
+    """An idempotent built-in call in flight at a takeover is retried once; a call still in
+    flight after the retry is failed at the next takeover."""
+    s = Stream.new()
+    s.emit(FunctionCallStart(name="python", builtin="python"), ArgumentsDelta(text="x"))
+    s.emit(EndItem())
+    s._apply(builtins.builtin_started(s.state))
+    s._apply(mcp.interrupted(s.state, frozenset({"tool_server:python"})))
+    s._apply(mcp.interrupted(s.state, frozenset({"tool_server:python"})))
+    s.emit(TextDelta(text="Gone."))
+    s.finish()
+    return s
+
+
 SCENARIOS: dict[str, Callable[[], Stream]] = {
+    "builtin_loop": _builtin_loop,
+    "builtin_retried_then_lost": _builtin_retried_then_lost,
     "mcp_loop": _mcp_loop,
     "mcp_list_failed_then_taken_over": _mcp_list_failed_then_taken_over,
     "rich_completed": _rich_completed,

@@ -68,6 +68,11 @@ from tests.unit.domain_helpers import (
 # Written out on purpose: renaming or dropping a tag makes stored logs unreadable.
 GOLDEN_TAGS = [
     "response.cancelled",
+    "response.code_interpreter_call.completed",
+    "response.code_interpreter_call.in_progress",
+    "response.code_interpreter_call.interpreting",
+    "response.code_interpreter_call_code.delta",
+    "response.code_interpreter_call_code.done",
     "response.completed",
     "response.content_part.added",
     "response.content_part.done",
@@ -102,6 +107,9 @@ GOLDEN_TAGS = [
     "response.reasoning_text.done",
     "response.refusal.delta",
     "response.refusal.done",
+    "response.web_search_call.completed",
+    "response.web_search_call.in_progress",
+    "response.web_search_call.searching",
 ]
 
 SCENARIO_EVENTS = all_scenario_events()
@@ -261,7 +269,13 @@ FACT_CARRIERS = [e for e in ALL_EVENTS if getattr(e, "facts", None) is not None]
 
 def test_every_facts_carrier_is_covered() -> None:
     carried = {tag_of(type(e)) for e in FACT_CARRIERS}
-    assert carried == {"response.created", "response.failed", "response.incomplete"}
+    assert carried == {
+        "response.created",
+        "response.failed",
+        "response.incomplete",
+        "response.output_item.added",
+        "response.output_item.done",
+    }
     assert any(isinstance(e, ResponseCancelled) for e in FACT_CARRIERS)
 
 

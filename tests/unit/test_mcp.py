@@ -21,8 +21,12 @@ from service.wire import Limits, parse_create_body
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
 
 
-@pytest.mark.parametrize("name", ["mcp_loop", "mcp_list_failed_then_taken_over"])
+@pytest.mark.parametrize(
+    "name",
+    ["mcp_loop", "mcp_list_failed_then_taken_over", "builtin_loop", "builtin_retried_then_lost"],
+)
 def test_every_mcp_event_and_item_is_one_the_sdk_reads_back_whole(name: str) -> None:
+    """The MCP loop's and the built-ins' (domain/builtins.py) events and items."""
     s = SCENARIOS[name]()
     for event in s.events:
         sdk_stream_event(encode(event).data)

@@ -176,7 +176,8 @@ async function openResponse(id) {
 function kindOf(type) {
   if (TERMINAL.has(type)) return "terminal";
   if (type === "response.created" || type === "response.queued" || type === "response.in_progress") return "lifecycle";
-  if (type.includes("function_call") || type.includes("custom_tool_call") || type.includes("mcp")) return "tool";
+  if (type.includes("function_call") || type.includes("custom_tool_call") || type.includes("mcp") ||
+      type.includes("web_search_call") || type.includes("code_interpreter_call")) return "tool";
   if (type.includes("reasoning")) return "reasoning";
   if (type.endsWith(".delta")) return "delta";
   return "item";

@@ -116,6 +116,13 @@ class HarmonyRenderer:
             .with_conversation_start_date(self.today().isoformat())
             .with_required_channels(["analysis", "commentary", "final"])
         )
+        # gpt-oss's built-ins are announced in the system message, in harmony's own words
+        # (openai-harmony's `with_browser_tool`/`with_python_tool`), not as functions.
+        kinds = {t.builtin for t in announced_tools(prompt)}
+        if "browser" in kinds:
+            content = content.with_browser_tool()
+        if "python" in kinds:
+            content = content.with_python_tool()
         return Message.from_role_and_content(Role.SYSTEM, content)
 
 
@@ -135,6 +142,8 @@ def _namespaces(tools: list[OfferedTool]) -> list[ToolNamespaceConfig]:
     model calls them `namespace.name`); a custom tool is a function of one string."""
     spaces: dict[str, ToolNamespaceConfig] = {}
     for t in tools:
+        if t.builtin is not None:
+            continue  # in the system message (`HarmonyRenderer._system`)
         name = t.namespace or "functions"
         about = t.namespace_description if t.namespace else None
         space = spaces.setdefault(name, ToolNamespaceConfig(name=name, description=about, tools=[]))
@@ -163,7 +172,7 @@ def _response_format(prompt: Prompt) -> str | None:
 
 def _developer(prompt: Prompt) -> Message | None:
     sections = [s for s in (prompt.instructions, _response_format(prompt)) if s]
-    tools = announced_tools(prompt)
+    tools = [t for t in announced_tools(prompt) if t.builtin is None]
     if not sections and not tools:
         return None
     content = DeveloperContent.new()
@@ -196,7 +205,8 @@ def _call_names(items: Iterable[InputItem | OutputItem]) -> dict[str, str]:
 def _body(prompt: Prompt) -> list[Message]:
     items = _items(prompt)
     names = _call_names(items)
-    return [m for item in items for m in _messages(item, names)]
+    builtins = {t.qualified(".") for t in prompt.tools if t.builtin is not None}
+    return [m for item in items for m in _messages(item, names, builtins)]
 
 
 def _text(parts: Iterable[object]) -> str:
@@ -222,17 +232,29 @@ def _call(name: str, arguments: str) -> Message:
     )
 
 
-def _tool_result(item: FunctionCallOutput, names: dict[str, str]) -> Message:
+def _builtin_call(name: str, arguments: str) -> Message:
+    """A call of a built-in (`browser.search`, `python`), as gpt-oss writes one: from its
+    analysis, the arguments (or the code) as `code`."""
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("analysis")
+        .with_recipient(name)
+        .with_content_type("code")
+    )
+
+
+def _tool_result(item: FunctionCallOutput, names: dict[str, str], builtins: set[str]) -> Message:
     name = names.get(item.call_id)
     if name is None:
         raise _invalid(
             f"function_call_output {item.id} answers call_id {item.call_id!r}, "
             "but no function_call with that call_id is in the conversation"
         )
-    author = Author.new(Role.TOOL, _recipient(name))
+    builtin = name in builtins
+    author = Author.new(Role.TOOL, name if builtin else _recipient(name))
     return (
         Message.from_author_and_content(author, item.output)
-        .with_channel("commentary")
+        .with_channel("analysis" if builtin else "commentary")
         .with_recipient("assistant")
     )
 
@@ -256,7 +278,9 @@ def _reasoning(item: InputReasoning | ReasoningItem) -> list[Message]:
     return [_assistant(text, "analysis")] if text else []
 
 
-def _messages(original: InputItem | OutputItem, names: dict[str, str]) -> list[Message]:
+def _messages(
+    original: InputItem | OutputItem, names: dict[str, str], builtins: set[str]
+) -> list[Message]:
     item = function_view(original, ".")
     match item:
         case InputMessage():
@@ -271,9 +295,9 @@ def _messages(original: InputItem | OutputItem, names: dict[str, str]) -> list[M
             InputFunctionCall(name=name, arguments=arguments)
             | FunctionCall(name=name, arguments=arguments)
         ):
-            return [_call(name, arguments)]
+            return [_builtin_call(name, arguments) if name in builtins else _call(name, arguments)]
         case FunctionCallOutput():
-            return [_tool_result(item, names)]
+            return [_tool_result(item, names, builtins)]
     raise _invalid(f"cannot render input item {msgspec.to_builtins(item)!r}")
 
 
