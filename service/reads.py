@@ -7,17 +7,18 @@ response is seen only by its owner, and not after it was deleted or if it was ne
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from domain.errors import InvalidRequest, InvalidTransition, NotFound
-from domain.events import ResponseCreated
+from domain.events import RequestFacts, ResponseCreated
 from domain.fold import project, replay
 from domain.objects import InputItem, ResponseObject
 from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import ResponseRow, StoredEvent
+from service.wire import SET_ASIDE
 
 _snapshot = msgspec.json.Decoder(ResponseObject)
 UNFINISHED = ("queued", "in_progress")
@@ -90,21 +91,40 @@ async def close_tail(tail: AsyncGenerator[StoredEvent, None]) -> None:
     await tail.aclose()
 
 
-def _first_of_each_id(items: list[InputItem]) -> list[InputItem]:
+# An input item as `input_items` lists it: a typed one, or one set aside as sent.
+ListedItem = InputItem | dict[str, Any]
+
+
+def _id(item: ListedItem) -> str:
+    return str(item.get("id", "")) if isinstance(item, dict) else item.id
+
+
+def listed_input(facts: RequestFacts) -> list[ListedItem]:
+    """The items a request sent, in its order: the typed ones, and those set aside
+    (`service/wire`'s `SET_ASIDE`) put back at their index."""
+    items: list[ListedItem] = list(facts.input)
+    for aside in facts.extra.get(SET_ASIDE, []):
+        items.insert(aside["at"], aside["item"])
+    return items
+
+
+def _first_of_each_id(items: list[ListedItem]) -> list[ListedItem]:
     """The items, but an item whose id an earlier one already has. Create refuses two items
     with one id; a log written before it did (or imported) may hold them, and a cursor that
     names two items would bring back the same page forever."""
     seen: set[str] = set()
-    kept: list[InputItem] = []
+    kept: list[ListedItem] = []
     for item in items:
-        if item.id not in seen:
-            seen.add(item.id)
+        if _id(item) not in seen:
+            seen.add(_id(item))
             kept.append(item)
     return kept
 
 
 class ItemPage(msgspec.Struct, frozen=True):
-    data: list[InputItem]
+    # A set-aside item goes out as the bytes it was sent as (a schema's union cannot hold
+    # both the item Structs and a plain dict).
+    data: list[InputItem | msgspec.Raw]
     first_id: str | None
     last_id: str | None
     has_more: bool
@@ -128,11 +148,11 @@ async def list_input_items(
     await visible_row(svc, response_id, owner)
     created = await request_of(svc, response_id)
     assert created.facts is not None
-    items = _first_of_each_id(created.facts.input)
+    items = _first_of_each_id(listed_input(created.facts))
     if order == "desc":
         items.reverse()
     if after is not None:
-        ids = [i.id for i in items]
+        ids = [_id(i) for i in items]
         if after not in ids:
             raise InvalidRequest(
                 f"Invalid 'after': no input item '{after}' in this response.",
@@ -142,8 +162,8 @@ async def list_input_items(
         items = items[ids.index(after) + 1 :]
     page = items[:limit]
     return ItemPage(
-        data=page,
-        first_id=page[0].id if page else None,
-        last_id=page[-1].id if page else None,
+        data=[msgspec.Raw(msgspec.json.encode(i)) if isinstance(i, dict) else i for i in page],
+        first_id=_id(page[0]) if page else None,
+        last_id=_id(page[-1]) if page else None,
         has_more=len(items) > limit,
     )

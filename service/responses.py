@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
 
 import msgspec
 
@@ -51,7 +52,7 @@ from service.reads import close_tail
 from service.references import resolve_references
 from service.runner import Generation
 from service.sealing import check_sealed
-from service.wire import CreateRequest
+from service.wire import SET_ASIDE, CreateRequest
 
 # The key of the request facts' `extra` that records a compaction made at create.
 COMPACTION_FACT = "compaction"
@@ -104,6 +105,7 @@ async def create_response(
         extra = {**extra, TRUNCATION_FACT: msgspec.to_builtins(truncation)}
     rid = new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
+    extra = aside_ids(rid, extra)
     if req.secrets:
         extra = {**extra, "mcp_headers_sealed": _sealed_headers(svc, req.secrets)}
     facts = RequestFacts(
@@ -282,6 +284,25 @@ async def tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncGenerator
         await close_tail(tail)
         if not finished and not background:
             svc.runner.request_cancel(rid, CancelReason.CLIENT_DISCONNECTED)
+
+
+def aside_ids(rid: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """Give every input item set aside as sent (`SET_ASIDE`) an id, if it came without
+    one, the way `assign_ids` does: `input_items` lists and pages them by id."""
+    aside = extra.get(SET_ASIDE)
+    if not aside:
+        return extra
+    suffix = rid.removeprefix("resp_")
+    named = [
+        {
+            "at": a["at"],
+            "item": a["item"]
+            if a["item"].get("id")
+            else {"id": f"item_{suffix}_in{a['at']}", **a["item"]},
+        }
+        for a in aside
+    ]
+    return {**extra, SET_ASIDE: named}
 
 
 def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:

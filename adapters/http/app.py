@@ -24,7 +24,7 @@ from service import status
 from service.access import Access
 from service.bundle import Bundle
 from service.settings import Settings
-from service.wire import CreateResponseBody
+from service.wire.schema import create_body_components
 
 log = logging.getLogger("resplog")
 VERSION = "0.1.0"
@@ -62,9 +62,7 @@ async def ready(bundle: Bundle) -> Response[status.Health]:
 async def openapi_json(request: Request[Any, Any, Any], settings: Settings) -> Response[bytes]:
     """Litestar's schema, with the create body (decoded by hand, strictly) filled in."""
     doc = request.app.openapi_schema.to_schema()
-    (_, components) = msgspec.json.schema_components(
-        [CreateResponseBody], ref_template="#/components/schemas/{name}"
-    )
+    components = create_body_components("#/components/schemas/{name}")
     doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
     op = doc["paths"]["/v1/responses"]["post"]
     op["requestBody"] = {

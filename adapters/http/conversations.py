@@ -35,7 +35,7 @@ ConvId = Annotated[
 
 def _page(items: list[InputItem], has_more: bool) -> ItemPage:
     return ItemPage(
-        data=items,
+        data=list(items),
         first_id=items[0].id if items else None,
         last_id=items[-1].id if items else None,
         has_more=has_more,

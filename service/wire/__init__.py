@@ -5,6 +5,7 @@ every rejection is sent in (`errors`)."""
 from service.wire.decode import (
     MAX_MODEL_CHARS,
     RESPONSE_ID,
+    SET_ASIDE,
     UNSUPPORTED_FIELDS,
     CreateRequest,
     Limits,
@@ -20,6 +21,7 @@ from service.wire.request import CreateResponseBody
 __all__ = [
     "MAX_MODEL_CHARS",
     "RESPONSE_ID",
+    "SET_ASIDE",
     "UNSUPPORTED_FIELDS",
     "CreateRequest",
     "CreateResponseBody",

@@ -11,7 +11,7 @@ from domain.errors import InvalidRequest
 from domain.objects import InputItem, ItemReference
 from service.wire.decode import Limits, _easy, _item, _metadata, _object
 from service.wire.rejection import rejection
-from service.wire.request import InputItemParam
+from service.wire.request import TypedItemParam
 
 
 class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -19,7 +19,7 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class CreateConversationBody(_Strict, frozen=True, kw_only=True):
-    items: list[InputItemParam] | None = None
+    items: list[TypedItemParam] | None = None
     metadata: dict[str, str] | None = None
 
 
@@ -28,7 +28,7 @@ class UpdateConversationBody(_Strict, frozen=True, kw_only=True):
 
 
 class AddItemsBody(_Strict, frozen=True, kw_only=True):
-    items: list[InputItemParam]
+    items: list[TypedItemParam]
 
 
 def _decode(body: bytes, limits: Limits, kind: type[Any]) -> Any:
@@ -41,7 +41,7 @@ def _decode(body: bytes, limits: Limits, kind: type[Any]) -> Any:
         raise rejection(exc, raw) from exc
 
 
-def _items(params: list[InputItemParam] | None, limits: Limits) -> list[InputItem]:
+def _items(params: list[TypedItemParam] | None, limits: Limits) -> list[InputItem]:
     out: list[InputItem] = []
     for i, param in enumerate(params or []):
         item = _item(param, f"items[{i}]", limits)

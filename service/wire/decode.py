@@ -73,6 +73,7 @@ from service.wire.request import (
     ReasoningItemParam,
     ReasoningParam,
     RefusalParam,
+    SetAsideItemParam,
     TextParam,
     ToolChoiceAllowedParam,
     ToolChoiceCustomParam,
@@ -80,6 +81,7 @@ from service.wire.request import (
     ToolChoiceParam,
     ToolParam,
     ToolSearchToolParam,
+    TypedItemParam,
 )
 
 
@@ -138,6 +140,38 @@ UNSUPPORTED_FIELDS = {
 # hints about caching, background handling and context management. Kept verbatim in the
 # request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
 IGNORED_FIELDS = ("background_options", "prompt_cache_options")
+# Input items OpenAI takes (openai-python 3.60 `ResponseInputItemParam`) that no engine here
+# is given: the calls and outputs of tools OpenAI hosts or a client runs outside the
+# function/custom kinds, MCP listings, requests and calls passed back, and the like. They
+# are accepted (a client passing back an earlier answer's output must not get a 400), kept
+# in the request's facts under `SET_ASIDE` (so `input_items` lists them, in place, as sent)
+# and left out of every prompt; docs/clients.md.
+SET_ASIDE_TYPES = frozenset(
+    {
+        "additional_tools",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "code_interpreter_call",
+        "computer_call",
+        "computer_call_output",
+        "configuration_update",
+        "file_search_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "mcp_approval_request",
+        "mcp_call",
+        "mcp_list_tools",
+        "program",
+        "program_output",
+        "shell_call",
+        "shell_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "web_search_call",
+    }
+)
+SET_ASIDE = "input_set_aside"  # the key of the request facts' `extra` that keeps them
 MAX_MODEL_CHARS = 256
 # What an `mcp` tool's secrets (`headers` values, `authorization`) are echoed and stored as.
 REDACTED = "<redacted>"
@@ -232,12 +266,15 @@ def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     _refuse_unsupported(raw)
     ignored = {k: raw.pop(k) for k in IGNORED_FIELDS if raw.get(k) is not None}
     acted = {**_trigger(raw), **_context_management(raw.pop("context_management", None))}
-    raw = _wrap_hosted(_tag_easy_messages(raw))
+    raw = _wrap_set_aside(_wrap_hosted(_tag_easy_messages(raw)))
     try:
         parsed = msgspec.convert(raw, CreateResponseBody)
     except msgspec.ValidationError as exc:
         raise rejection(exc, raw) from exc
     req = _to_request(parsed, limits)
+    aside = set_aside_items(parsed.input)
+    if aside:  # kept for `input_items` and the audit; never given to an engine
+        req = msgspec.structs.replace(req, extra={**req.extra, SET_ASIDE: aside})
     if acted:  # service/compaction.py acts on them; the facts keep them
         _check_size("context_management", acted.get("context_management"), limits)
         req = msgspec.structs.replace(req, extra={**req.extra, **acted})
@@ -329,6 +366,37 @@ def _wrap_hosted(raw: dict[str, Any]) -> dict[str, Any]:
         hosted = isinstance(kind, str) and kind in HOSTED_TOOL_TYPES
         wrapped.append({"type": "hosted", "tool": tool} if hosted else tool)
     return {**raw, "tools": wrapped}
+
+
+def _wrap_set_aside(raw: dict[str, Any]) -> dict[str, Any]:
+    """Put each input item of a kind in `SET_ASIDE_TYPES` under the `set_aside` tag, as
+    sent, in its place (so that errors about the other items keep their index)."""
+    items = raw.get("input")
+    if not isinstance(items, list):
+        return raw
+    wrapped = []
+    for i, item in enumerate(items):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "set_aside":
+            raise InvalidRequest(
+                f"Invalid value for 'input[{i}].type': Invalid value 'set_aside'.",
+                param=f"input[{i}].type",
+                code="invalid_value",
+            )
+        aside = isinstance(kind, str) and kind in SET_ASIDE_TYPES
+        wrapped.append({"type": "set_aside", "item": item} if aside else item)
+    return {**raw, "input": wrapped}
+
+
+def set_aside_items(given: str | list[InputItemParam] | None) -> list[dict[str, Any]]:
+    """The set-aside input items with their index in the request's input (`at`)."""
+    if not isinstance(given, list):
+        return []
+    return [
+        {"at": i, "item": item.item}
+        for i, item in enumerate(given)
+        if isinstance(item, SetAsideItemParam)
+    ]
 
 
 def _tag_easy_messages(raw: dict[str, Any]) -> dict[str, Any]:
@@ -800,7 +868,11 @@ def _input(
             param="input",
             code="array_above_max_length",
         )
-    items = [_item(item, f"input[{i}]", limits) for i, item in enumerate(value)]
+    items = [
+        _item(item, f"input[{i}]", limits)
+        for i, item in enumerate(value)
+        if not isinstance(item, SetAsideItemParam)
+    ]
     _refuse_duplicate_ids(items)
     return items
 
@@ -820,7 +892,7 @@ def _refuse_duplicate_ids(items: list[InputItem | ItemReference]) -> None:
         seen.add(item.id)
 
 
-def _item(item: InputItemParam, param: str, limits: Limits) -> InputItem | ItemReference:
+def _item(item: TypedItemParam, param: str, limits: Limits) -> InputItem | ItemReference:
     iid = item.id or ""
     match item:
         case ItemReferenceParam():

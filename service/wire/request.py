@@ -287,7 +287,16 @@ class McpApprovalResponseParam(_Item, frozen=True, kw_only=True, tag="mcp_approv
     reason: str | None = None
 
 
-InputItemParam = (
+class SetAsideItemParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="set_aside"):
+    """An input item of a kind OpenAI takes and resplog's engines are not given (a hosted
+    tool's call, a computer or shell call and its output, an MCP listing...): decode puts
+    it under this tag, as sent, and the request's facts keep it (`input_set_aside`).
+    `set_aside` is resplog's own word, never a client's."""
+
+    item: dict[str, Any]
+
+
+TypedItemParam = (
     McpApprovalResponseParam
     | MessageParam
     | FunctionCallParam
@@ -298,6 +307,7 @@ InputItemParam = (
     | CompactionItemParam
     | ItemReferenceParam
 )
+InputItemParam = TypedItemParam | SetAsideItemParam
 
 
 class ConversationParam(_Strict, frozen=True, kw_only=True):

@@ -310,3 +310,65 @@ def test_prompt_cache_retention_is_echoed_when_sent(client: openai.OpenAI) -> No
     assert r.prompt_cache_retention == "24h"
     plain = client.responses.create(model="scripted", input="hi")
     assert "prompt_cache_retention" not in plain.model_dump(exclude_unset=True)
+
+
+# Items a client passes back from an OpenAI answer, of kinds no engine here is given
+# (openai-python `ResponseInputItemParam`): shaped as the SDK types them.
+PASSED_BACK: list[dict[str, Any]] = [
+    {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "weather"},
+    },
+    {
+        "type": "computer_call_output",
+        "call_id": "call_c1",
+        "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AAAA"},
+    },
+    {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "docs", "tools": []},
+    {"type": "local_shell_call_output", "id": "lsco_1", "output": "ok"},
+]
+
+
+def test_items_of_kinds_no_engine_takes_are_accepted_and_listed_in_place(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """Never a 400 for an item OpenAI takes: each is kept as sent (an id is given to one
+    that came without), listed by `input_items` in its place, and kept out of the facts'
+    `input`, which every prompt is built from."""
+    sent: list[Any] = [
+        {"role": "user", "content": "before"},
+        *PASSED_BACK,
+        {"role": "user", "content": "after"},
+    ]
+    resp = client.responses.create(model="scripted", input=sent)
+    assert resp.status == "completed"
+    listed = [
+        i.model_dump(exclude_none=True)
+        for i in client.responses.input_items.list(resp.id, order="asc")
+    ]
+    assert [i["type"] for i in listed] == ["message", *(p["type"] for p in PASSED_BACK), "message"]
+    suffix = resp.id.removeprefix("resp_")
+    assert listed[2] == {"id": f"item_{suffix}_in2", **PASSED_BACK[1]}
+    for given, got in zip(
+        [PASSED_BACK[0], *PASSED_BACK[2:]], [listed[1], *listed[3:5]], strict=True
+    ):
+        assert got == given
+    page = client.responses.input_items.list(resp.id, order="asc", after="ws_1", limit=2)
+    assert [i.id for i in page.data] == [f"item_{suffix}_in2", "mcpl_1"]
+    kept = facts(server, resp.id)["extra"]["input_set_aside"]
+    assert [a["at"] for a in kept] == [1, 2, 3, 4]
+    assert [i["type"] for i in facts(server, resp.id)["input"]] == ["message", "message"]
+
+
+def test_set_aside_is_resplogs_word_and_a_bad_item_keeps_its_index(
+    client: openai.OpenAI,
+) -> None:
+    with pytest.raises(openai.BadRequestError) as own:
+        client.responses.create(model="scripted", input=[{"type": "set_aside", "item": {}}])  # type: ignore[list-item]
+    assert own.value.body["param"] == "input[0].type"  # type: ignore[index]
+    bad = [*PASSED_BACK, {"role": "user", "content": [{"type": "nonsense"}]}]
+    with pytest.raises(openai.BadRequestError) as late:
+        client.responses.create(model="scripted", input=bad)  # type: ignore[arg-type]
+    assert late.value.body["param"] == f"input[{len(PASSED_BACK)}].content[0].type"  # type: ignore[index]

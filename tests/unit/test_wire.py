@@ -21,7 +21,9 @@ from domain.objects import (
     SummaryText,
     TextConfig,
 )
-from service.wire import CreateResponseBody, Limits, parse_create_body
+from service.wire import Limits, parse_create_body
+from service.wire.decode import SET_ASIDE_TYPES
+from service.wire.schema import create_body_components
 
 
 def parse(body: dict[str, Any] | bytes, limits: Limits | None = None) -> Any:
@@ -998,10 +1000,15 @@ def test_accepted_item_forms_map_to_domain_items() -> None:
 
 
 def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> None:
-    """/openapi.json is built from this schema: the tagged unions show up as discriminators."""
-    (_, defs) = msgspec.json.schema_components([CreateResponseBody])
+    """/openapi.json is built from this schema: the tagged unions show up as discriminators,
+    and the items decode sets aside under their own types, never as its `set_aside`."""
+    defs = create_body_components()
     items = defs["CreateResponseBody"]["properties"]["input"]["anyOf"][1]["items"]
-    assert sorted(items["discriminator"]["mapping"]) == [
+    mapping = items["discriminator"]["mapping"]
+    aside = {t for t, ref in mapping.items() if ref.endswith("/SetAsideItemParam")}
+    assert aside == SET_ASIDE_TYPES
+    assert defs["SetAsideItemParam"]["properties"]["type"]["enum"] == sorted(SET_ASIDE_TYPES)
+    assert sorted(set(mapping) - aside) == [
         "compaction",
         "custom_tool_call",
         "custom_tool_call_output",
