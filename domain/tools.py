@@ -110,14 +110,20 @@ def offered(tools: list[dict[str, Any]]) -> list[OfferedTool]:
     return out
 
 
-def not_offered(tools: list[dict[str, Any]]) -> list[str]:
-    """The types of the echoed tools the model is not told about (hosted tools)."""
+def not_offered(tools: list[dict[str, Any]], *, builtins: bool = False) -> list[str]:
+    """The types of the echoed tools the model is not told about (hosted tools; but those
+    a tool server's built-ins stand for when `builtins`)."""
     return [
         str(t.get("type"))
         for t in tools
-        if t.get("type") in HOSTED_TOOL_TYPES
+        if (t.get("type") in HOSTED_TOOL_TYPES and not (builtins and is_builtin(t)))
         or (t.get("type") == "tool_search" and t.get("execution") != "client")
     ]
+
+
+def is_builtin(tool: dict[str, Any]) -> bool:
+    """Whether a request's tool is one a tool server's built-ins stand for."""
+    return tool.get("type") in BROWSER_TYPES | PYTHON_TYPES
 
 
 def _one(

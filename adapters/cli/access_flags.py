@@ -173,7 +173,10 @@ def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
     """The `Settings` fields that `access_options` fill, checked against the bind; takes
     those options out of `options` (the rest belong to other option groups)."""
     mine = {name: options.pop(name) for name in _ACCESS}
-    limits = {f.name: options.pop(f.name) for f in msgspec.structs.fields(Limits)}
+    limits = {
+        f.name: options.pop(f.name) for f in msgspec.structs.fields(Limits) if f.name != "builtins"
+    }
+    limits["builtins"] = bool(options.get("tool_server"))
     auth: Literal["keys", "none"] = mine["auth"] or ("none" if is_loopback(host) else "keys")
     if auth == "none" and not is_loopback(host):
         raise ResplogError(

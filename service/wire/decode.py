@@ -44,7 +44,7 @@ from domain.objects import (
     TextFormat,
     ToolChoice,
 )
-from domain.tools import HOSTED_TOOL_TYPES, not_offered, offered
+from domain.tools import HOSTED_TOOL_TYPES, is_builtin, not_offered, offered
 from service.wire.depth import check_nesting
 from service.wire.rejection import rejection
 from service.wire.request import (
@@ -103,6 +103,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_file_bytes: int = 8 * 1024 * 1024
     # Hosted tools (domain.tools.HOSTED_TOOL_TYPES): accepted and not offered, or refused.
     hosted_tools: Literal["accept", "refuse"] = "accept"
+    # A tool server runs gpt-oss's built-ins (`--tool-server`): the hosted tools they stand
+    # for are offered, so neither refused nor recorded as not offered. Not a flag of its own.
+    builtins: bool = False
 
 
 class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -553,7 +556,7 @@ def _extra(p: CreateResponseBody, tools: list[dict[str, Any]], limits: Limits) -
             ("stream_options", p.stream_options),
             ("prompt_cache_retention", p.prompt_cache_retention),
             ("client_metadata", p.client_metadata),
-            ("tools_not_offered", not_offered(tools) or None),
+            ("tools_not_offered", not_offered(tools, builtins=limits.builtins) or None),
         )
         if v is not None
     }
@@ -701,7 +704,7 @@ def _tool(t: ToolParam, param: str, limits: Limits, names: _Names) -> dict[str, 
         case McpToolParam():
             return _mcp_tool(t, param, limits, names)
         case HostedToolParam(tool=tool):
-            if limits.hosted_tools == "refuse":
+            if limits.hosted_tools == "refuse" and not (limits.builtins and is_builtin(tool)):
                 raise InvalidRequest(
                     f"Unsupported tool type '{tool['type']}' at {param}: this server does not "
                     "run hosted tools.",

@@ -59,6 +59,9 @@ def builtin_server(
         tmp / "server.log",
         "--tool-server",
         tool_server.url,
+        # The hosted tools the built-ins stand for are run, so not refused; the others are.
+        "--hosted-tools",
+        "refuse",
         engine=_engine(fake_sglang_server),
     )
     yield srv
@@ -141,6 +144,20 @@ def test_browser_and_python_run_through_the_tool_server_as_openai_items(
     assert 'code_interpreter_call python("print(6 * 7)") -> "42\\n" completed' in events
     assert 'python("print(6 * 7)")' in _cli("conversation", final.id, *db)
     _cli("verify", "--all", *db)
+    request = json.loads(_cli("events", final.id, "--json", *db).splitlines()[0])
+    assert "tools_not_offered" not in request["facts"]["extra"]  # they were offered
+
+
+def test_with_a_tool_server_refuse_still_refuses_the_hosted_tools_it_does_not_run(
+    builtin_server: Server,
+) -> None:
+    with openai.OpenAI(base_url=f"{builtin_server.base_url}/v1", api_key="unused") as client:
+        model = client.models.list().data[0].id
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(
+                model=model, input="hi", tools=[{"type": "file_search", "vector_store_ids": []}]
+            )
+    assert refused.value.body["param"] == "tools[0].type"  # type: ignore[index]
 
 
 def test_without_a_tool_server_the_hosted_tools_are_echoed_not_offered(
