@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -103,7 +104,7 @@ def serve(database_url: str, processes: int, **options: Any) -> None:
     return_freed_memory()
     if processes > 1:
         sys.exit(_serve_processes(settings, processes))
-    with _sole_server(database_url), _listen(settings.host, settings.port) as sock:
+    with _sole_server(database_url), listen(settings.host, settings.port) as sock:
         _serve_here(settings, sock)
 
 
@@ -121,11 +122,11 @@ def _serve_here(settings: Settings, sock: socket.socket) -> None:
 
 def _serve_processes(settings: Settings, count: int) -> int:
     """`--processes N` (adapters/cli/processes.py): bind here, serve in N children."""
-    from adapters.cli.processes import run_children
+    from adapters.cli.processes import run_children, shared_metrics
 
     if settings.database_url.startswith("sqlite"):
         raise ResplogError("--processes above 1 needs PostgreSQL (SQLite has one writer)")
-    sock = _listen(settings.host, settings.port)
+    sock = listen(settings.host, settings.port)
     log.info("resplog: %d serving processes on %s:%d", count, settings.host, settings.port)
 
     def child() -> int:
@@ -140,7 +141,16 @@ def _serve_processes(settings: Settings, count: int) -> int:
             return 1
         return 0
 
-    return run_children(count, child)
+    with shared_metrics() as path:
+        return run_children(count, child, exited=functools.partial(_gone, path))
+
+
+def _gone(shared: str, pid: int) -> None:
+    """A child exited: its live gauges leave the sums of the metrics page."""
+    # Imported once the children are forked, which imported prometheus-client themselves.
+    from adapters.metrics import process_gone
+
+    process_gone(shared, pid)
 
 
 @contextlib.contextmanager
@@ -175,7 +185,7 @@ def _sole_server(database_url: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     """The listening socket on `host:port` (port 0: any free one), bound as uvicorn binds
     its own for several workers (`Config.bind_socket`: IPv6 when the host has a colon)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
