@@ -20,11 +20,12 @@ from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
 from adapters.cli.store import refuse_missing_file
-from adapters.cli.tracing import open_tracer, otel_option
+from adapters.cli.tracing import open_tracer, otel_option, watching
 from domain.errors import ResplogError
 from service.settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.metrics import Metrics
     from adapters.otel import OtelTracer
     from adapters.wiring import Process
 
@@ -211,12 +212,14 @@ async def _serve(
     from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.http.app import announce_ready
     from adapters.http.backpressure import send_deadline
+    from adapters.metrics import Metrics
     from adapters.wiring import running_process
 
     tracer = open_tracer(settings)
+    metrics = Metrics()
     try:
-        async with running_process(settings) as process:
-            app = await _app(settings, process, tracer)
+        async with running_process(settings, attach=watching(tracer, metrics)) as process:
+            app = await _app(settings, process, tracer, metrics)
             config = uvicorn.Config(
                 send_deadline(app, settings.send_timeout_s),
                 host=settings.host,
@@ -242,13 +245,14 @@ async def _serve(
             tracer.shutdown()
 
 
-async def _app(settings: Settings, process: Process, tracer: OtelTracer | None) -> Any:
+async def _app(
+    settings: Settings, process: Process, tracer: OtelTracer | None, metrics: Metrics
+) -> Any:
     """The API with what wraps it: traces (when configured), the audit view, the request
     log and the metrics, outermost."""
     from adapters.auditview import AuditView
     from adapters.cli.requestlog import request_log
     from adapters.http.app import create_app
-    from adapters.metrics import Metrics
 
     if settings.engine == "scripted":
         log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
@@ -257,12 +261,7 @@ async def _app(settings: Settings, process: Process, tracer: OtelTracer | None) 
     await announce(settings.access, process.bundle.keys)
     app = create_app(settings, process=process)
     if tracer is not None:
-        process.trace(tracer)
         app = tracer.asgi(app)
-    metrics = Metrics()
-    process.observe_log(metrics)
-    process.observe_work(metrics)
-    metrics.watch(process.leases_held, process.live_tails)
     audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
     return metrics.asgi(request_log(audit.asgi(app)), settings.metrics, settings.metrics_key)
 

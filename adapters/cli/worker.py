@@ -19,7 +19,7 @@ from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
 from adapters.cli.server import listen
 from adapters.cli.store import refuse_missing_file
-from adapters.cli.tracing import open_tracer, otel_option
+from adapters.cli.tracing import open_tracer, otel_option, watching
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,18 +48,19 @@ def worker(database_url: str, **options: Any) -> None:
 async def run_worker(settings: Settings, metrics_sock: socket.socket | None = None) -> None:
     """Run until SIGTERM or SIGINT, then drain (see `service.background`); serve the
     metrics on `metrics_sock` meanwhile, when given."""
-    from adapters.cli.worker_metrics import metrics_port
+    from adapters.cli.worker_metrics import metrics_port, worker_metrics
     from adapters.wiring import running_process
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     tracer = open_tracer(settings)
+    metrics = worker_metrics(metrics_sock)
     try:
-        async with running_process(settings) as process:
-            if tracer is not None:
-                process.trace(tracer)
-            async with metrics_port(settings, process, metrics_sock):
-                await _until_stopped(settings, process, stop, loop)
+        async with (
+            running_process(settings, attach=watching(tracer, metrics)) as process,
+            metrics_port(settings, metrics, metrics_sock),
+        ):
+            await _until_stopped(settings, process, stop, loop)
     finally:
         if tracer is not None:  # after the drain: the generations' last spans are ended
             tracer.shutdown()

@@ -14,25 +14,28 @@ from adapters.cli.common import log
 from service.settings import Settings
 
 if TYPE_CHECKING:
-    from adapters.wiring import Process
+    from adapters.metrics import Metrics
+
+
+def worker_metrics(sock: socket.socket | None) -> Metrics | None:
+    """The worker's metrics when it has a metrics port (prometheus-client imported only
+    then)."""
+    if sock is None:
+        return None
+    from adapters.metrics import Metrics
+
+    return Metrics()
 
 
 @contextlib.asynccontextmanager
 async def metrics_port(
-    settings: Settings, process: Process, sock: socket.socket | None
+    settings: Settings, metrics: Metrics | None, sock: socket.socket | None
 ) -> AsyncIterator[None]:
-    """Serve the metrics on `sock` (bound already) while the block runs; nothing if None."""
-    if sock is None:
+    """Serve `metrics` on `sock` (bound already) while the block runs; nothing if None."""
+    if metrics is None or sock is None:
         yield
         return
     import uvicorn
-
-    from adapters.metrics import Metrics
-
-    metrics = Metrics()
-    process.observe_log(metrics)
-    process.observe_work(metrics)
-    metrics.watch(process.leases_held, process.live_tails)
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
