@@ -10,8 +10,8 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
 from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
@@ -158,6 +158,13 @@ async def open_bundle(
         yield bundle
 
 
+class Measures(LogObserver, WorkObserver, Protocol):
+    """A process's metrics: told of its flushes and its background work, and reading the
+    leases it holds and the tails it has open."""
+
+    def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None: ...
+
+
 class Process:
     """A running process: its bundle, and how to begin its orderly stop."""
 
@@ -176,6 +183,12 @@ class Process:
     def observe_work(self, observer: WorkObserver) -> None:
         """Tell `observer` of this process's claims, lost leases, sweeps and engine errors."""
         self.bundle.runner.observer = observer
+
+    def measure(self, metrics: Measures) -> None:
+        """Count this process's work in `metrics` (adapters/metrics)."""
+        self.observe_log(metrics)
+        self.observe_work(metrics)
+        metrics.watch(self.leases_held, self.live_tails)
 
     def trace(self, tracer: Tracer) -> None:
         """Trace every generation of this process with `tracer` (adapters/otel)."""
@@ -197,20 +210,27 @@ class Process:
 
 @contextlib.asynccontextmanager
 async def running_process(
-    settings: Settings, *, database: SqlDatabase | None = None, engine: Engine | None = None
+    settings: Settings,
+    *,
+    database: SqlDatabase | None = None,
+    engine: Engine | None = None,
+    attach: Callable[[Process], None] = lambda process: None,
 ) -> AsyncIterator[Process]:
     """Everything a `serve` or `worker` process runs: the database (refused unless
     migrated) and the engine (refused unless it answers), checked and opened once, in that
-    order; the runner, the lease keeper, the claim loop and the sweeper, started. On exit:
-    drain (stop claiming, `shutdown_grace_s` for running generations, the rest `failed`),
-    then close the engine and the database."""
+    order; `attach` (what watches the process: metrics, traces) told of it; the runner, the
+    lease keeper, the claim loop and the sweeper, started. On exit: drain (stop claiming,
+    `shutdown_grace_s` for running generations, the rest `failed`), then close the engine
+    and the database."""
     async with open_bundle(settings, database=database, engine=engine) as bundle:
         background = Background(
             bundle, lease_ttl=settings.lease_ttl_s, claim_poll_s=settings.claim_poll_s
         )
+        process = Process(bundle, background, settings.shutdown_grace_s)
+        attach(process)  # before the start-up sweep and the first claims, which it counts
         await background.start()
         try:
-            yield Process(bundle, background, settings.shutdown_grace_s)
+            yield process
         finally:
             await background.drain(settings.shutdown_grace_s)
 

@@ -57,6 +57,52 @@ def _limit_options(func: F) -> F:
     return func
 
 
+# `serve`'s and `worker`'s alike: who may read the metrics page.
+_METRICS_OPTIONS = [
+    click.option(
+        "--metrics",
+        envvar="RESPLOG_METRICS",
+        type=click.Choice(["auto", "open", "key", "off"]),
+        default="auto",
+        show_default=True,
+        help="GET /metrics (Prometheus): open, key (Authorization: Bearer "
+        "<--metrics-key>), or off; auto: open on a loopback bind, key when a metrics "
+        "key is set, else off.",
+    ),
+    click.option(
+        "--metrics-key",
+        envvar="RESPLOG_METRICS_KEY",
+        default=None,
+        help="The scrape token for --metrics key (a secret: prefer the environment).",
+    ),
+]
+
+
+def metrics_options(func: F) -> F:
+    """`worker`'s metrics page: its port and bind, and who may read it (as `serve`'s)."""
+    options = [
+        click.option(
+            "--metrics-port",
+            envvar="RESPLOG_METRICS_PORT",
+            default=None,
+            type=click.IntRange(min=0, max=65535),
+            help="Serve GET /metrics (Prometheus) on this port (0: any free one). "
+            "Default: no metrics port.",
+        ),
+        click.option(
+            "--metrics-host",
+            envvar="RESPLOG_METRICS_HOST",
+            default="127.0.0.1",
+            show_default=True,
+            help="The address the metrics port binds.",
+        ),
+        *_METRICS_OPTIONS,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def access_options(func: F) -> F:
     """The options `serve` passes on to `access_settings` as keyword arguments."""
     options = [
@@ -111,22 +157,7 @@ def access_options(func: F) -> F:
             "cannot: accept (echoed, not offered to the model, recorded in the log) or refuse "
             "(a 400 naming the tool).",
         ),
-        click.option(
-            "--metrics",
-            envvar="RESPLOG_METRICS",
-            type=click.Choice(["auto", "open", "key", "off"]),
-            default="auto",
-            show_default=True,
-            help="GET /metrics (Prometheus): open, key (Authorization: Bearer "
-            "<--metrics-key>), or off; auto: open on a loopback bind, key when a metrics "
-            "key is set, else off.",
-        ),
-        click.option(
-            "--metrics-key",
-            envvar="RESPLOG_METRICS_KEY",
-            default=None,
-            help="The scrape token for --metrics key (a secret: prefer the environment).",
-        ),
+        *_METRICS_OPTIONS,
         click.option(
             "--audit-view",
             envvar="RESPLOG_AUDIT_VIEW",

@@ -1,6 +1,6 @@
 """`serve --processes N`: N serving processes on one port, for a machine with more cores.
 
-The parent binds the listening socket (adapters/cli/server.py `_listen`: a port in use is
+The parent binds the listening socket (adapters/cli/server.py `listen`: a port in use is
 one error line before anything starts), forks N children that each run the whole of
 `serve` (their own database pool, log writer, LISTEN connection, runner, sweeper and lease
 identity: the same as N replicas behind a load balancer, which the log already makes
@@ -10,23 +10,58 @@ goes to every child, which drains as a single `serve` does; if a child exits on 
 the parent stops the others and exits with its code, for a supervisor to restart the whole.
 
 Per process, not shared: the per-key rate and stream limits and the key cache (as with N
-replicas: a key gets N times its rate), `/metrics` (a scrape sees the process that took the
-connection), and the background slots (`--workers` each). PostgreSQL only: SQLite has one
-writer.
+replicas: a key gets N times its rate) and the background slots (`--workers` each).
+PostgreSQL only: SQLite has one writer.
+
+Shared: `/metrics`. Whichever process takes a scrape, it answers for all of them
+(prometheus-client's multiprocess mode, adapters/metrics/prom.py): the parent makes a
+private directory for the children's metric files (`shared_metrics`) and names it in
+`PROMETHEUS_MULTIPROC_DIR` before it forks (nothing in the parent imports prometheus-client,
+whose import reads the variable); a child that exits is marked dead there (its gauges leave
+the sums, its counts stay), and the directory is removed when the last child is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
-from collections.abc import Callable
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from types import FrameType
 
+_SHARED = "PROMETHEUS_MULTIPROC_DIR"
 
-def run_children(count: int, child: Callable[[], int]) -> int:
+
+@contextlib.contextmanager
+def shared_metrics() -> Iterator[str]:
+    """A directory of its own for the children's metric files, in their environment while
+    it lasts (they inherit it at the fork)."""
+    # prometheus-client chooses where values live once, at its import: imported here
+    # already, the children would each count in their own memory again.
+    if "prometheus_client" in sys.modules:
+        raise RuntimeError("prometheus-client was imported before the fork")
+    path = tempfile.mkdtemp(prefix="resplog-metrics-")
+    before = os.environ.get(_SHARED)
+    os.environ[_SHARED] = path
+    try:
+        yield path
+    finally:
+        if before is None:
+            del os.environ[_SHARED]
+        else:
+            os.environ[_SHARED] = before
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_children(
+    count: int, child: Callable[[], int], exited: Callable[[int], None] = lambda pid: None
+) -> int:
     """Fork `count` children running `child()` (their exit status), forward SIGTERM and
-    SIGINT to them, and return the first non-zero status once all have exited."""
+    SIGINT to them, tell `exited` of each one gone, and return the first non-zero status
+    once all have exited."""
     pids: list[int] = []
     for _ in range(count):
         pid = os.fork()
@@ -51,6 +86,7 @@ def run_children(count: int, child: Callable[[], int]) -> int:
     while alive:
         pid, raw = os.wait()
         alive.discard(pid)
+        exited(pid)
         code = os.waitstatus_to_exitcode(raw)
         if code != 0 and status == 0:
             status = code if code > 0 else 128 - code

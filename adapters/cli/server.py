@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -19,11 +20,12 @@ from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import return_freed_memory
 from adapters.cli.store import refuse_missing_file
-from adapters.cli.tracing import open_tracer, otel_option
+from adapters.cli.tracing import open_tracer, otel_option, watching
 from domain.errors import ResplogError
 from service.settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.metrics import Metrics
     from adapters.otel import OtelTracer
     from adapters.wiring import Process
 
@@ -103,7 +105,7 @@ def serve(database_url: str, processes: int, **options: Any) -> None:
     return_freed_memory()
     if processes > 1:
         sys.exit(_serve_processes(settings, processes))
-    with _sole_server(database_url), _listen(settings.host, settings.port) as sock:
+    with _sole_server(database_url), listen(settings.host, settings.port) as sock:
         _serve_here(settings, sock)
 
 
@@ -121,11 +123,11 @@ def _serve_here(settings: Settings, sock: socket.socket) -> None:
 
 def _serve_processes(settings: Settings, count: int) -> int:
     """`--processes N` (adapters/cli/processes.py): bind here, serve in N children."""
-    from adapters.cli.processes import run_children
+    from adapters.cli.processes import run_children, shared_metrics
 
     if settings.database_url.startswith("sqlite"):
         raise ResplogError("--processes above 1 needs PostgreSQL (SQLite has one writer)")
-    sock = _listen(settings.host, settings.port)
+    sock = listen(settings.host, settings.port)
     log.info("resplog: %d serving processes on %s:%d", count, settings.host, settings.port)
 
     def child() -> int:
@@ -140,7 +142,16 @@ def _serve_processes(settings: Settings, count: int) -> int:
             return 1
         return 0
 
-    return run_children(count, child)
+    with shared_metrics() as path:
+        return run_children(count, child, exited=functools.partial(_gone, path))
+
+
+def _gone(shared: str, pid: int) -> None:
+    """A child exited: its live gauges leave the sums of the metrics page."""
+    # Imported once the children are forked, which imported prometheus-client themselves.
+    from adapters.metrics import process_gone
+
+    process_gone(shared, pid)
 
 
 @contextlib.contextmanager
@@ -175,7 +186,7 @@ def _sole_server(database_url: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     """The listening socket on `host:port` (port 0: any free one), bound as uvicorn binds
     its own for several workers (`Config.bind_socket`: IPv6 when the host has a colon)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -201,12 +212,14 @@ async def _serve(
     from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.http.app import announce_ready
     from adapters.http.backpressure import send_deadline
+    from adapters.metrics import Metrics
     from adapters.wiring import running_process
 
     tracer = open_tracer(settings)
+    metrics = Metrics()
     try:
-        async with running_process(settings) as process:
-            app = await _app(settings, process, tracer)
+        async with running_process(settings, attach=watching(tracer, metrics)) as process:
+            app = await _app(settings, process, tracer, metrics)
             config = uvicorn.Config(
                 send_deadline(app, settings.send_timeout_s),
                 host=settings.host,
@@ -232,13 +245,14 @@ async def _serve(
             tracer.shutdown()
 
 
-async def _app(settings: Settings, process: Process, tracer: OtelTracer | None) -> Any:
+async def _app(
+    settings: Settings, process: Process, tracer: OtelTracer | None, metrics: Metrics
+) -> Any:
     """The API with what wraps it: traces (when configured), the audit view, the request
     log and the metrics, outermost."""
     from adapters.auditview import AuditView
     from adapters.cli.requestlog import request_log
     from adapters.http.app import create_app
-    from adapters.metrics import Metrics
 
     if settings.engine == "scripted":
         log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
@@ -247,12 +261,7 @@ async def _app(settings: Settings, process: Process, tracer: OtelTracer | None) 
     await announce(settings.access, process.bundle.keys)
     app = create_app(settings, process=process)
     if tracer is not None:
-        process.trace(tracer)
         app = tracer.asgi(app)
-    metrics = Metrics()
-    process.observe_log(metrics)
-    process.observe_work(metrics)
-    metrics.watch(process.leases_held, process.live_tails)
     audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
     return metrics.asgi(request_log(audit.asgi(app)), settings.metrics, settings.metrics_key)
 

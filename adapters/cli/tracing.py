@@ -1,9 +1,11 @@
 """`--otel-endpoint` of `serve` and `worker`: OpenTelemetry tracing (adapters/otel, the
-optional `otel` extra), imported only when configured."""
+optional `otel` extra), imported only when configured; and `watching`, how the traces and
+the metrics are attached to a process."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -13,7 +15,9 @@ from domain.errors import ResplogError
 from service.settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.metrics import Metrics
     from adapters.otel import OtelTracer
+    from adapters.wiring import Process
 
 otel_option = click.option(
     "--otel-endpoint",
@@ -45,3 +49,16 @@ def open_tracer(settings: Settings) -> OtelTracer | None:
         ) from None
     log.info("tracing: OpenTelemetry over OTLP/HTTP")
     return OtelTracer(endpoint)
+
+
+def watching(tracer: OtelTracer | None, metrics: Metrics | None) -> Callable[[Process], None]:
+    """`running_process`'s `attach`: the traces and metrics a process has, if any, attached
+    before its background work starts (its start-up sweep and first claims are seen)."""
+
+    def attach(process: Process) -> None:
+        if tracer is not None:
+            process.trace(tracer)
+        if metrics is not None:
+            process.measure(metrics)
+
+    return attach

@@ -13,13 +13,22 @@ engine serves; reasons, sweeper actions and engine error codes are resplog's own
 Access (`--metrics`): `open` serves anyone who can reach the port; `key` wants
 `Authorization: Bearer <--metrics-key>` (a scrape token of its own, not an API key); `off`
 answers 404; `auto` (the default) is `open` on a loopback bind, `key` when a metrics key is
-set, else `off`. Each process counts what it did: a `resplog worker` has no HTTP port and is
-not scraped here.
+set, else `off`. Each process counts what it did; a `resplog worker` serves the same page on
+its own `--metrics-port` (`scrape_only`).
+
+Several processes on one port (`serve --processes N`, adapters/cli/processes.py): the parent
+sets `PROMETHEUS_MULTIPROC_DIR` to a directory of its own before any child imports
+prometheus-client, which then keeps every value in a file per process there; a scrape,
+whichever process takes it, merges the files (`MultiProcessCollector`): counters and
+histograms are summed over the processes, dead ones included (a total never goes down), and
+the gauges are `livesum` (what the live processes hold now, summed).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import os
 import re
 import time
 from collections import OrderedDict
@@ -29,6 +38,7 @@ from typing import Any, Literal
 import msgspec
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from service.ports import StoredEvent
 
@@ -67,6 +77,10 @@ _TERMINAL_TYPES = frozenset(
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _CODE = re.compile(r"^[a-z][a-z_]{0,39}$")
 _MAX_STARTS = 10_000  # creations waiting for their first output (oldest forgotten first)
+_SHARED = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's own switch to multiprocess mode
+_NOT_FOUND = (
+    b'{"error":{"message":"Not found.","type":"invalid_request_error","param":null,"code":null}}'
+)
 
 
 def route_of(path: str) -> str:
@@ -75,6 +89,12 @@ def route_of(path: str) -> str:
         if pattern.match(path):
             return template
     return "other"
+
+
+def process_gone(shared: str, pid: int) -> None:
+    """A process that kept its values in `shared` exited: its gauges leave the live sums
+    (its counts stay in the totals)."""
+    mark_process_dead(pid, shared)  # type: ignore[no-untyped-call]
 
 
 class _Final(msgspec.Struct, frozen=True):
@@ -100,6 +120,10 @@ class Metrics:
     `claimed` to `engine_failed` the runner's (`WorkObserver`)."""
 
     def __init__(self) -> None:
+        # Set (by `serve --processes`) before prometheus-client was imported: every value
+        # below lives in this process's files in that directory.
+        self._shared = os.environ.get(_SHARED) or None
+        self._probes: tuple[Callable[[], int], ...] = ()
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
             "resplog_http_requests",
@@ -117,6 +141,7 @@ class Metrics:
         self.in_flight = Gauge(
             "resplog_http_requests_in_flight",
             "HTTP requests (streams included) open now.",
+            multiprocess_mode="livesum",
             registry=r,
         )
         self.ended = Counter(
@@ -152,7 +177,10 @@ class Metrics:
             registry=r,
         )
         self.queued = Gauge(
-            "resplog_log_queued_events", "Events waiting for the log writer.", registry=r
+            "resplog_log_queued_events",
+            "Events waiting for the log writer.",
+            multiprocess_mode="livesum",
+            registry=r,
         )
         self._starts: OrderedDict[str, float] = OrderedDict()
         self._work(r)
@@ -168,10 +196,21 @@ class Metrics:
             "resplog_connections_open",
             "Streaming connections open now, by kind (sse, websocket).",
             ["kind"],
+            multiprocess_mode="livesum",
             registry=r,
         )
-        self.held = Gauge("resplog_leases_held", "Leases this process holds now.", registry=r)
-        self.tails = Gauge("resplog_live_tails", "Tails of the log open now.", registry=r)
+        self.held = Gauge(
+            "resplog_leases_held",
+            "Leases held now.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.tails = Gauge(
+            "resplog_live_tails",
+            "Tails of the log open now.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
         self.claimed_total = Counter(
             "resplog_leases_claimed", "Queued responses claimed by this process.", registry=r
         )
@@ -196,9 +235,34 @@ class Metrics:
             self.connections.labels(kind).set(0)
 
     def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None:
-        """Read the leases held and the live tails at each scrape."""
-        self.held.set_function(held)
-        self.tails.set_function(tails)
+        """Read the leases held and the live tails at each scrape (called on the process's
+        running loop)."""
+        if self._shared is None:
+            self.held.set_function(held)
+            self.tails.set_function(tails)
+            return
+        # A function's value is only in this process's own registry, and a scrape that
+        # another process takes reads the files: write the values there each second (and
+        # at each scrape taken here).
+        self._probes = (held, tails)
+        self._tick(asyncio.get_running_loop())
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._probe()
+        loop.call_later(1.0, self._tick, loop)
+
+    def _probe(self) -> None:
+        for gauge, probe in zip((self.held, self.tails), self._probes, strict=False):
+            gauge.set(probe())
+
+    def exposition(self) -> bytes:
+        """The page: this process's registry, or the files of every process."""
+        if self._shared is None:
+            return generate_latest(self.registry)
+        self._probe()
+        merged = CollectorRegistry()  # the collector's own: it must not hold the metrics
+        MultiProcessCollector(merged, self._shared)  # type: ignore[no-untyped-call]
+        return generate_latest(merged)
 
     # --- the background work's report (WorkObserver) -----------------------------------------
 
@@ -298,13 +362,7 @@ class Metrics:
 
     async def _scrape(self, scope: Any, send: Any, access: Access, key: str | None) -> None:
         if access == "off":
-            await _answer(
-                send,
-                404,
-                b'{"error":{"message":"Not found.","type":'
-                b'"invalid_request_error","param":null,"code":null}}',
-                "application/json",
-            )
+            await _answer(send, 404, _NOT_FOUND, "application/json")
             return
         if access == "key" and not _authorised(scope, key):
             await _answer(
@@ -315,7 +373,20 @@ class Metrics:
                 "application/json",
             )
             return
-        await _answer(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+        await _answer(send, 200, self.exposition(), CONTENT_TYPE_LATEST)
+
+    def scrape_only(self, access: Access, key: str | None) -> Any:
+        """An app of `GET /metrics` alone (a `resplog worker`'s metrics port); 404 else."""
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return  # uvicorn runs it with no lifespan and no WebSocket protocol
+            if scope["path"] == "/metrics":
+                await self._scrape(scope, send, access, key)
+            else:
+                await _answer(send, 404, _NOT_FOUND, "application/json")
+
+        return app
 
 
 class _Exchange:

@@ -5,6 +5,7 @@ modes hold (adapters/metrics/prom.py)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.e2e.cluster import start_worker, stop
+from tests.e2e.conftest import Server, free_port, start_server, stop_server
 
 
 def scrape(
@@ -174,6 +176,44 @@ def test_leases_claimed_lost_and_swept_move_when_a_lease_is_taken_over(
     finally:
         stop_server(b)
         stop_server(a)
+
+
+def test_a_worker_serves_its_own_metrics_behind_its_key(
+    fresh_pg: Callable[[], str], tmp_path: Path
+) -> None:
+    """An API-only replica queues a background response before any worker runs; a
+    `resplog worker` then claims it as it starts and generates it, and its own metrics port
+    (key-protected here) counts that claim and the next."""
+    url = fresh_pg()
+    api = start_server(url, "postgres", tmp_path / "api.log", "--workers", "0")
+    client = openai.OpenAI(base_url=f"{api.base_url}/v1", api_key="x", max_retries=0)
+    r = client.responses.create(model="scripted", input="queued", background=True)
+    assert r.status == "queued"
+    port = free_port()
+    worker = start_worker(
+        url,
+        tmp_path / "worker.log",
+        *("--scripted-delay-ms", "0", "--metrics-port", str(port)),
+        *("--metrics", "key", "--metrics-key", "s3cret"),
+    )
+    key = {"Authorization": "Bearer s3cret"}
+    try:
+        wait(lambda: client.responses.retrieve(r.id).status == "completed")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as on_worker:
+            assert on_worker.get("/metrics").status_code == 401
+            assert on_worker.get("/v1/models", headers=key).status_code == 404
+            page = scrape(on_worker, **key)
+            assert value(page, "resplog_leases_claimed_total") == 1
+            done = {"status": "completed", "reason": "completed"}
+            assert value(page, "resplog_responses_ended_total", **done) == 1
+            assert value(page, "resplog_leases_held") == 0
+            again = client.responses.create(model="scripted", input="more", background=True)
+            wait(lambda: client.responses.retrieve(again.id).status == "completed")
+            assert value(scrape(on_worker, **key), "resplog_leases_claimed_total") == 2
+    finally:
+        assert stop(worker.process, worker.log_file) in (0, -signal.SIGTERM)
+        stop_server(api)
+    assert "s3cret" not in worker.log_text()
 
 
 async def _expire_lease(url: str, rid: str) -> None:

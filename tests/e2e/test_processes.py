@@ -4,7 +4,9 @@ cannot do is refused in one line."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import RESPLOG, free_port
 
@@ -62,6 +67,88 @@ def test_two_processes_share_the_port_and_stop_together(
         log.close()
 
 
+def test_the_metrics_of_two_processes_are_one_page(
+    fresh_pg: Callable[[], str], tmp_path: Path
+) -> None:
+    """Whichever process takes a scrape, it counts every process's requests: totals are the
+    sum of both (each wrote its files in the parent's private directory), never go down
+    from one scrape to the next, and the directory is gone at shutdown."""
+    url = fresh_pg()
+    subprocess.run([RESPLOG, "migrate", "--database-url", url], check=True, capture_output=True)
+    port = free_port()
+    log = (tmp_path / "serve.log").open("wb")
+    parent = subprocess.Popen(
+        [RESPLOG, "serve", "--database-url", url, "--port", str(port), "--processes", "2"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # where the parent makes its directory
+    )
+    try:
+        _wait(lambda: (tmp_path / "serve.log").read_text().count("resplog ready") == 2, parent)
+        (shared,) = tmp_path.glob("resplog-metrics-*")
+        children = _children(parent.pid)
+        # A new connection per request: the kernel hands each to either process.
+        fresh = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, limits=fresh) as http:
+            sent, pages = 0, [_scrape(http)]
+            while sent < 200 and not all(_served(shared, pid, tmp_path) for pid in children):
+                for _ in range(5):
+                    body = {"model": "scripted", "input": "hi"}
+                    assert http.post("/v1/responses", json=body).status_code == 200
+                    sent += 1
+                pages += [_scrape(http) for _ in range(3)]
+            served = [_served(shared, pid, tmp_path) for pid in children]
+            assert all(served), "one process took every connection"
+            assert sum(served) == sent
+            pages += [_scrape(http) for _ in range(4)]
+        for before, after in itertools.pairwise(pages):
+            for sample, count in before.items():
+                if sample[0].endswith(("_total", "_count", "_sum", "_bucket")):
+                    assert after.get(sample, 0.0) >= count, sample
+        for page in pages[-5:]:  # whichever process answered
+            assert page[("resplog_http_requests_total", _ROUTE)] == sent
+            assert page[("resplog_responses_ended_total", _DONE)] == sent
+            assert page[("resplog_http_requests_in_flight", ())] == 0
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) in (0, 128 + signal.SIGTERM)
+        assert not shared.exists()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        log.close()
+
+
+def test_leases_held_in_either_process_are_summed(
+    fresh_pg: Callable[[], str], tmp_path: Path
+) -> None:
+    """A gauge of the processes' live state (`livesum`): a generation running in one of
+    them is seen by a scrape that the other answers too, and is gone when it ends."""
+    url = fresh_pg()
+    subprocess.run([RESPLOG, "migrate", "--database-url", url], check=True, capture_output=True)
+    port = free_port()
+    log = (tmp_path / "serve.log").open("wb")
+    parent = subprocess.Popen(
+        [RESPLOG, "serve", "--database-url", url, "--port", str(port), "--processes", "2"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    held = ("resplog_leases_held", ())
+    fresh = httpx.Limits(max_keepalive_connections=0)
+    try:
+        _wait(lambda: (tmp_path / "serve.log").read_text().count("resplog ready") == 2, parent)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, limits=fresh) as http:
+            body = {"model": "scripted", "input": "x", "background": True, "metadata": SLOW}
+            running = http.post("/v1/responses", json=body).json()["id"]
+            _wait(lambda: all(_scrape(http)[held] == 1 for _ in range(6)), parent)
+            http.post(f"/v1/responses/{running}/cancel")
+            _wait(lambda: all(_scrape(http)[held] == 0 for _ in range(6)), parent)
+    finally:
+        parent.send_signal(signal.SIGTERM)
+        if parent.wait(timeout=30) is None:
+            parent.kill()
+        log.close()
+
+
 def test_what_processes_cannot_do_is_one_line(tmp_path: Path) -> None:
     sqlite = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
     subprocess.run([RESPLOG, "migrate", "--database-url", sqlite], check=True, capture_output=True)
@@ -95,6 +182,38 @@ def test_what_processes_cannot_do_is_one_line(tmp_path: Path) -> None:
     assert got.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in got.stderr
     assert "Traceback" not in got.stderr
+
+
+_ROUTE = (("method", "POST"), ("route", "/v1/responses"), ("status", "200"))
+_DONE = (("reason", "completed"), ("status", "completed"))
+
+
+def _scrape(http: httpx.Client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    r = http.get("/metrics")
+    assert r.status_code == 200, r.text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
+
+
+def _served(shared: Path, pid: int, tmp: Path) -> float:
+    """The creates that process `pid` answered: its counters' file alone (prometheus-client
+    names it `counter_<pid>.db`), read by the same collector a scrape uses."""
+    alone = tmp / f"alone-{pid}"
+    alone.mkdir(exist_ok=True)
+    shutil.copy(shared / f"counter_{pid}.db", alone)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, str(alone))  # type: ignore[no-untyped-call]
+    return registry.get_sample_value("resplog_http_requests_total", dict(_ROUTE)) or 0.0
+
+
+def _wait(done: Callable[[], bool], parent: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline and parent.poll() is None, "timed out"
+        time.sleep(0.1)
 
 
 def _children(pid: int) -> list[int]:
