@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 
@@ -21,6 +21,7 @@ from domain.conversations import (
 from domain.errors import InvalidRequest, NotFound
 from domain.generation import Turn
 from domain.objects import (
+    ConversationRef,
     CustomToolCallOutput,
     FunctionCallOutput,
     InputCompaction,
@@ -29,9 +30,14 @@ from domain.objects import (
     InputItem,
     InputMessage,
     InputReasoning,
+    ItemReference,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    OutputItem,
 )
 from service.bundle import Bundle
 from service.ports import ConversationItems, ConversationRow, StoredEvent
+from service.references import response_of
 
 _PREFIX = {
     InputMessage: "msg",
@@ -161,12 +167,46 @@ async def delete_item(
     return _object(row)
 
 
-async def history_of(svc: Bundle, conversation_id: str, owner: str) -> list[Turn]:
-    """What a response that names the conversation sees before its own input: the
-    conversation's items, as one earlier turn."""
+async def history_of(
+    svc: Bundle, conversation_id: str, owner: str, given: Sequence[InputItem | ItemReference] = ()
+) -> list[Turn]:
+    """What a response that names the conversation sees before its own input (`given`):
+    the conversation's items, as one earlier turn, then the MCP approval requests that
+    `given` answers."""
     await visible(svc, conversation_id, owner)
     items = (await svc.conversations.items(conversation_id)).items
-    return [Turn(response_id=conversation_id, instructions=None, input=items, output=[])]
+    earlier = Turn(response_id=conversation_id, instructions=None, input=items, output=[])
+    return [earlier, *await _approvals_asked(svc, conversation_id, given, owner)]
+
+
+class _Made(msgspec.Struct, frozen=True, kw_only=True):
+    """What `_approvals_asked` needs of a final response object."""
+
+    conversation: ConversationRef | None = None
+    output: list[OutputItem] = msgspec.field(default_factory=list)
+
+
+_made = msgspec.json.Decoder(_Made)
+
+
+async def _approvals_asked(
+    svc: Bundle, conversation_id: str, given: Sequence[InputItem | ItemReference], owner: str
+) -> list[Turn]:
+    """The approval requests `given` answers, each as the turn of the response that made
+    it. A conversation keeps no approval request (it is no input item: the loop acts on
+    it), so each is read from its response, by its id, which must be of this conversation
+    and this owner (OpenAI's round trip with `conversation` in the place of
+    `previous_response_id`)."""
+    wanted = {i.approval_request_id for i in given if isinstance(i, McpApprovalResponse)}
+    turns = []
+    for rid in sorted({r for r in map(response_of, wanted) if r is not None}):
+        links = await svc.index.chain(rid, owner, 1)
+        made = _made.decode(links[0].snapshot) if links else None
+        if made is None or made.conversation is None or made.conversation.id != conversation_id:
+            continue
+        asked = [i for i in made.output if isinstance(i, McpApprovalRequest) and i.id in wanted]
+        turns.append(Turn(response_id=rid, instructions=None, input=[], output=list(asked)))
+    return [t for t in turns if t.output]
 
 
 async def read_events(

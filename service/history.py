@@ -9,11 +9,13 @@ needs (`bench/chain_bench.py` measures both).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from domain.errors import InvalidRequest, NotFound
 from domain.generation import Turn
-from domain.objects import ConversationRef, InputItem, OutputItem, ResponseObject
+from domain.objects import ConversationRef, InputItem, ItemReference, OutputItem, ResponseObject
 from service.bundle import Bundle
 from service.ports import ChainLink
 
@@ -37,13 +39,18 @@ _answer = msgspec.json.Decoder(_Answer)
 _asked = msgspec.json.Decoder(_Asked)
 
 
-async def history_for(svc: Bundle, response: ResponseObject, owner: str) -> list[Turn]:
-    """What comes before a response's input: its conversation's items, or the chain its
-    `previous_response_id` ends."""
+async def history_for(
+    svc: Bundle,
+    response: ResponseObject,
+    owner: str,
+    given: Sequence[InputItem | ItemReference] = (),
+) -> list[Turn]:
+    """What comes before a response's input (`given`): its conversation's items, or the
+    chain its `previous_response_id` ends."""
     if isinstance(response.conversation, ConversationRef):
         from service.conversations import history_of
 
-        return await history_of(svc, response.conversation.id, owner)
+        return await history_of(svc, response.conversation.id, owner, given)
     return await load_history(svc, response.previous_response_id, owner)
 
 

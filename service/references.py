@@ -54,6 +54,14 @@ class _Asked(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _final = msgspec.json.Decoder(_Final)
+
+
+def response_of(item_id: str) -> str | None:
+    """The id of the response whose output or input holds an item of a server-given id."""
+    found = _ITEM_ID.match(item_id)
+    return None if found is None else f"resp_{found.group(1)}"
+
+
 _asked = msgspec.json.Decoder(_Asked)
 
 

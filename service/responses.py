@@ -84,7 +84,7 @@ async def create_response(
     the log."""
     check_served(svc, req.response.model)
     if history is None:
-        history = await history_for(svc, req.response, owner)
+        history = await history_for(svc, req.response, owner, req.input)
     items = await resolve_references(svc, req.input, owner)
     check_sealed(svc.sealer, items)
     check_media(svc, req.response.model, items)

@@ -136,7 +136,7 @@ class Sweeper:
         ):
             return False
         try:
-            history = await history_for(svc, resp, facts.owner)
+            history = await history_for(svc, resp, facts.owner, facts.input)
         except DomainError:
             return False
         prompt = build_prompt(resp, facts.input, history, facts.include)

@@ -22,7 +22,7 @@ _UNSTORED = "resp_" + "0" * 32
 async def count_input_tokens(svc: Bundle, req: CreateRequest, owner: str) -> int:
     model = req.response.model
     check_served(svc, model)
-    history = await history_for(svc, req.response, owner)
+    history = await history_for(svc, req.response, owner, req.input)
     items = assign_ids(_UNSTORED, await resolve_references(svc, req.input, owner))
     check_sealed(svc.sealer, items)
     response = msgspec.structs.replace(req.response, id=_UNSTORED)

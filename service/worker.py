@@ -69,7 +69,7 @@ class Worker:
         if state.status != "queued" or state.response is None or state.facts is None:
             return  # it moved on meanwhile (ended by a cancel)
         try:
-            history = await history_for(svc, state.response, state.facts.owner)
+            history = await history_for(svc, state.response, state.facts.owner, state.facts.input)
         except DomainError as exc:
             await _unstartable(svc, state, exc)
             return

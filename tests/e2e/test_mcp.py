@@ -530,3 +530,34 @@ def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
     out = next(i for i in items if i.type == "function_call_output")
     assert out.output.startswith("echo: ")  # type: ignore[union-attr]
     assert tools.calls() == ["echo"]
+
+
+def test_an_approval_in_a_conversation_continues_the_loop(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    """OpenAI's approval round trip with `conversation` in the place of
+    `previous_response_id`: the request the approval answers is found in the conversation."""
+    conv = sdk.conversations.create()
+    asked = [_tool(tools, require_approval={"never": {"tool_names": ["shout"]}})]
+    first = sdk.responses.create(
+        model="scripted",
+        input="ask first",
+        conversation=conv.id,
+        tools=asked,  # type: ignore[arg-type]
+        metadata={"scripted_calls": "echo"},
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request"
+    second = sdk.responses.create(
+        model="scripted",
+        conversation=conv.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],  # type: ignore[list-item]
+        tools=asked,  # type: ignore[arg-type]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert second.status == "completed", second.error
+    call = next(i for i in second.output if i.type == "mcp_call")
+    assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
+    assert tools.calls() == ["echo"]
