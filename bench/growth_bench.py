@@ -572,7 +572,8 @@ async def phase(name: str, log: Log, args: argparse.Namespace) -> dict[str, floa
         return verify(log, args.verify_sample)
     if name == "gc":
         return await gc(log, args.gc_responses)
-    store = await open_store(log.url, pool_size=POOL, max_overflow=0)
+    head = args.revision == "head"
+    store = await open_store(log.url, pool_size=POOL, max_overflow=0, check_migrated=head)
     try:
         if name == "paced":
             return await paced(store, log, args)
