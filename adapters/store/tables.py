@@ -64,7 +64,7 @@ responses = sa.Table(
     sa.Index("ix_responses_created", "created_at", "id"),
     sa.Index("ix_responses_status", "status"),
     sa.Index("ix_responses_previous", "previous_response_id"),
-    postgresql_with={"fillfactor": 40},
+    postgresql_with={"fillfactor": 50},
 )
 
 

@@ -5,8 +5,9 @@ PostgreSQL only (on SQLite there are no storage parameters: nothing to do). Meas
 docs/performance.md ("The hot row"): at fillfactor 80 a page holds about six live rows and
 room for one more version, while one group-commit flush updates every running stream's row
 in one statement, so most of those updates could not stay on their page (HOT) and each
-left a dead tuple and new entries in all five indexes. At fillfactor 40 a page holds about
-three rows and room for their next versions, and the old versions are pruned on the next
+left a dead tuple and new entries in all five indexes. At fillfactor 50 a page keeps at
+least as much room as its rows take, enough for the next version of every one of them (a
+delta's update changes no column's size), and the old versions are pruned on the next
 visit. A new fillfactor applies to pages filled from now on; rows already written keep
 theirs (`VACUUM FULL responses` would rewrite them, under an exclusive lock: not needed,
 since the rows that are updated are the new ones).
@@ -37,7 +38,7 @@ depends_on: str | Sequence[str] | None = None
 
 # Literal values, not imported: a migration describes its revision, forever.
 _RESPONSES = {
-    "fillfactor": "40",
+    "fillfactor": "50",
     "autovacuum_vacuum_scale_factor": "0",
     "autovacuum_vacuum_threshold": "2000",
     "autovacuum_analyze_scale_factor": "0",

@@ -86,7 +86,7 @@ async def test_the_hot_row_storage_parameters_go_up_and_down(empty_url: str) -> 
         assert await current_is_head_async(empty_url) is True
         return
     options = await _reloptions(empty_url)
-    assert {"fillfactor=40", "autovacuum_vacuum_threshold=2000"} <= options["responses"]
+    assert {"fillfactor=50", "autovacuum_vacuum_threshold=2000"} <= options["responses"]
     assert "autovacuum_vacuum_scale_factor=0.01" in options["events"]
     await downgrade_async(empty_url, "0005")
     assert await _reloptions(empty_url) == {"responses": {"fillfactor=80"}, "events": set()}
