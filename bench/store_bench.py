@@ -144,6 +144,7 @@ class Run:
     steady_rate: float = 0.0
     flushes: int = 0
     flush_ms: float = 0.0
+    split: list[tuple[float, float]] = field(default_factory=list)  # (to commit, after it)
 
     def line(self) -> str:
         m = self.meter
@@ -163,6 +164,10 @@ class Run:
         )
         if self.flushes:
             text += f"  ({self.events / self.flushes:.0f} ev/flush, {self.flush_ms:.1f} ms each)"
+        if self.split:
+            for i, what in enumerate(("append->commit", "commit->visible there")):
+                q = statistics.quantiles([pair[i] for pair in self.split], n=100)
+                text += f"; {what} p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
         return text
 
 
@@ -192,6 +197,7 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     proc.start()
     await asyncio.get_running_loop().run_in_executor(None, ready.wait, 60)
     store = await open_store(url, pool_size=POOL, max_overflow=0, listen=False)
+    committed = record_commits(store)
     streams = [Stream(rid, plan) for rid, plan in work]
     writer = GroupCommitWriter(store, flush_interval=opts["interval"])
     await writer.start()
@@ -216,7 +222,31 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     hi = max(t for s in streams for t in s.sent.values()) - 1.0
     run.steady = [s.seen[p] - t for s in streams for p, t in s.sent.items() if lo <= t <= hi]
     run.steady_rate = sum(1 for s in streams for t in s.seen.values() if lo <= t <= hi) / (hi - lo)
+    # Where the delay is: before the commit (the writer's queue and flush) or after it (the
+    # doorbell, the other process's shared catch-up read, the hand-out to its tails).
+    run.split = [
+        (committed[(s.rid, p)] - t, s.seen[p] - committed[(s.rid, p)])
+        for s in streams
+        for p, t in s.sent.items()
+        if lo <= t <= hi
+    ]
     return run
+
+
+def record_commits(store: SqlEventStore) -> dict[tuple[str, int], float]:
+    """When each event was committed: the store hands every committed flush to its hub."""
+    committed: dict[tuple[str, int], float] = {}
+    publish = store.hub.publish
+
+    def publish_and_note(flush: Any) -> None:
+        now = time.perf_counter()
+        for sid, events in flush.items():
+            for e in events:
+                committed[(sid, e.position)] = now
+        publish(flush)
+
+    store.hub.publish = publish_and_note  # type: ignore[method-assign]
+    return committed
 
 
 async def tail(store: SqlEventStore, rid: str, seen: dict[int, float]) -> None:
