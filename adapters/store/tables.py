@@ -62,7 +62,7 @@ responses = sa.Table(
     sa.Column("lease_expires_at", sa.Double, nullable=True),
     sa.Index("ix_responses_owner_created", "owner", "created_at", "id"),
     sa.Index("ix_responses_created", "created_at", "id"),
-    sa.Index("ix_responses_status", "status"),
+    sa.Index("ix_responses_status_created", "status", "created_at", "id"),
     sa.Index("ix_responses_previous", "previous_response_id"),
     postgresql_with={"fillfactor": 50},
 )

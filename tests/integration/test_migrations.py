@@ -79,7 +79,7 @@ async def test_the_hot_row_storage_parameters_go_up_and_down(empty_url: str) -> 
     """0006 sets `responses`' fillfactor and both tables' autovacuum on PostgreSQL (and its
     downgrade puts back 0001's fillfactor and the defaults); on SQLite it is a no-op."""
     await upgrade_async(empty_url, "0005")
-    await upgrade_async(empty_url)
+    await upgrade_async(empty_url, "0006")
     if not empty_url.startswith("postgresql"):
         await downgrade_async(empty_url, "0005")
         await upgrade_async(empty_url)
@@ -121,7 +121,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0006 (head)" in out.stdout
+    assert "0007 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
