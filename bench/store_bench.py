@@ -145,6 +145,7 @@ class Run:
     flushes: int = 0
     flush_ms: float = 0.0
     split: list[tuple[float, float]] = field(default_factory=list)  # (to commit, after it)
+    reads: list[tuple[float, int]] = field(default_factory=list)  # shared reads: (s, rows)
 
     def line(self) -> str:
         m = self.meter
@@ -168,6 +169,13 @@ class Run:
             for i, what in enumerate(("append->commit", "commit->visible there")):
                 q = statistics.quantiles([pair[i] for pair in self.split], n=100)
                 text += f"; {what} p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
+        if len(self.reads) > 1:
+            q = statistics.quantiles([r[0] for r in self.reads], n=100)
+            rows = statistics.mean(r[1] for r in self.reads)
+            text += (
+                f"; {len(self.reads)} shared reads there, {rows:.0f} rows each,"
+                f" p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
+            )
         return text
 
 
@@ -176,17 +184,33 @@ def tail_process(url: str, rids: list[str], ready: Any, out: Any) -> None:
     sends back when each position became visible (CLOCK_MONOTONIC, which `perf_counter`
     is on Linux, so the writer's process can compare)."""
 
-    async def main() -> dict[str, dict[int, float]]:
+    async def main() -> tuple[dict[str, dict[int, float]], list[tuple[float, float, int]]]:
         store = await open_store(url, pool_size=POOL, max_overflow=0)
+        reads = time_catchup_reads(store)
         seen: dict[str, dict[int, float]] = {rid: {} for rid in rids}
         tasks = [asyncio.create_task(tail(store, rid, seen[rid])) for rid in rids]
         await asyncio.sleep(0.5)
         ready.set()
         await asyncio.gather(*tasks)
         await store.close()
-        return seen
+        return seen, reads
 
     out.put(asyncio.run(main()))
+
+
+def time_catchup_reads(store: SqlEventStore) -> list[tuple[float, float, int]]:
+    """(start, seconds, rows) of each shared catch-up read the store makes for its tails."""
+    reads: list[tuple[float, float, int]] = []
+    fetch = store.catchup._fetch  # type: ignore[attr-defined]
+
+    async def timed(points: Any, limit: int) -> Any:
+        start = time.perf_counter()
+        rows = await fetch(points, limit)
+        reads.append((start, time.perf_counter() - start, len(rows)))
+        return rows
+
+    store.catchup._fetch = timed  # type: ignore[attr-defined]
+    return reads
 
 
 async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> Run:
@@ -210,7 +234,7 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
         await asyncio.gather(
             *(produce(writer, g, t0 + i * step / len(groups), step) for i, g in enumerate(groups))
         )
-        seen = await asyncio.get_running_loop().run_in_executor(None, out.get, True, 120)
+        seen, reads = await asyncio.get_running_loop().run_in_executor(None, out.get, True, 120)
     proc.join(30)
     await writer.close()
     await store.close()
@@ -224,6 +248,7 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     run.steady_rate = sum(1 for s in streams for t in s.seen.values() if lo <= t <= hi) / (hi - lo)
     # Where the delay is: before the commit (the writer's queue and flush) or after it (the
     # doorbell, the other process's shared catch-up read, the hand-out to its tails).
+    run.reads = [(took, rows) for start, took, rows in reads if lo <= start <= hi]
     run.split = [
         (committed[(s.rid, p)] - t, s.seen[p] - committed[(s.rid, p)])
         for s in streams
