@@ -144,6 +144,8 @@ class Run:
     steady_rate: float = 0.0
     flushes: int = 0
     flush_ms: float = 0.0
+    split: list[tuple[float, float]] = field(default_factory=list)  # (to commit, after it)
+    reads: list[tuple[float, int]] = field(default_factory=list)  # shared reads: (s, rows)
 
     def line(self) -> str:
         m = self.meter
@@ -163,6 +165,17 @@ class Run:
         )
         if self.flushes:
             text += f"  ({self.events / self.flushes:.0f} ev/flush, {self.flush_ms:.1f} ms each)"
+        if self.split:
+            for i, what in enumerate(("append->commit", "commit->visible there")):
+                q = statistics.quantiles([pair[i] for pair in self.split], n=100)
+                text += f"; {what} p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
+        if len(self.reads) > 1:
+            q = statistics.quantiles([r[0] for r in self.reads], n=100)
+            rows = statistics.mean(r[1] for r in self.reads)
+            text += (
+                f"; {len(self.reads)} shared reads there, {rows:.0f} rows each,"
+                f" p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
+            )
         return text
 
 
@@ -171,17 +184,33 @@ def tail_process(url: str, rids: list[str], ready: Any, out: Any) -> None:
     sends back when each position became visible (CLOCK_MONOTONIC, which `perf_counter`
     is on Linux, so the writer's process can compare)."""
 
-    async def main() -> dict[str, dict[int, float]]:
+    async def main() -> tuple[dict[str, dict[int, float]], list[tuple[float, float, int]]]:
         store = await open_store(url, pool_size=POOL, max_overflow=0)
+        reads = time_catchup_reads(store)
         seen: dict[str, dict[int, float]] = {rid: {} for rid in rids}
         tasks = [asyncio.create_task(tail(store, rid, seen[rid])) for rid in rids]
         await asyncio.sleep(0.5)
         ready.set()
         await asyncio.gather(*tasks)
         await store.close()
-        return seen
+        return seen, reads
 
     out.put(asyncio.run(main()))
+
+
+def time_catchup_reads(store: SqlEventStore) -> list[tuple[float, float, int]]:
+    """(start, seconds, rows) of each shared catch-up read the store makes for its tails."""
+    reads: list[tuple[float, float, int]] = []
+    fetch = store.catchup._fetch  # type: ignore[attr-defined]
+
+    async def timed(points: Any, limit: int) -> Any:
+        start = time.perf_counter()
+        rows = await fetch(points, limit)
+        reads.append((start, time.perf_counter() - start, len(rows)))
+        return rows
+
+    store.catchup._fetch = timed  # type: ignore[attr-defined]
+    return reads
 
 
 async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> Run:
@@ -192,6 +221,7 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     proc.start()
     await asyncio.get_running_loop().run_in_executor(None, ready.wait, 60)
     store = await open_store(url, pool_size=POOL, max_overflow=0, listen=False)
+    committed = record_commits(store)
     streams = [Stream(rid, plan) for rid, plan in work]
     writer = GroupCommitWriter(store, flush_interval=opts["interval"])
     await writer.start()
@@ -204,7 +234,7 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
         await asyncio.gather(
             *(produce(writer, g, t0 + i * step / len(groups), step) for i, g in enumerate(groups))
         )
-        seen = await asyncio.get_running_loop().run_in_executor(None, out.get, True, 120)
+        seen, reads = await asyncio.get_running_loop().run_in_executor(None, out.get, True, 120)
     proc.join(30)
     await writer.close()
     await store.close()
@@ -216,7 +246,32 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     hi = max(t for s in streams for t in s.sent.values()) - 1.0
     run.steady = [s.seen[p] - t for s in streams for p, t in s.sent.items() if lo <= t <= hi]
     run.steady_rate = sum(1 for s in streams for t in s.seen.values() if lo <= t <= hi) / (hi - lo)
+    # Where the delay is: before the commit (the writer's queue and flush) or after it (the
+    # doorbell, the other process's shared catch-up read, the hand-out to its tails).
+    run.reads = [(took, rows) for start, took, rows in reads if lo <= start <= hi]
+    run.split = [
+        (committed[(s.rid, p)] - t, s.seen[p] - committed[(s.rid, p)])
+        for s in streams
+        for p, t in s.sent.items()
+        if lo <= t <= hi
+    ]
     return run
+
+
+def record_commits(store: SqlEventStore) -> dict[tuple[str, int], float]:
+    """When each event was committed: the store hands every committed flush to its hub."""
+    committed: dict[tuple[str, int], float] = {}
+    publish = store.hub.publish
+
+    def publish_and_note(flush: Any) -> None:
+        now = time.perf_counter()
+        for sid, events in flush.items():
+            for e in events:
+                committed[(sid, e.position)] = now
+        publish(flush)
+
+    store.hub.publish = publish_and_note  # type: ignore[method-assign]
+    return committed
 
 
 async def tail(store: SqlEventStore, rid: str, seen: dict[int, float]) -> None:

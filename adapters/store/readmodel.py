@@ -210,7 +210,11 @@ class ReadModel:
         created = (await conn.execute(query)).scalar_one_or_none()
         if created is None:
             raise NotFound(f"no response {after} to list after")
-        return sa.or_(c.created_at < created, sa.and_(c.created_at == created, c.id < after))
+        # A row comparison, which the planner turns into where an index scan of
+        # `(created_at, id)` starts; the same as an OR of the two cases, which it can only
+        # filter by, walking every newer row first (a page deep in the history of 10 M
+        # events took 35 ms that way, 0.2 ms this way: docs/performance.md).
+        return sa.tuple_(c.created_at, c.id) < sa.tuple_(created, after)
 
 
 def ended_for(reason: str) -> sa.ColumnElement[bool]:

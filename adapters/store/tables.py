@@ -35,8 +35,9 @@ events = sa.Table(
 # One row per stream, updated in the transaction that appends to the stream. `version` is the
 # last position; the append guard is `UPDATE ... WHERE version = expected_version`, which
 # also catches an expected version that is too high (the primary key alone would accept it
-# and leave a hole). The fill factor leaves room on each page so that the per-flush update of
-# `version`/`updated_at` (no indexed column changes) can be a HOT update.
+# and leave a hole). The fill factor (migration 0006) leaves room on each page for the next
+# versions of all its rows, which one flush updates together, so that the per-flush update of
+# `version`/`updated_at` (no indexed column changes) stays a HOT update.
 responses = sa.Table(
     "responses",
     metadata,
@@ -61,9 +62,9 @@ responses = sa.Table(
     sa.Column("lease_expires_at", sa.Double, nullable=True),
     sa.Index("ix_responses_owner_created", "owner", "created_at", "id"),
     sa.Index("ix_responses_created", "created_at", "id"),
-    sa.Index("ix_responses_status", "status"),
+    sa.Index("ix_responses_status_created", "status", "created_at", "id"),
     sa.Index("ix_responses_previous", "previous_response_id"),
-    postgresql_with={"fillfactor": 80},
+    postgresql_with={"fillfactor": 50},
 )
 
 

@@ -63,6 +63,35 @@ async def test_downgrade_removes_the_schema_and_upgrade_restores_it(empty_url: s
     assert await current_is_head_async(empty_url) is True
 
 
+async def _reloptions(url: str) -> dict[str, set[str]]:
+    engine = create_async_engine(async_url(url))
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.exec_driver_sql(
+                "SELECT relname, reloptions FROM pg_class WHERE relname IN ('responses', 'events')"
+            )
+            return {name: set(options or ()) for name, options in rows}
+    finally:
+        await engine.dispose()
+
+
+async def test_the_hot_row_storage_parameters_go_up_and_down(empty_url: str) -> None:
+    """0006 sets `responses`' fillfactor and both tables' autovacuum on PostgreSQL (and its
+    downgrade puts back 0001's fillfactor and the defaults); on SQLite it is a no-op."""
+    await upgrade_async(empty_url, "0005")
+    await upgrade_async(empty_url, "0006")
+    if not empty_url.startswith("postgresql"):
+        await downgrade_async(empty_url, "0005")
+        await upgrade_async(empty_url)
+        assert await current_is_head_async(empty_url) is True
+        return
+    options = await _reloptions(empty_url)
+    assert {"fillfactor=50", "autovacuum_vacuum_threshold=2000"} <= options["responses"]
+    assert "autovacuum_vacuum_scale_factor=0.01" in options["events"]
+    await downgrade_async(empty_url, "0005")
+    assert await _reloptions(empty_url) == {"responses": {"fillfactor=80"}, "events": set()}
+
+
 async def test_opening_an_unmigrated_database_names_the_fix(empty_url: str) -> None:
     with pytest.raises(NotMigrated) as info:
         await open_store(empty_url)
@@ -92,7 +121,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0005 (head)" in out.stdout
+    assert "0007 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
