@@ -352,43 +352,37 @@ def _refuse_unsupported(raw: dict[str, Any]) -> None:
 
 def _wrap_hosted(raw: dict[str, Any]) -> dict[str, Any]:
     """Put each hosted tool (`web_search`, ...) under the `hosted` tag, as sent, so that
-    msgspec reads every tool kind through one tagged union. `hosted` is resplog's own
-    word, never a client's."""
-    tools = raw.get("tools")
-    if not isinstance(tools, list):
-        return raw
-    wrapped = []
-    for i, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind == "hosted":
-            raise InvalidRequest(
-                f"Invalid value for 'tools[{i}].type': Invalid value 'hosted'.",
-                param=f"tools[{i}].type",
-                code="invalid_value",
-            )
-        hosted = isinstance(kind, str) and kind in HOSTED_TOOL_TYPES
-        wrapped.append({"type": "hosted", "tool": tool} if hosted else tool)
-    return {**raw, "tools": wrapped}
+    msgspec reads every tool kind through one tagged union."""
+    return _wrap(raw, "tools", HOSTED_TOOL_TYPES, ("hosted", "tool"))
 
 
 def _wrap_set_aside(raw: dict[str, Any]) -> dict[str, Any]:
     """Put each input item of a kind in `SET_ASIDE_TYPES` under the `set_aside` tag, as
     sent, in its place (so that errors about the other items keep their index)."""
-    items = raw.get("input")
-    if not isinstance(items, list):
+    return _wrap(raw, "input", SET_ASIDE_TYPES, ("set_aside", "item"))
+
+
+def _wrap(
+    raw: dict[str, Any], field: str, kinds: frozenset[str], wrapper: tuple[str, str]
+) -> dict[str, Any]:
+    """Each element of the list `raw[field]` whose `type` is one of `kinds`, as
+    `{"type": tag, key: element}`. The tag is resplog's own word, never a client's."""
+    elements = raw.get(field)
+    if not isinstance(elements, list):
         return raw
+    tag, key = wrapper
     wrapped = []
-    for i, item in enumerate(items):
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "set_aside":
+    for i, element in enumerate(elements):
+        kind = element.get("type") if isinstance(element, dict) else None
+        if kind == tag:
             raise InvalidRequest(
-                f"Invalid value for 'input[{i}].type': Invalid value 'set_aside'.",
-                param=f"input[{i}].type",
+                f"Invalid value for '{field}[{i}].type': Invalid value '{tag}'.",
+                param=f"{field}[{i}].type",
                 code="invalid_value",
             )
-        aside = isinstance(kind, str) and kind in SET_ASIDE_TYPES
-        wrapped.append({"type": "set_aside", "item": item} if aside else item)
-    return {**raw, "input": wrapped}
+        inside = isinstance(kind, str) and kind in kinds
+        wrapped.append({"type": tag, key: element} if inside else element)
+    return {**raw, field: wrapped}
 
 
 def set_aside_items(given: str | list[InputItemParam] | None) -> list[dict[str, Any]]:
