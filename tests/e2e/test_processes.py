@@ -4,6 +4,7 @@ cannot do is refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -11,7 +12,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -27,22 +28,8 @@ SLOW = {"scripted_delay_ms": "20", "scripted_tokens": "2000"}
 def test_two_processes_share_the_port_and_stop_together(
     fresh_pg: Callable[[], str], tmp_path: Path
 ) -> None:
-    url = fresh_pg()
-    subprocess.run([RESPLOG, "migrate", "--database-url", url], check=True, capture_output=True)
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    parent = subprocess.Popen(
-        [RESPLOG, "serve", "--database-url", url, "--port", str(port), "--processes", "2"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while (tmp_path / "serve.log").read_text().count("resplog ready") < 2:
-            assert time.monotonic() < deadline and parent.poll() is None
-            time.sleep(0.1)
-        with httpx.Client(base_url=base, timeout=30) as http:
+    with _two_processes(fresh_pg(), tmp_path) as (parent, port):
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             ids = [
                 http.post("/v1/responses", json={"model": "scripted", "input": "hi"}).json()["id"]
                 for _ in range(8)
@@ -61,10 +48,6 @@ def test_two_processes_share_the_port_and_stop_together(
         assert parent.wait(timeout=30) in (0, 128 + signal.SIGTERM)
         assert not any(_alive(pid) for pid in children)
         assert (tmp_path / "serve.log").read_text().count("shutting down") == 2
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-        log.close()
 
 
 def test_the_metrics_of_two_processes_are_one_page(
@@ -73,18 +56,8 @@ def test_the_metrics_of_two_processes_are_one_page(
     """Whichever process takes a scrape, it counts every process's requests: totals are the
     sum of both (each wrote its files in the parent's private directory), never go down
     from one scrape to the next, and the directory is gone at shutdown."""
-    url = fresh_pg()
-    subprocess.run([RESPLOG, "migrate", "--database-url", url], check=True, capture_output=True)
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    parent = subprocess.Popen(
-        [RESPLOG, "serve", "--database-url", url, "--port", str(port), "--processes", "2"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "TMPDIR": str(tmp_path)},  # where the parent makes its directory
-    )
-    try:
-        _wait(lambda: (tmp_path / "serve.log").read_text().count("resplog ready") == 2, parent)
+    # TMPDIR: where the parent makes its directory.
+    with _two_processes(fresh_pg(), tmp_path, TMPDIR=str(tmp_path)) as (parent, port):
         (shared,) = tmp_path.glob("resplog-metrics-*")
         children = _children(parent.pid)
         # A new connection per request: the kernel hands each to either process.
@@ -112,10 +85,6 @@ def test_the_metrics_of_two_processes_are_one_page(
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(timeout=30) in (0, 128 + signal.SIGTERM)
         assert not shared.exists()
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-        log.close()
 
 
 def test_leases_held_in_either_process_are_summed(
@@ -123,30 +92,17 @@ def test_leases_held_in_either_process_are_summed(
 ) -> None:
     """A gauge of the processes' live state (`livesum`): a generation running in one of
     them is seen by a scrape that the other answers too, and is gone when it ends."""
-    url = fresh_pg()
-    subprocess.run([RESPLOG, "migrate", "--database-url", url], check=True, capture_output=True)
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    parent = subprocess.Popen(
-        [RESPLOG, "serve", "--database-url", url, "--port", str(port), "--processes", "2"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     held = ("resplog_leases_held", ())
     fresh = httpx.Limits(max_keepalive_connections=0)
-    try:
-        _wait(lambda: (tmp_path / "serve.log").read_text().count("resplog ready") == 2, parent)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, limits=fresh) as http:
-            body = {"model": "scripted", "input": "x", "background": True, "metadata": SLOW}
-            running = http.post("/v1/responses", json=body).json()["id"]
-            _wait(lambda: all(_scrape(http)[held] == 1 for _ in range(6)), parent)
-            http.post(f"/v1/responses/{running}/cancel")
-            _wait(lambda: all(_scrape(http)[held] == 0 for _ in range(6)), parent)
-    finally:
-        parent.send_signal(signal.SIGTERM)
-        if parent.wait(timeout=30) is None:
-            parent.kill()
-        log.close()
+    with (
+        _two_processes(fresh_pg(), tmp_path) as (parent, port),
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, limits=fresh) as http,
+    ):
+        body = {"model": "scripted", "input": "x", "background": True, "metadata": SLOW}
+        running = http.post("/v1/responses", json=body).json()["id"]
+        _wait(lambda: all(_scrape(http)[held] == 1 for _ in range(6)), parent)
+        http.post(f"/v1/responses/{running}/cancel")
+        _wait(lambda: all(_scrape(http)[held] == 0 for _ in range(6)), parent)
 
 
 def test_what_processes_cannot_do_is_one_line(tmp_path: Path) -> None:
@@ -207,6 +163,35 @@ def _served(shared: Path, pid: int, tmp: Path) -> float:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, str(alone))  # type: ignore[no-untyped-call]
     return registry.get_sample_value("resplog_http_requests_total", dict(_ROUTE)) or 0.0
+
+
+@contextlib.contextmanager
+def _two_processes(
+    url: str, tmp_path: Path, **env: str
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`serve --processes 2` on a migrated `url` (its log in `serve.log`), once both
+    processes are ready: the parent and the port. Stopped (SIGTERM, else killed) at the
+    end if the test left it running."""
+    subprocess.run([RESPLOG, "migrate", "--database-url", url], check=True, capture_output=True)
+    port = free_port()
+    with (tmp_path / "serve.log").open("wb") as log:
+        parent = subprocess.Popen(
+            [RESPLOG, "serve", "--database-url", url, "--port", str(port), "--processes", "2"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+        try:
+            _wait(lambda: (tmp_path / "serve.log").read_text().count("resplog ready") == 2, parent)
+            yield parent, port
+        finally:
+            if parent.poll() is None:
+                parent.send_signal(signal.SIGTERM)
+                try:
+                    parent.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    parent.kill()
+                    parent.wait()
 
 
 def _wait(done: Callable[[], bool], parent: subprocess.Popen[bytes], timeout: float = 30) -> None:
