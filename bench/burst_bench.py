@@ -13,6 +13,14 @@ Starts a real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQ
   content delta of each (p50/p99 over the rounds). Baseline: one streaming create alone.
 
     .venv/bin/python bench/burst_bench.py --creates 300 --burst 64 --rounds 5
+
+With `--against TREE` (a checkout of another commit, e.g. `git worktree add /tmp/before
+HEAD~1`), a second server runs that tree's code (`PYTHONPATH=TREE`, same venv) on its own
+database, and the two are measured side by side: batches of `--batch` requests of each kind,
+and the bursts, alternate between them, so that both meet the same load on a shared box.
+Figures are medians over the batches, with the ratio this tree / that tree.
+
+    .venv/bin/python bench/burst_bench.py --against /tmp/before --batches 10 --batch 40
 """
 
 from __future__ import annotations
@@ -125,6 +133,52 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
     print(f"| {args.burst} | {statistics.median(bursts) * 1e3:.1f} | {pct(bursts, 99) * 1e3:.1f} |")
 
 
+async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
+    """The same figures for each server, in alternating batches (see the module's doc)."""
+    limits = httpx.Limits(max_connections=args.burst + 4, max_keepalive_connections=args.burst + 4)
+    clients = {
+        name: httpx.AsyncClient(base_url=server.base_url, timeout=120, limits=limits)
+        for name, server in servers.items()
+    }
+    kinds = ("health", "plain", "stream")
+    cpu: dict[str, dict[str, list[float]]] = {name: {k: [] for k in kinds} for name in servers}
+    bursts: dict[str, list[float]] = {name: [] for name in servers}
+    try:
+        for name in servers:
+            await burst(clients[name], args.burst, args.tokens)  # warm up
+        for _ in range(args.batches):
+            for send in kinds:
+                for name, server in servers.items():
+                    pid = server.process.pid
+                    got = await cpu_per_request(pid, clients[name], args.batch, send, args.tokens)
+                    cpu[name][send].append(got)
+        for _ in range(args.rounds):
+            for name in servers:
+                await asyncio.sleep(0.5)
+                bursts[name] += await burst(clients[name], args.burst, args.tokens)
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    before, after = servers
+    print(f"\n{args.batches} alternating batches of {args.batch} requests, medians:")
+    print(f"| figure | {before} | {after} | {after} / {before} |")
+    print("|---|---|---|---|")
+    names = {
+        "health": "GET /health",
+        "plain": "create, stream: false",
+        "stream": "create, stream: true",
+    }
+    for kind in kinds:
+        b, a = (statistics.median(cpu[n][kind]) for n in (before, after))
+        print(f"| CPU per request, {names[kind]} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
+    for label, p in (("p50", 50.0), ("p99", 99.0)):
+        b, a = (pct(bursts[n], p) * 1e3 for n in (before, after))
+        print(
+            f"| {args.burst} streams together, first delta {label} (ms) | {b:.1f} | {a:.1f} "
+            f"| {a / b:.2f} |"
+        )
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--creates", type=int, default=300)
@@ -133,7 +187,15 @@ async def main() -> None:
     p.add_argument("--tokens", type=int, default=8, help="scripted answer length")
     p.add_argument("--sqlite", action="store_true")
     p.add_argument("--serve-arg", action="append", default=[], help="extra `serve` argument")
+    p.add_argument(
+        "--against", type=_tree, metavar="TREE", help="compare with a server of TREE's code"
+    )
+    p.add_argument("--batches", type=int, default=10, help="alternating batches (--against)")
+    p.add_argument("--batch", type=int, default=40, help="requests per batch (--against)")
     args = p.parse_args()
+    if args.against:
+        await against(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         name = None
         if args.sqlite:
@@ -149,6 +211,31 @@ async def main() -> None:
             stop_server(server)
             if name:
                 await drop_postgres(PG, name)
+
+
+def _tree(value: str) -> Path:
+    return Path(value).resolve()
+
+
+async def against(args: argparse.Namespace) -> None:
+    tree: Path = args.against
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    made: list[str] = []
+    servers: dict[str, Server] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for name, server_env in ((tree.name, env), ("this tree", None)):
+                url, db = await fresh_postgres(PG)
+                made.append(db)
+                log = Path(tmp) / f"{len(made)}.log"
+                servers[name] = start_server(url, "bench", log, *args.serve_arg, env=server_env)
+            print(f"store: postgres, tokens per answer: {args.tokens}, against {tree}")
+            await compare(servers, args)
+        finally:
+            for server in servers.values():
+                stop_server(server)
+            for db in made:
+                await drop_postgres(PG, db)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.engine import URL
+from sqlalchemy import event
+from sqlalchemy.engine import URL, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from adapters.store import blobs
@@ -21,10 +22,11 @@ from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
 from adapters.store.multihost import engine_arguments, racing_connect
+from adapters.store.rawpool import RawPool
 from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
-from adapters.store.transient import guarded
+from adapters.store.transient import guarded, lost_under_operation
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
@@ -128,6 +130,8 @@ CROSS JOIN LATERAL (
 ) AS e
 """
 
+_STATUS_VERSION = "SELECT status, version FROM responses WHERE id = $1"
+
 _INSERT_MANY = """
 INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -150,6 +154,15 @@ def _stored(row: Any) -> StoredEvent:
     sid, position, type_, data, facts, recorded_at = row
     facts_bytes = None if facts is None else facts.encode()
     return StoredEvent(sid, position, type_, data.encode(), facts_bytes, recorded_at)
+
+
+def _disconnect_if_lost(context: ExceptionContext) -> None:
+    """SQLAlchemy calls an asyncpg error a disconnect only when asyncpg calls the connection
+    closed; a state error (`lost_under_operation`) leaves it open but useless, and the pool
+    would hand it out again and again. Call it a disconnect: the pool drops the connection,
+    and the error counts as transient (a retry takes another)."""
+    if lost_under_operation(context.original_exception):
+        context.is_disconnect = True
 
 
 def _engine_arguments(url: URL, settings: StoreSettings) -> dict[str, Any]:
@@ -180,6 +193,7 @@ class PostgresEventStore(SqlEventStore):
             pool_pre_ping=settings.pool_pre_ping,
             **_engine_arguments(url, settings),
         )
+        event.listen(engine.sync_engine, "handle_error", _disconnect_if_lost)
         super().__init__(url, engine, settings)
         if settings.pg_insert not in ("unnest", "executemany"):
             raise ValueError(
@@ -189,6 +203,11 @@ class PostgresEventStore(SqlEventStore):
         self.origin = secrets.token_hex(6)
         # The same pool, whose connections run each statement as its own transaction.
         self.statements = engine.execution_options(isolation_level="AUTOCOMMIT")
+        # The hottest single statements skip SQLAlchemy altogether (rawpool.py): the group
+        # commit's (one flush at a time per writer; two for a second writer or `append`)
+        # and the tails' reads, each on connections of their own.
+        self.raw = RawPool(url, settings)
+        self.raw_commit = RawPool(url, settings, max_size=2)
         self.catchup = CatchUp(self.hub, self._fetch_many)
         channels = {
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
@@ -211,6 +230,8 @@ class PostgresEventStore(SqlEventStore):
     async def close(self) -> None:
         await self.listener.stop()
         await self.catchup.stop()
+        await self.raw.close()
+        await self.raw_commit.close()
         await super().close()
 
     def _rung(self, keys: list[str] | None) -> None:
@@ -225,6 +246,16 @@ class PostgresEventStore(SqlEventStore):
     @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
         return await self._fetch_many(points, limit)
+
+    async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
+        async with self.raw.connection() as conn:
+            rows: list[Any] = await conn.fetch(self._PAGE, *params)
+        return rows
+
+    async def _status_version(self, stream_id: str) -> tuple[str, int] | None:
+        async with self.raw.connection() as conn:
+            row = await conn.fetchrow(_STATUS_VERSION, stream_id)
+        return None if row is None else (row[0], row[1])
 
     async def _claim(
         self, conn: AsyncConnection, batches: Sequence[Append], now: float
@@ -271,9 +302,8 @@ class PostgresEventStore(SqlEventStore):
             CHANNEL,
             doorbell_payload(self.origin, [b.stream_id for b in batches]),
         )
-        async with self.statements.connect() as conn:
-            result = await conn.exec_driver_sql(_COMMIT_ONE, params)
-            won = {row[0] for row in result}
+        async with self.raw_commit.connection() as conn:
+            won = {row[0] for row in await conn.fetch(_COMMIT_ONE, *params)}
         return {b.stream_id: conflict_of(b) for b in batches if b.stream_id not in won}, {}
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:

@@ -30,7 +30,7 @@ from adapters.store.settings import StoreSettings
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tail import follow
-from adapters.store.transient import guarded, is_transient, store_error
+from adapters.store.transient import STATEMENT_ERRORS, guarded, is_transient, store_error
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
@@ -193,16 +193,20 @@ class SqlEventStore(ReadModel):
         always comes, however large), and whether more may follow (the page is full or was
         cut). The running size is summed over the limited rows only, so a page costs the
         same however long the stream is."""
-        params = (stream_id, after, limit, max_bytes)
-        async with self.statements.connect() as conn:
-            rows: list[Any] = list(await conn.exec_driver_sql(self._PAGE, params))
-            fetched = int(rows[0][5]) if rows else 0
-            page = [self._shared(stream_id, row) for row in rows]
-            if any(blobs.needs(e.facts) or blobs.needs(e.data) for e in page):
+        rows = await self._page_rows((stream_id, after, limit, max_bytes))
+        fetched = int(rows[0][5]) if rows else 0
+        page = [self._shared(stream_id, row) for row in rows]
+        if any(blobs.needs(e.facts) or blobs.needs(e.data) for e in page):
+            async with self.statements.connect() as conn:
                 page = await blobs.resolve(conn, page)
-                for event in page:
-                    self._held[(stream_id, event.position)] = event
+            for event in page:
+                self._held[(stream_id, event.position)] = event
         return page, fetched == limit or len(rows) < fetched
+
+    async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
+        """The rows of `_PAGE` (a store may run it its own faster way)."""
+        async with self.statements.connect() as conn:
+            return list(await conn.exec_driver_sql(self._PAGE, params))
 
     def _shared(self, stream_id: str, row: Any) -> StoredEvent:
         key = (stream_id, row[0])
@@ -258,12 +262,17 @@ class SqlEventStore(ReadModel):
 
     @guarded
     async def _ended(self, stream_id: str, last: int) -> bool:
+        row = await self._status_version(stream_id)
+        return row is not None and row[0] in TERMINAL_STATUSES and row[1] <= last
+
+    async def _status_version(self, stream_id: str) -> tuple[str, int] | None:
+        """The stream's status and version, or None when there is no such stream."""
         query = sa.select(t_responses.c.status, t_responses.c.version).where(
             t_responses.c.id == stream_id
         )
         async with self.statements.connect() as conn:
             row = (await conn.execute(query)).first()
-        return row is not None and row.status in TERMINAL_STATUSES and row.version <= last
+        return None if row is None else (row.status, row.version)
 
     # --- appends --------------------------------------------------------------------------
 
@@ -299,7 +308,7 @@ class SqlEventStore(ReadModel):
         now = time.time()
         try:
             failed, done = await self._commit_together(batches, now, recheck)
-        except sa_exc.DBAPIError as exc:
+        except STATEMENT_ERRORS as exc:
             if is_transient(exc):
                 raise
             log.warning("flush of %d streams failed (%s); isolating them", len(batches), exc)

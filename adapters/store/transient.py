@@ -31,9 +31,14 @@ RAW: tuple[type[BaseException], ...] = (
     sqlite3.Error,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
-    # Every host of a multi-host URL tried, none read-write (a failover in progress).
-    asyncpg.TargetServerAttributeNotMatched,
+    # Its own state and protocol errors; and every host of a multi-host URL tried, none
+    # read-write (a failover in progress), which is one of them.
+    asyncpg.InternalClientError,
 )
+
+# What a statement the database refused raises: through SQLAlchemy, or straight from asyncpg
+# (the hot statements of rawpool.py).
+STATEMENT_ERRORS: tuple[type[BaseException], ...] = (sa_exc.DBAPIError, asyncpg.PostgresError)
 
 # SQLite has no SQLSTATE: these of its messages mean "busy or unavailable", not "wrong".
 _SQLITE_TRANSIENT = ("locked", "busy", "disk i/o error", "unable to open database file")
@@ -62,11 +67,27 @@ def _no_writable_host(exc: BaseException) -> bool:
     )
 
 
+def lost_under_operation(exc: BaseException) -> bool:
+    """asyncpg's state error ("cannot switch to state N; another operation is in progress"),
+    raised as it is or wrapped by SQLAlchemy: the server ended the connection while an
+    operation was under way or while it sat idle in a pool (a restart, a failover), and the
+    connection is no use any more, though asyncpg may not call it closed. A retry on another
+    connection cures it."""
+    orig = getattr(exc, "orig", None)
+    return any(
+        isinstance(candidate, asyncpg.InternalClientError)
+        and not isinstance(
+            candidate, asyncpg.TargetServerAttributeNotMatched | asyncpg.ProtocolError
+        )
+        for candidate in (exc, orig, getattr(orig, "__cause__", None), exc.__cause__)
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the same transaction may succeed."""
     if isinstance(exc, StoreError):
         return isinstance(exc, StoreUnavailable)
-    if _no_writable_host(exc):
+    if _no_writable_host(exc) or lost_under_operation(exc):
         return True
     if isinstance(exc, sa_exc.IntegrityError | sqlite3.IntegrityError):
         return False

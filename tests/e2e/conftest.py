@@ -81,9 +81,14 @@ def start_server(
     log_path: Path,
     *extra: str,
     engine: tuple[str, ...] = ("--engine", "scripted", "--scripted-delay-ms", "0"),
+    env: dict[str, str] | None = None,
 ) -> Server:
+    """`env`: the server's whole environment (the benches run another tree's code with it)."""
     subprocess.run(
-        [RESPLOG, "migrate", "--database-url", database_url], check=True, capture_output=True
+        [RESPLOG, "migrate", "--database-url", database_url],
+        check=True,
+        capture_output=True,
+        env=env,
     )
     port = free_port()
     log = log_path.open("wb")
@@ -102,6 +107,7 @@ def start_server(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -292,10 +293,35 @@ def statements(store: SqlEventStore) -> Iterator[list[str]]:
         sent.append(statement)
 
     event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    pools = [getattr(store, name) for name in ("raw", "raw_commit") if hasattr(store, name)]
     try:
+        for pool in pools:  # PostgreSQL's hot statements skip SQLAlchemy (rawpool.py)
+            pool.connection = _logging(pool.connection, sent)
         yield sent
     finally:
         event.remove(store.engine.sync_engine, "before_cursor_execute", record)
+        for pool in pools:
+            del pool.connection
+
+
+def _logging(
+    connection: Callable[[], AbstractAsyncContextManager[Any]], sent: list[str]
+) -> Callable[[], AbstractAsyncContextManager[Any]]:
+    """A raw pool's `connection()` whose statements are also recorded in `sent`."""
+
+    def record(query: Any) -> None:
+        sent.append(query.query)
+
+    @asynccontextmanager
+    async def logged() -> AsyncIterator[Any]:
+        async with connection() as conn:
+            conn.add_query_logger(record)
+            try:
+                yield conn
+            finally:
+                conn.remove_query_logger(record)
+
+    return logged
 
 
 def writes(sent: list[str]) -> list[str]:

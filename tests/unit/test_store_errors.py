@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 import sqlalchemy.exc as sa_exc
 
+from adapters.store.rawpool import LostConnection
 from adapters.store.transient import guarded, guarded_iter, store_error
 from domain.errors import Conflict, StoreError, StoreUnavailable
 
@@ -40,6 +41,12 @@ def _wrapped(exc: Exception) -> sa_exc.DBAPIError:
         # A multi-host URL mid-failover: the old primary gone, the standby not yet promoted.
         asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write"),
         _wrapped(asyncpg.TargetServerAttributeNotMatched("none of the hosts is read-write")),
+        # The server ended a pooled connection (a restart): asyncpg's state error, raw (the
+        # raw pool's statements), wrapped by SQLAlchemy, and as the raw pool re-raises it.
+        asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is ..."),
+        _wrapped(asyncpg.InternalClientError("cannot switch to state 15; another operation")),
+        LostConnection("the connection was lost (cannot switch to state 12; ...)"),
+        asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
     ],
 )
 def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
@@ -56,6 +63,8 @@ def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
         sa_exc.OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x")),
         sa_exc.ProgrammingError("SELECT", {}, _PgError("42P01")),  # undefined table
         sqlite3.DatabaseError("file is not a database"),
+        asyncpg.UniqueViolationError("duplicate key value violates unique constraint"),
+        asyncpg.ProtocolError("unexpected message from the server"),
     ],
 )
 def test_what_it_cannot_is_a_store_error(raw: Exception) -> None:
