@@ -89,9 +89,12 @@ class EventStore(Protocol):
         """Events of one stream with position > `after`, in order."""
         ...
 
-    def subscribe(self, stream_id: str, after: int = -1) -> AsyncGenerator[StoredEvent, None]:
+    def subscribe(
+        self, stream_id: str, after: int = -1, *, new: bool = False
+    ) -> AsyncGenerator[StoredEvent, None]:
         """Every committed event with position > `after`, exactly once, in order, live;
-        the iterator ends after the terminal event."""
+        the iterator ends after the terminal event. `new`: the stream has no event yet
+        and the tail is taken before its first append (which lets the store skip a read)."""
         ...
 
 

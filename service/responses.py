@@ -75,13 +75,18 @@ class Started(msgspec.Struct, frozen=True):
 
 
 async def create_response(
-    svc: Bundle, req: CreateRequest, owner: str, *, history: list[Turn] | None = None
+    svc: Bundle,
+    req: CreateRequest,
+    owner: str,
+    *,
+    history: list[Turn] | None = None,
+    rid: str | None = None,
 ) -> Started:
     """Record the request as the stream's first events, then start generating.
 
     `history` is the conversation `previous_response_id` ends when the caller already
     holds it (a WebSocket connection's cache of its last response); else it is read from
-    the log."""
+    the log. `rid`: the new response's id, when the caller made it (`create_tailed`)."""
     check_served(svc, req.response.model)
     if history is None:
         history = await history_for(svc, req.response, owner, req.input)
@@ -103,7 +108,7 @@ async def create_response(
     truncation = (await fit(svc, req.response, *view)).truncation
     if truncation is not None:  # the input is kept whole, as sent; the cut is a fact
         extra = {**extra, TRUNCATION_FACT: msgspec.to_builtins(truncation)}
-    rid = new_response_id()
+    rid = rid or new_response_id()
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     extra = aside_ids(rid, extra)
     if req.secrets:
@@ -266,15 +271,39 @@ async def create_and_stream(
     ends `cancelled`, reason `client_disconnected`): nobody could ever read it otherwise.
     A background response keeps running; its client may resume with `starting_after`.
     """
-    started = await create_response(svc, req, owner)
+    started, tail = await create_tailed(svc, req, owner)
     assert started.state.response is not None
-    return tail_new(svc, started.state.response.id, background=req.background)
+    return tail_new(svc, started.state.response.id, background=req.background, tail=tail)
 
 
-async def tail_new(svc: Bundle, rid: str, *, background: bool) -> AsyncGenerator[StoredEvent, None]:
-    """The log of a response just created, from its first event; a reader that leaves
-    before the end stops it unless it is a background response (see `create_and_stream`)."""
-    tail = svc.store.subscribe(rid, -1)
+async def create_tailed(
+    svc: Bundle, req: CreateRequest, owner: str, *, history: list[Turn] | None = None
+) -> tuple[Started, AsyncGenerator[StoredEvent, None]]:
+    """`create_response`, with a tail of the new stream taken before its first append, so
+    that the store hands it what this process commits rather than reading it back (one
+    read less per streaming create; see `EventStore.subscribe`'s `new`)."""
+    rid = new_response_id()
+    tail = svc.store.subscribe(rid, -1, new=True)
+    try:
+        started = await create_response(svc, req, owner, history=history, rid=rid)
+    except BaseException:
+        await close_tail(tail)
+        raise
+    return started, tail
+
+
+async def tail_new(
+    svc: Bundle,
+    rid: str,
+    *,
+    background: bool,
+    tail: AsyncGenerator[StoredEvent, None] | None = None,
+) -> AsyncGenerator[StoredEvent, None]:
+    """The log of a response just created, from its first event (`tail`, if taken at its
+    creation); a reader that leaves before the end stops it unless it is a background
+    response (see `create_and_stream`)."""
+    if tail is None:
+        tail = svc.store.subscribe(rid, -1)
     finished = False
     try:
         async for event in tail:

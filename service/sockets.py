@@ -88,13 +88,13 @@ class SocketSession:
         response that fails or is cancelled, empties the lane's cache."""
         try:
             before = await self._history(req.response.previous_response_id)
-            started = await responses.create_response(
+            started, tail = await responses.create_tailed(
                 self._svc, req, self._owner, history=before.history
             )
         except BaseException:
             self.forget(lane)
             raise
-        return self._follow(lane, started.state, before, background=req.background)
+        return self._follow(lane, started.state, before, background=req.background, tail=tail)
 
     async def _history(self, previous_id: str | None) -> Remembered:
         """The conversation a create continues, from the cache or else from the log."""
@@ -116,13 +116,20 @@ class SocketSession:
         return entry
 
     async def _follow(
-        self, lane: Lane, state: ResponseState, before: Remembered, *, background: bool
+        self,
+        lane: Lane,
+        state: ResponseState,
+        before: Remembered,
+        *,
+        background: bool,
+        tail: AsyncGenerator[StoredEvent, None],
     ) -> AsyncGenerator[StoredEvent, None]:
         assert state.response is not None and state.facts is not None
         rid = state.response.id
         end = None
         size = before.size
-        async for event in responses.tail_new(self._svc, rid, background=background):
+        events = responses.tail_new(self._svc, rid, background=background, tail=tail)
+        async for event in events:
             if event.position == 0 or event.terminal:  # the request's facts; the final object
                 size += len(event.data) + len(event.facts or b"")
             if event.terminal:

@@ -103,24 +103,37 @@ class Hub:
 
     @contextmanager
     def subscribe(self, stream_id: str) -> Iterator[Subscription]:
+        sub = self.open(stream_id)
+        try:
+            yield sub
+        finally:
+            self.close(sub)
+
+    def open(self, stream_id: str) -> Subscription:
+        """Register a subscription now; `close` it (`subscribe` does both)."""
         sub = Subscription(stream_id, self.capacity)
         subs = self._subs.get(stream_id)
         if subs is None:
             subs = self._subs[stream_id] = set()
             self._keys.setdefault(stream_key(stream_id), set()).add(stream_id)
         subs.add(sub)
-        try:
-            yield sub
-        finally:
-            subs.discard(sub)
-            if not subs and self._subs.get(stream_id) is subs:
-                del self._subs[stream_id]
-                self._delivered.pop(stream_id, None)
-                key = stream_key(stream_id)
-                same = self._keys[key]
-                same.discard(stream_id)
-                if not same:
-                    del self._keys[key]
+        return sub
+
+    def close(self, sub: Subscription) -> None:
+        """Unregister `sub` (again is nothing)."""
+        stream_id = sub.stream_id
+        subs = self._subs.get(stream_id)
+        if subs is None or sub not in subs:
+            return
+        subs.discard(sub)
+        if not subs:
+            del self._subs[stream_id]
+            self._delivered.pop(stream_id, None)
+            key = stream_key(stream_id)
+            same = self._keys[key]
+            same.discard(stream_id)
+            if not same:
+                del self._keys[key]
 
     def publish(self, committed: Mapping[str, Sequence[StoredEvent]]) -> None:
         """Hand freshly committed events (by stream, in order) to their subscribers."""

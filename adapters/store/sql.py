@@ -233,10 +233,21 @@ class SqlEventStore(ReadModel):
         its stream and position (it is never skipped)."""
         return [stored.event() for stored in await self.read(stream_id, after)]
 
-    def subscribe(self, stream_id: str, after: int = -1) -> AsyncGenerator[StoredEvent, None]:
+    def subscribe(
+        self, stream_id: str, after: int = -1, *, new: bool = False
+    ) -> AsyncGenerator[StoredEvent, None]:
         """Every committed event with position > `after`, exactly once, in order, live;
-        the iterator ends after the terminal event."""
-        return follow(
+        the iterator ends after the terminal event.
+
+        `new`: the stream has no event yet. The tail is registered with the hub now, not
+        when first iterated, and starts from what this process commits instead of reading
+        the table (`follow`'s `opened`); a tail never iterated is unregistered when it is
+        dropped."""
+        opened = None
+        if new:
+            opened = self.hub.open(stream_id)
+            opened.position = after
+        tail = follow(
             stream_id,
             after,
             hub=self.hub,
@@ -244,7 +255,11 @@ class SqlEventStore(ReadModel):
             ended=self._ended,
             poll_interval=self.settings.poll_interval,
             page=self.settings.read_page,
+            opened=opened,
         )
+        if opened is not None:
+            weakref.finalize(tail, self.hub.close, opened)
+        return tail
 
     async def _tail_read(
         self, stream_id: str, after: int, limit: int

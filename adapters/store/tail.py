@@ -11,9 +11,10 @@ so position n+1 never commits before position n.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
-from adapters.store.hub import Hub
+from adapters.store.hub import Hub, Subscription
 from domain.errors import CorruptEvent
 from service.ports import StoredEvent
 
@@ -40,6 +41,18 @@ class _Cursor:
         return True
 
 
+@contextmanager
+def _subscribed(hub: Hub, stream_id: str, opened: Subscription | None) -> Iterator[Subscription]:
+    if opened is None:
+        with hub.subscribe(stream_id) as sub:
+            yield sub
+        return
+    try:
+        yield opened
+    finally:
+        hub.close(opened)
+
+
 def _hole(stream_id: str, missing: int, found: int) -> CorruptEvent:
     # Committed rows of one stream are dense (the guard), so a jump is a damaged log, not
     # an uncommitted row: say so rather than wait for it forever.
@@ -55,12 +68,18 @@ async def follow(
     ended: EndedFn,
     poll_interval: float,
     page: int,
+    opened: Subscription | None = None,
 ) -> AsyncGenerator[StoredEvent, None]:
     """The tail loop; `read` pages the table, `ended` says the stream ended at or before.
-    A hole in the table raises `CorruptEvent` naming the missing position."""
+    A hole in the table raises `CorruptEvent` naming the missing position.
+
+    `opened`: a subscription registered before any event after `after` could commit (a
+    new stream's, before its first commit). Everything this process commits after that is
+    handed to it, so the tail starts by waiting rather than reading the table; whatever
+    else happens (a doorbell, a gap, an overflow, a poll timeout) re-reads as always."""
     cursor = _Cursor(after)
-    with hub.subscribe(stream_id) as sub:
-        reread, check_end = True, True
+    with _subscribed(hub, stream_id, opened) as sub:
+        reread = check_end = opened is None
         while True:
             if reread:
                 rows, more = await read(stream_id, cursor.last, page)

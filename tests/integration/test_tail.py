@@ -4,9 +4,11 @@ uncommitted."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -394,3 +396,77 @@ async def test_readers_of_one_stream_share_each_event(store: SqlEventStore) -> N
     del first, second
     again, _ = await store.read_page(rid, -1, 1000, 1 << 20)
     assert [e.data for e in again] == data
+
+
+# --- a new stream's tail, taken before its first append ----------------------------------
+
+
+def _counting_reads(store: SqlEventStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions the store's tails read the table after, from now on."""
+    reads: list[int] = []
+    read = store._tail_read
+
+    async def counted(stream_id: str, after: int, limit: int) -> tuple[list[Any], bool]:
+        reads.append(after)
+        return await read(stream_id, after, limit)
+
+    monkeypatch.setattr(store, "_tail_read", counted)
+    return reads
+
+
+async def test_a_new_streams_tail_is_handed_what_this_process_commits_without_a_read(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taken before the stream's first append (a streaming create's), the tail is
+    registered at once: every event comes from the commits, none from the table."""
+    reads = _counting_reads(store, monkeypatch)
+    appends = streams.script(deltas=20)
+    rid = rid_of(appends)
+    tail = store.subscribe(rid, new=True)
+    async with GroupCommitWriter(store) as writer:
+        for expected, batch in appends:
+            await writer.append(rid, expected, batch, durable=False)
+    async with asyncio.timeout(20):
+        got = [(e.position, e.data) async for e in tail]
+    assert got == wire(appends)
+    assert reads == []
+    assert store.hub.subscribers(rid) == 0
+
+
+async def test_a_new_streams_tail_still_reads_what_another_process_commits(
+    extra: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing is handed to it from another process's commits: it reads them (after the
+    doorbell on PostgreSQL, after a poll on SQLite), and misses nothing."""
+    tails = await extra(poll_interval=0.1)
+    other = await extra()
+    reads = _counting_reads(tails, monkeypatch)
+    appends = streams.script(deltas=10)
+    rid = rid_of(appends)
+    tail = tails.subscribe(rid, new=True)
+    task = asyncio.create_task(_gather(tail))
+    for expected, batch in appends:
+        await other.append(rid, expected, batch)
+    async with asyncio.timeout(20):
+        assert await task == wire(appends)
+    # It had to read: its own, or PostgreSQL's shared catch-up read for the doorbell.
+    shared = tails.catchup.reads if isinstance(tails, PostgresEventStore) else 0
+    assert reads or shared
+
+
+async def _gather(tail: AsyncIterator[Any]) -> list[tuple[int, bytes]]:
+    return [(e.position, e.data) async for e in tail]
+
+
+async def test_a_new_streams_tail_never_iterated_is_unregistered_when_dropped(
+    store: SqlEventStore,
+) -> None:
+    """A create refused after its tail was taken closes the tail before iterating it,
+    which runs none of the generator's code: the registration goes when the tail does."""
+    rid = streams.new_id()
+    tail = store.subscribe(rid, new=True)
+    assert store.hub.subscribers(rid) == 1
+    await tail.aclose()
+    del tail
+    gc.collect()
+    assert store.hub.subscribers(rid) == 0
