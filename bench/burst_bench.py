@@ -135,7 +135,13 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
 
 async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
     """The same figures for each server, in alternating batches (see the module's doc)."""
-    limits = httpx.Limits(max_connections=args.burst + 4, max_keepalive_connections=args.burst + 4)
+    # A client waits idle while the other server's batch runs, longer than uvicorn keeps an
+    # idle connection (5 s): forget them sooner than that, or a reuse races the close.
+    limits = httpx.Limits(
+        max_connections=args.burst + 4,
+        max_keepalive_connections=args.burst + 4,
+        keepalive_expiry=1.0,
+    )
     clients = {
         name: httpx.AsyncClient(base_url=server.base_url, timeout=120, limits=limits)
         for name, server in servers.items()

@@ -195,7 +195,7 @@ async def sweep(conn: AsyncConnection, before: float) -> int:
     candidates = set((await conn.execute(old)).scalars())
     if not candidates:
         # Finding the references reads every event that may hold one (a scan of the whole
-        # log, docs/performance.md "The log at 1 M and 10 M events"): not for nothing.
+        # log, docs/performance.md "The log at 1 M, 10 M and 100 M events"): not for nothing.
         return 0
     referenced: set[str] = set()
     e = t_events.c

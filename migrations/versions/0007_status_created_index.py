@@ -2,7 +2,7 @@
 
 `responses list --status X --since T` read the old index for every row of that status and
 sorted them, so the listing grew with the log (10 M events: 1.87 times its 1 M time,
-docs/performance.md "The log at 1 M and 10 M events"); the new index is a range scan in
+docs/performance.md "The log at 1 M, 10 M and 100 M events"); the new index is a range scan in
 the listing's order. Everything that used the old one (`gc`'s
 terminal statuses, the sweeper's running ones) uses its leading column the same way.
 
