@@ -11,6 +11,9 @@ from sqlalchemy.engine import make_url
 
 # The server the benches create their databases on (the test suite's, by default).
 PG = os.environ.get("RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+# The name of each bench database starts with this (so that benches sharing a server can
+# tell their databases apart).
+PREFIX = os.environ.get("RESPLOG_BENCH_DB_PREFIX", "resplog_bench_")
 
 
 def _dsn(url: str) -> str:
@@ -37,7 +40,7 @@ async def _admin(admin_url: str, sql: str) -> None:
 
 async def fresh_postgres(admin_url: str = PG) -> tuple[str, str]:
     """Create an empty database on `admin_url`'s server: its URL (same driver) and name."""
-    name = f"resplog_bench_{secrets.token_hex(5)}"
+    name = f"{PREFIX}{secrets.token_hex(5)}"
     await _admin(admin_url, f'CREATE DATABASE "{name}"')
     return make_url(admin_url).set(database=name).render_as_string(hide_password=False), name
 
