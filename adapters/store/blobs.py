@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 
 import msgspec
 import sqlalchemy as sa
@@ -117,6 +118,19 @@ def needs(raw: bytes | None) -> bool:
 
 def _needs(event: StoredEvent) -> bool:
     return needs(event.facts) or needs(event.data)
+
+
+_data = attrgetter("data")
+_facts = attrgetter("facts")
+
+
+def any_reference(events: Sequence[StoredEvent]) -> bool:
+    """Whether any of `events` may need `resolve`: one search of their bytes joined (in C,
+    where a test per event costs a Python call each). Joining can add a match across two
+    events' bytes, never lose one, and `resolve` checks each event again."""
+    return _MARK_BYTES in b"\n".join(map(_data, events)) or _MARK_BYTES in b"\n".join(
+        filter(None, map(_facts, events))
+    )
 
 
 async def load(conn: AsyncConnection, digests: Iterable[str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Sequence
+from itertools import starmap
 from typing import Any
 
 from sqlalchemy import event
@@ -118,9 +119,13 @@ SELECT id, pg_notify($34::text, $35::text) FROM won
 
 # What is new on several streams at once (the shared catch-up read of `catchup.py`). One
 # LATERAL index range scan per stream, each with its own limit: a global ORDER BY ... LIMIT
-# would tempt the planner into walking the whole primary key in order instead.
+# would tempt the planner into walking the whole primary key in order instead. It runs on
+# asyncpg directly and its columns are a `StoredEvent`'s, in order: `data` and `facts` come
+# as bytea (`convert_to` the database's UTF-8 text is a copy), so each record becomes an
+# event with no decode and re-encode of its JSON (docs/performance.md, "The remote tail").
 _FETCH_MANY = """
-SELECT e.stream_id, e.position, e.type, e.data, e.facts, e.recorded_at
+SELECT e.stream_id, e.position, e.type, convert_to(e.data, 'UTF8'),
+       convert_to(e.facts, 'UTF8'), e.recorded_at
 FROM unnest($1::text[], $2::int[]) AS c(sid, after)
 CROSS JOIN LATERAL (
     SELECT * FROM events
@@ -148,12 +153,6 @@ def _columns(rows: Sequence[tuple[object, ...]], width: int = 0) -> tuple[list[o
 def _needs_more(batch: Append) -> bool:
     """Whether a batch needs more than `_COMMIT_ONE` does (blobs, a conversation to join)."""
     return bool(batch.blobs) or joining(batch) is not None
-
-
-def _stored(row: Any) -> StoredEvent:
-    sid, position, type_, data, facts, recorded_at = row
-    facts_bytes = None if facts is None else facts.encode()
-    return StoredEvent(sid, position, type_, data.encode(), facts_bytes, recorded_at)
 
 
 def _disconnect_if_lost(context: ExceptionContext) -> None:
@@ -238,10 +237,18 @@ class PostgresEventStore(SqlEventStore):
         self.catchup.want(self.hub.streams(keys))
 
     async def _fetch_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
-        params = ([sid for sid, _ in points], [after for _, after in points], limit)
-        async with self.statements.connect() as conn:
-            result = await conn.exec_driver_sql(_FETCH_MANY, params)
-            return await blobs.resolve(conn, [_stored(row) for row in result])
+        """The shared catch-up read, on the raw pool (rawpool.py): through SQLAlchemy's
+        result every row cost several times what the query does. Its errors are asyncpg's
+        own, which `guarded` (and `CatchUp`) take as they take SQLAlchemy's."""
+        sids = [sid for sid, _ in points]
+        afters = [after for _, after in points]
+        async with self.raw.connection() as conn:
+            records = await conn.fetch(_FETCH_MANY, sids, afters, limit)
+        events = list(starmap(StoredEvent, records))
+        if blobs.any_reference(events):
+            async with self.statements.connect() as sa_conn:
+                return await blobs.resolve(sa_conn, events)
+        return events
 
     @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
