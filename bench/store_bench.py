@@ -11,7 +11,12 @@ Phases, each on the same fresh database:
   remote    the paced load, its tailers on a second store in this process (they hear
             only the doorbell, as another replica would).
   process   the paced load, its tailers in another process (another replica on the same
-            box): the latency from append to visible there, on the machine's clock.
+            box): the latency from append to visible there, on the machine's clock; also
+            resumes there (a new tail from 20 events back: its first event), and that
+            process's garbage-collection pauses. `--catchup READS,SPLIT` sets its shared
+            reads (e.g. `1,1000000`: one at a time, unsplit, as before they overlapped).
+  sharedread  one shared catch-up read of 300 streams x 30 rows through SQLAlchemy (as
+            before) and straight from asyncpg (as now), alternating; and the hand-out.
   replay    one long stream read back and decoded into typed events.
 Events are made by the real aggregate (`create`, `emit(TextDelta)`, `finish`) before the
 clock starts; encoding them into rows is part of the measured append.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -146,6 +152,8 @@ class Run:
     flush_ms: float = 0.0
     split: list[tuple[float, float]] = field(default_factory=list)  # (to commit, after it)
     reads: list[tuple[float, int]] = field(default_factory=list)  # shared reads: (s, rows)
+    resumes: list[float] = field(default_factory=list)  # a new tail's first event, s
+    gc: list[tuple[int, float]] = field(default_factory=list)  # (generation, s) there
 
     def line(self) -> str:
         m = self.meter
@@ -176,26 +184,86 @@ class Run:
                 f"; {len(self.reads)} shared reads there, {rows:.0f} rows each,"
                 f" p50 {q[49] * 1e3:.1f} ms p99 {q[98] * 1e3:.1f} ms"
             )
+        if self.gc:
+            # The other process's garbage collections (the whole run): a pause of its event
+            # loop holds up every tail there at once.
+            old = [took for generation, took in self.gc if generation == 2]
+            text += (
+                f"; GC there {len(self.gc)} times, {sum(t for _, t in self.gc) * 1e3:.0f} ms"
+                f" in all, longest {max(t for _, t in self.gc) * 1e3:.1f} ms"
+                f" ({len(old)} full, longest {max(old, default=0) * 1e3:.1f} ms)"
+            )
+        if self.resumes:
+            text += (
+                f"; {len(self.resumes)} resumes there, first event"
+                f" p50 {statistics.median(self.resumes) * 1e3:.1f} ms"
+                f" max {max(self.resumes) * 1e3:.1f} ms"
+            )
         return text
 
 
-def tail_process(url: str, rids: list[str], ready: Any, out: Any) -> None:
+def tail_process(
+    url: str, rids: list[str], ready: Any, out: Any, catchup: tuple[int, int] | None = None
+) -> None:
     """Another replica: its own store (own pool, own LISTEN connection) tailing `rids`;
     sends back when each position became visible (CLOCK_MONOTONIC, which `perf_counter`
     is on Linux, so the writer's process can compare)."""
 
-    async def main() -> tuple[dict[str, dict[int, float]], list[tuple[float, float, int]]]:
+    async def main() -> tuple[
+        dict[str, dict[int, float]], list[tuple[float, float, int]], list[float]
+    ]:
         store = await open_store(url, pool_size=POOL, max_overflow=0)
+        if catchup:  # (reads in flight at once, streams a read must have to be split)
+            store.catchup._concurrency, store.catchup._split_at = catchup  # type: ignore[attr-defined]
         reads = time_catchup_reads(store)
         seen: dict[str, dict[int, float]] = {rid: {} for rid in rids}
         tasks = [asyncio.create_task(tail(store, rid, seen[rid])) for rid in rids]
         await asyncio.sleep(0.5)
         ready.set()
+        resumed = await resumes(store, rids, seen)
         await asyncio.gather(*tasks)
         await store.close()
-        return seen, reads
+        return seen, reads, resumed
 
-    out.put(asyncio.run(main()))
+    pauses: list[tuple[int, float]] = []  # the collector's: (generation, seconds)
+    began = [0.0]
+
+    def timed_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((info["generation"], time.perf_counter() - began[0]))
+
+    gc.callbacks.append(timed_gc)
+    seen, reads, resumed = asyncio.run(main())
+    gc.callbacks.remove(timed_gc)
+    out.put((seen, reads, resumed, pauses))
+
+
+async def resumes(
+    store: SqlEventStore, rids: list[str], seen: dict[str, dict[int, float]], count: int = 20
+) -> list[float]:
+    """Resumes on this replica while the load runs (`GET ...?stream=true&starting_after=N`
+    after a reconnect): every 100 ms from the load's second second, a new tail of a live
+    stream from 20 events behind what has been seen of it (so that its next event has
+    committed): seconds from `subscribe` to its first event."""
+    took: list[float] = []
+    await asyncio.sleep(1.5)
+    for rid in rids[:count]:
+        if not seen[rid]:
+            await asyncio.sleep(0.1)
+            continue
+        after = max(max(seen[rid]) - 20, -1)
+        start = time.perf_counter()
+        resumed = store.subscribe(rid, after)
+        try:
+            async for _event in resumed:
+                took.append(time.perf_counter() - start)
+                break
+        finally:
+            await resumed.aclose()
+        await asyncio.sleep(0.1)
+    return took
 
 
 def time_catchup_reads(store: SqlEventStore) -> list[tuple[float, float, int]]:
@@ -217,7 +285,8 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     """The paced load with its tailers in another process."""
     ctx = multiprocessing.get_context("spawn")
     ready, out = ctx.Event(), ctx.Queue()
-    proc = ctx.Process(target=tail_process, args=(url, [r for r, _ in work], ready, out))
+    args = (url, [r for r, _ in work], ready, out, opts.get("catchup"))
+    proc = ctx.Process(target=tail_process, args=args)
     proc.start()
     await asyncio.get_running_loop().run_in_executor(None, ready.wait, 60)
     store = await open_store(url, pool_size=POOL, max_overflow=0, listen=False)
@@ -234,7 +303,9 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
         await asyncio.gather(
             *(produce(writer, g, t0 + i * step / len(groups), step) for i, g in enumerate(groups))
         )
-        seen, reads = await asyncio.get_running_loop().run_in_executor(None, out.get, True, 120)
+        seen, reads, resumed, pauses = await asyncio.get_running_loop().run_in_executor(
+            None, out.get, True, 120
+        )
     proc.join(30)
     await writer.close()
     await store.close()
@@ -249,6 +320,8 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     # Where the delay is: before the commit (the writer's queue and flush) or after it (the
     # doorbell, the other process's shared catch-up read, the hand-out to its tails).
     run.reads = [(took, rows) for start, took, rows in reads if lo <= start <= hi]
+    run.resumes = resumed
+    run.gc = pauses
     run.split = [
         (committed[(s.rid, p)] - t, s.seen[p] - committed[(s.rid, p)])
         for s in streams
@@ -391,6 +464,93 @@ async def replay_phase(store: SqlEventStore, length: int, repeats: int) -> list[
     return runs
 
 
+# The shared catch-up read as it was before it ran on asyncpg directly (the baseline of the
+# `sharedread` phase): SQLAlchemy's result, text columns encoded row by row, each row
+# tested for blob references.
+_FETCH_MANY_TEXT = """
+SELECT e.stream_id, e.position, e.type, e.data, e.facts, e.recorded_at
+FROM unnest($1::text[], $2::int[]) AS c(sid, after)
+CROSS JOIN LATERAL (
+    SELECT * FROM events
+    WHERE stream_id = c.sid AND position > c.after
+    ORDER BY position
+    LIMIT $3
+) AS e
+"""
+
+
+async def sharedread_phase(store: SqlEventStore, streams: int, per_stream: int) -> None:
+    """One shared catch-up read of `streams` x `per_stream` rows, through SQLAlchemy as
+    before and straight from asyncpg as now, alternating; then handing the rows out to a
+    tail per stream (grouped by stream with a Python loop and key, as before, or in C)."""
+    from itertools import groupby
+    from operator import attrgetter
+
+    from adapters.store import blobs
+    from service.ports import StoredEvent
+
+    work = plans(streams, per_stream)
+    async with GroupCommitWriter(store, max_pending_per_stream=10 * per_stream) as writer:
+        for rid, plan in work:
+            for expected, events in plan:
+                await writer.append(rid, expected, events, durable=False)
+    points = [(rid, -1) for rid, _ in work]
+    limit = 10 * per_stream
+
+    async def before() -> list[StoredEvent]:
+        params = ([sid for sid, _ in points], [a for _, a in points], limit)
+        async with store.statements.connect() as conn:  # type: ignore[attr-defined]
+            result = await conn.exec_driver_sql(_FETCH_MANY_TEXT, params)
+            return await blobs.resolve(
+                conn,
+                [
+                    StoredEvent(s, p, t, d.encode(), None if f is None else f.encode(), r)
+                    for s, p, t, d, f, r in result
+                ],
+            )
+
+    def grouped_before(rows: list[StoredEvent]) -> None:
+        grouped: dict[str, list[StoredEvent]] = {}
+        for event in rows:
+            grouped.setdefault(event.stream_id, []).append(event)
+        for events in grouped.values():
+            events.sort(key=lambda e: e.position)
+        store.hub.publish(grouped)
+
+    def grouped_now(rows: list[StoredEvent]) -> None:
+        grouped: dict[str, list[StoredEvent]] = {}
+        for sid, run_ in groupby(rows, key=attrgetter("stream_id")):
+            grouped.setdefault(sid, []).extend(run_)
+        for events in grouped.values():
+            events.sort(key=attrgetter("position"))
+        store.hub.publish(grouped)
+
+    fetches = {"sqlalchemy": before, "asyncpg": lambda: store._fetch_many(points, limit)}  # type: ignore[attr-defined]
+    handouts = {"sqlalchemy": grouped_before, "asyncpg": grouped_now}
+    took: dict[str, list[tuple[float, float]]] = {k: [] for k in fetches}
+    with contextlib.ExitStack() as stack:
+        subs = [stack.enter_context(store.hub.subscribe(rid)) for rid, _ in work]
+        for _ in range(7):
+            for name, fetch in fetches.items():
+                t0 = time.perf_counter()
+                rows = await fetch()
+                t1 = time.perf_counter()
+                handouts[name](rows)
+                t2 = time.perf_counter()
+                for sub in subs:
+                    sub.take()
+                took[name].append((t1 - t0, t2 - t1))
+    n = len(rows)
+    for name, pairs in took.items():
+        read = statistics.median(p[0] for p in pairs)
+        out = statistics.median(p[1] for p in pairs)
+        print(
+            f"sharedread {name:<10} {n} rows: read {read * 1e3:.1f} ms"
+            f" ({read / n * 1e6:.2f} us/row), hand-out {out * 1e3:.1f} ms"
+            f" ({out / n * 1e6:.2f} us/row); median of 7"
+        )
+
+
 async def insert_phase(url: str, mode: str, per_stream: int, flushes: int = 30) -> Run:
     """Flushes of 300 streams x `per_stream` events straight through `store.commit`: how the
     event rows are shipped (`unnest` arrays or `executemany`) is all that differs."""
@@ -453,7 +613,9 @@ async def run(args: argparse.Namespace) -> None:
             f" {args.flush_ms:g} ms; {os.cpu_count()} cores, {background_load():.2f} busy before"
         )
         deltas = int(args.rate * args.seconds)
-        opts = {"interval": args.flush_ms / 1e3, "per_task": args.streams_per_task}
+        opts: dict[str, Any] = {"interval": args.flush_ms / 1e3, "per_task": args.streams_per_task}
+        if args.catchup:
+            opts["catchup"] = tuple(int(v) for v in args.catchup.split(","))
         for phase in args.phases.split(","):
             if phase == "paced":
                 work = plans(args.streams, deltas)
@@ -481,6 +643,8 @@ async def run(args: argparse.Namespace) -> None:
                     for _ in range(3):  # alternate, so that a burst of noise hits both
                         for mode in ("unnest", "executemany"):
                             print((await insert_phase(url, mode, per_stream)).line())
+            elif phase == "sharedread" and not args.sqlite:
+                await sharedread_phase(store, args.streams, 30)
             elif phase == "replay":
                 for r in await replay_phase(store, args.replay_events, 3):
                     print(r.line())
@@ -505,6 +669,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--replay-events", type=int, default=50_000)
     p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
     p.add_argument("--phases", default="paced,remote,max,baseline,inserts,replay")
+    p.add_argument(
+        "--catchup",
+        metavar="READS,SPLIT",
+        help="process phase: the other process's shared reads in flight at once, and the"
+        " streams a read must have to be split among them (default: the store's)",
+    )
     p.add_argument(
         "--wait-quiet",
         type=float,
