@@ -14,7 +14,8 @@ Phases, each on the same fresh database:
             box): the latency from append to visible there, on the machine's clock; also
             resumes there (a new tail from 20 events back: its first event), and that
             process's garbage-collection pauses. `--catchup READS,SPLIT` sets its shared
-            reads (e.g. `1,1000000`: one at a time, unsplit, as before they overlapped).
+            reads (e.g. `1,1000000`: one at a time, unsplit, as before they overlapped);
+            `--gc-freeze` has it `gc.freeze()` its heap once started.
   sharedread  one shared catch-up read of 300 streams x 30 rows through SQLAlchemy (as
             before) and straight from asyncpg (as now), alternating; and the hand-out.
   replay    one long stream read back and decoded into typed events.
@@ -203,7 +204,12 @@ class Run:
 
 
 def tail_process(
-    url: str, rids: list[str], ready: Any, out: Any, catchup: tuple[int, int] | None = None
+    url: str,
+    rids: list[str],
+    ready: Any,
+    out: Any,
+    catchup: tuple[int, int] | None = None,
+    gc_freeze: bool = False,
 ) -> None:
     """Another replica: its own store (own pool, own LISTEN connection) tailing `rids`;
     sends back when each position became visible (CLOCK_MONOTONIC, which `perf_counter`
@@ -219,6 +225,12 @@ def tail_process(
         seen: dict[str, dict[int, float]] = {rid: {} for rid in rids}
         tasks = [asyncio.create_task(tail(store, rid, seen[rid])) for rid in rids]
         await asyncio.sleep(0.5)
+        if gc_freeze:
+            # What a server could do once started: its startup heap (modules, pools, the
+            # tails' state) out of the collector's sight, so that a full collection does
+            # not walk it while every tail waits.
+            gc.collect()
+            gc.freeze()
         ready.set()
         resumed = await resumes(store, rids, seen)
         await asyncio.gather(*tasks)
@@ -285,7 +297,7 @@ async def process_phase(url: str, work: list[tuple[str, Plan]], **opts: Any) -> 
     """The paced load with its tailers in another process."""
     ctx = multiprocessing.get_context("spawn")
     ready, out = ctx.Event(), ctx.Queue()
-    args = (url, [r for r, _ in work], ready, out, opts.get("catchup"))
+    args = (url, [r for r, _ in work], ready, out, opts.get("catchup"), opts.get("gc_freeze"))
     proc = ctx.Process(target=tail_process, args=args)
     proc.start()
     await asyncio.get_running_loop().run_in_executor(None, ready.wait, 60)
@@ -616,6 +628,7 @@ async def run(args: argparse.Namespace) -> None:
         opts: dict[str, Any] = {"interval": args.flush_ms / 1e3, "per_task": args.streams_per_task}
         if args.catchup:
             opts["catchup"] = tuple(int(v) for v in args.catchup.split(","))
+        opts["gc_freeze"] = args.gc_freeze
         for phase in args.phases.split(","):
             if phase == "paced":
                 work = plans(args.streams, deltas)
@@ -669,6 +682,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--replay-events", type=int, default=50_000)
     p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
     p.add_argument("--phases", default="paced,remote,max,baseline,inserts,replay")
+    p.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="process phase: the other process freezes its heap (gc.freeze) once started",
+    )
     p.add_argument(
         "--catchup",
         metavar="READS,SPLIT",
