@@ -626,9 +626,10 @@ async def run(args: argparse.Namespace) -> None:
         )
         deltas = int(args.rate * args.seconds)
         opts: dict[str, Any] = {"interval": args.flush_ms / 1e3, "per_task": args.streams_per_task}
+        # The other process's (the `process` phase only).
+        other: dict[str, Any] = {"gc_freeze": args.gc_freeze}
         if args.catchup:
-            opts["catchup"] = tuple(int(v) for v in args.catchup.split(","))
-        opts["gc_freeze"] = args.gc_freeze
+            other["catchup"] = tuple(int(v) for v in args.catchup.split(","))
         for phase in args.phases.split(","):
             if phase == "paced":
                 work = plans(args.streams, deltas)
@@ -643,7 +644,8 @@ async def run(args: argparse.Namespace) -> None:
                 await remote.close()
             elif phase == "process" and not args.sqlite:
                 work = plans(args.streams, deltas // 2)
-                print((await process_phase(url, work, rate=args.rate, **opts)).line())
+                run_ = await process_phase(url, work, rate=args.rate, **opts, **other)
+                print(run_.line())
             elif phase == "max":
                 work = plans(args.streams, deltas // 2)
                 print((await group_phase(store, "max", work, rate=0, **opts)).line())
