@@ -52,8 +52,9 @@ class RawPool:
         if settings.statement_timeout is not None:
             self._options["command_timeout"] = settings.statement_timeout
         self._acquire_timeout = settings.connect_timeout
-        # A URL of several hosts that wants the writable one connects as the engine does.
-        racing = racing_connect(url, {k: v for k, v in self._options.items() if k == "timeout"})
+        # A URL of several hosts that wants the writable one connects as the engine does
+        # (each attempt with the same timeouts).
+        racing = racing_connect(url, dict(self._options))
         self._connect: Callable[..., Awaitable[Any]] | None = None
         if racing is not None:
             self._connect = _ignoring_arguments(racing)

@@ -26,6 +26,9 @@ async def _reach(url: str, standby_port: int) -> None:
             ).one()
         assert (port, recovering) == (standby_port, False)
         assert await store.read_events("resp_none") == []
+        for pool in (store.raw, store.raw_commit):  # the hot statements' pools (rawpool.py)
+            async with pool.connection() as raw:
+                assert await raw.fetchval("SELECT inet_server_port()") == standby_port
         assert store.listener.connected.is_set()
         backend = store.listener.backend_pid
         async with store.engine.connect() as conn:
@@ -50,3 +53,17 @@ def test_a_frozen_old_primary_does_not_keep_the_store_from_the_promoted_standby(
 
         asyncio.run(_reach(url, standby.port))
         assert current_is_head(url)
+
+
+async def test_the_hot_statements_have_the_statement_timeout_too(pg_url: str) -> None:
+    """The asyncpg pool of the flush and the tails' reads is made with the store's limits:
+    a statement that runs past `statement_timeout` ends as the store's transient error."""
+    store = await open_store(pg_url, connect_timeout=2, statement_timeout=0.5)
+    try:
+        async with store.raw.connection() as raw:
+            with pytest.raises(TimeoutError):
+                await raw.fetchval("SELECT pg_sleep(5)")
+        async with store.raw.connection() as raw:  # and the pool goes on
+            assert await raw.fetchval("SELECT 1") == 1
+    finally:
+        await store.close()
