@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import os
 import signal
 import socket
@@ -19,7 +18,7 @@ import click
 from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
-from adapters.cli.memory import return_freed_memory
+from adapters.cli.memory import freeze_startup_heap, return_freed_memory
 from adapters.cli.store import refuse_missing_file
 from adapters.cli.tracing import open_tracer, otel_option, watching
 from domain.errors import ResplogError
@@ -201,17 +200,6 @@ def listen(host: str, port: int) -> socket.socket:
         raise ResplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.set_inheritable(True)
     return sock
-
-
-def freeze_startup_heap() -> None:
-    """Put what the process holds once started (modules, pools, the app: some 90,000
-    objects) out of the cyclic collector's sight. A full collection otherwise walks all of
-    it, 50-190 ms on the 2-core box, and meanwhile nothing in the process runs: every live
-    tail waits, which made the floor of the remote tail's p99 (docs/performance.md, "The
-    remote tail"). Frozen objects are still freed by their reference counts; only cycles
-    among them would stay, and startup leaves none (collected first)."""
-    gc.collect()
-    gc.freeze()
 
 
 async def _serve(

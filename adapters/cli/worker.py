@@ -16,7 +16,7 @@ import click
 from adapters.cli.access_flags import metrics_options, metrics_settings
 from adapters.cli.common import database_option, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
-from adapters.cli.memory import return_freed_memory
+from adapters.cli.memory import freeze_startup_heap, return_freed_memory
 from adapters.cli.server import listen
 from adapters.cli.store import refuse_missing_file
 from adapters.cli.tracing import open_tracer, otel_option, watching
@@ -73,6 +73,7 @@ async def _until_stopped(
     """Announce the worker, then wait for SIGTERM or SIGINT."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    freeze_startup_heap()
     log.info(
         "resplog worker: %d slots, engine %s, database %s",
         settings.workers,

@@ -9,7 +9,7 @@ import platform
 
 import pytest
 
-from adapters.cli.memory import return_freed_memory
+from adapters.cli.memory import freeze_startup_heap, return_freed_memory
 
 
 @pytest.mark.skipif(
@@ -20,11 +20,10 @@ def test_the_threshold_is_set_on_glibc() -> None:
     assert return_freed_memory() is True
 
 
-def test_serve_freezes_its_startup_heap() -> None:
-    """`serve` puts its startup heap out of the cyclic collector's sight (full collections
-    walked it while every tail of the process waited: docs/performance.md)."""
-    from adapters.cli.server import freeze_startup_heap
-
+def test_the_startup_heap_is_frozen() -> None:
+    """`serve` and `worker` put their startup heap out of the cyclic collector's sight
+    (full collections walked it while every tail of the process waited:
+    docs/performance.md)."""
     before = gc.get_freeze_count()
     try:
         freeze_startup_heap()
