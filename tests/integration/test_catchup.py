@@ -11,7 +11,7 @@ import base64
 import contextlib
 import os
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -27,19 +27,6 @@ from service.ports import StoredEvent
 from tests.integration import streams
 
 Points = Sequence[tuple[str, int]]
-
-
-@pytest.fixture
-async def pair(pg_url: str) -> AsyncIterator[tuple[PostgresEventStore, PostgresEventStore]]:
-    """A writer and a tailer "process" whose poll is too slow to matter: only the
-    doorbell and the shared reads can bring the tails their events."""
-    writer = await open_store(pg_url, listen=False)
-    tailer = await open_store(pg_url, poll_interval=600)
-    assert isinstance(writer, PostgresEventStore)
-    assert isinstance(tailer, PostgresEventStore)
-    yield writer, tailer
-    await writer.close()
-    await tailer.close()
 
 
 def rid_of(appends: list[streams.Append]) -> str:
@@ -105,9 +92,9 @@ async def until(condition: Any, within: float = 10.0) -> None:
 
 
 async def test_a_slow_read_does_not_hold_up_the_doorbell_of_other_streams(
-    pair: tuple[PostgresEventStore, PostgresEventStore],
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore],
 ) -> None:
-    writer_store, tailer = pair
+    writer_store, tailer = pg_pair
     slow, quick = streams.script(deltas=6), streams.script(deltas=6)
     watched = Watched(tailer)
     watched.held.add(rid_of(slow))
@@ -141,11 +128,11 @@ async def test_a_slow_read_does_not_hold_up_the_doorbell_of_other_streams(
 
 
 async def test_overlapping_reads_hand_every_tail_each_event_once_in_order(
-    pair: tuple[PostgresEventStore, PostgresEventStore],
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore],
 ) -> None:
     """Many streams, reads of random length, doorbells ringing all the while: no stream is
     read twice at once, and each tail gets its stream exactly."""
-    writer_store, tailer = pair
+    writer_store, tailer = pg_pair
     tailer.catchup._split_at = 4  # split even these few streams among the free slots
     scripts = [streams.script(deltas=15) for _ in range(24)]
     watched = Watched(tailer)
@@ -176,11 +163,11 @@ async def test_overlapping_reads_hand_every_tail_each_event_once_in_order(
 
 
 async def test_a_remote_tail_gets_the_blobs_put_back(
-    pair: tuple[PostgresEventStore, PostgresEventStore],
+    pg_pair: tuple[PostgresEventStore, PostgresEventStore],
 ) -> None:
     """An image over the inline threshold is stored once and referred to from the log's
     facts; the shared read (straight from asyncpg) puts it back."""
-    writer_store, tailer = pair
+    writer_store, tailer = pg_pair
     image = "data:image/png;base64," + base64.b64encode(os.urandom(8 * 1024)).decode()
     rid = streams.new_id()
     response = ResponseObject(id=rid, created_at=1, status="in_progress", model="m")

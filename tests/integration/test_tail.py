@@ -227,19 +227,6 @@ async def test_a_slow_subscriber_keeps_a_bounded_buffer_and_misses_nothing(
 # --- PostgreSQL: the doorbell across processes ------------------------------------------------
 
 
-@pytest.fixture
-async def pg_pair(pg_url: str) -> AsyncIterator[tuple[PostgresEventStore, PostgresEventStore]]:
-    """A writer process and a tailer process whose poll is too slow to matter: only NOTIFY
-    can wake the tailer within the test's time."""
-    writer = await open_store(pg_url, listen=False)
-    tailer = await open_store(pg_url, poll_interval=600)
-    assert isinstance(writer, PostgresEventStore)
-    assert isinstance(tailer, PostgresEventStore)
-    yield writer, tailer
-    await writer.close()
-    await tailer.close()
-
-
 async def test_a_tail_hears_another_process_through_notify(
     pg_pair: tuple[PostgresEventStore, PostgresEventStore],
 ) -> None:
