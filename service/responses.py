@@ -293,17 +293,11 @@ async def create_tailed(
 
 
 async def tail_new(
-    svc: Bundle,
-    rid: str,
-    *,
-    background: bool,
-    tail: AsyncGenerator[StoredEvent, None] | None = None,
+    svc: Bundle, rid: str, *, background: bool, tail: AsyncGenerator[StoredEvent, None]
 ) -> AsyncGenerator[StoredEvent, None]:
-    """The log of a response just created, from its first event (`tail`, if taken at its
-    creation); a reader that leaves before the end stops it unless it is a background
-    response (see `create_and_stream`)."""
-    if tail is None:
-        tail = svc.store.subscribe(rid, -1)
+    """The log of a response just created, from its first event (`tail`, taken at its
+    creation by `create_tailed`); a reader that leaves before the end stops it unless it
+    is a background response (see `create_and_stream`)."""
     finished = False
     try:
         async for event in tail:

@@ -57,13 +57,19 @@ def _sqlstate(exc: BaseException) -> str | None:
     return None
 
 
+def _driver_errors(exc: BaseException) -> tuple[BaseException | None, ...]:
+    """`exc` and what it may wrap: SQLAlchemy's error, its adapter's exception (`orig`),
+    and the driver's own exception that caused either."""
+    orig = getattr(exc, "orig", None)
+    return (exc, orig, getattr(orig, "__cause__", None), exc.__cause__)
+
+
 def _no_writable_host(exc: BaseException) -> bool:
     """asyncpg found no host of a multi-host URL read-write (a failover under way), raised
     as it is or wrapped by SQLAlchemy (as an `InternalError`, which is no SQLSTATE)."""
-    orig = getattr(exc, "orig", None)
     return any(
         isinstance(candidate, asyncpg.TargetServerAttributeNotMatched)
-        for candidate in (exc, orig, getattr(orig, "__cause__", None), exc.__cause__)
+        for candidate in _driver_errors(exc)
     )
 
 
@@ -73,13 +79,12 @@ def lost_under_operation(exc: BaseException) -> bool:
     operation was under way or while it sat idle in a pool (a restart, a failover), and the
     connection is no use any more, though asyncpg may not call it closed. A retry on another
     connection cures it."""
-    orig = getattr(exc, "orig", None)
     return any(
         isinstance(candidate, asyncpg.InternalClientError)
         and not isinstance(
             candidate, asyncpg.TargetServerAttributeNotMatched | asyncpg.ProtocolError
         )
-        for candidate in (exc, orig, getattr(orig, "__cause__", None), exc.__cause__)
+        for candidate in _driver_errors(exc)
     )
 
 
