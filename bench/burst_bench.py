@@ -3,7 +3,8 @@
 Starts a real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQL database
 (or SQLite) and measures, each beside its baseline from the same run:
 
-- **CPU per create**: the server process's user + system time (from `/proc`) over N
+- **CPU per create**: the server's user + system time (from `/proc`, its child processes
+  included, so `--serve-arg=--processes --serve-arg=N` is counted whole) over N
   sequential creates, divided by N, in µs. Baseline: the same number of `GET /health`
   requests through the same server (what the HTTP stack and middlewares cost alone).
   Plain creates (`stream: false`, the whole answer in the reply) and streaming creates
@@ -44,10 +45,33 @@ from tests.e2e.conftest import Server, start_server, stop_server
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(pid: str) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system time of `pid` and its threads so far (fields 14 and 15 of stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    """User + system time so far of `pid` and its live descendants (`serve --processes N`
+    serves in children), threads included: fields 14 and 15 of each one's stat."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat(entry.name)[1])
+            except (OSError, IndexError):  # exited while we looked
+                continue
+    tree, total = {pid}, 0.0
+    grew = True
+    while grew:  # pids wrap, so a child's may be below its parent's: go until nothing joins
+        joining = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= joining
+        grew = bool(joining)
+    for member in tree:
+        try:
+            fields = _stat(str(member))
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
 
 
 def pct(values: list[float], p: float) -> float:

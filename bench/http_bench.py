@@ -3,7 +3,10 @@
 Starts a server (scripted engine, zero delay) on PostgreSQL or SQLite, then for 1, 16 and
 128 concurrent streaming clients measures SSE events/s delivered, and compares the time to
 the first content delta over HTTP with the time to the first delta of the engine called
-directly in-process. Prints medians over the rounds; not a test.
+directly in-process. Prints medians over the rounds; not a test. Beside each load, the cores
+it kept busy (from `/proc`): the whole machine's, the server's (its `--processes` children
+included) and PostgreSQL's, if it runs on the same machine; a server process near 1.0 is
+what one process can give.
 
     .venv/bin/python bench/http_bench.py --database postgres --seconds 10
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,7 +29,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.engines.scripted import ScriptedEngine
+from bench.burst_bench import cpu_seconds
 from bench.databases import PG, drop_postgres, fresh_postgres
+from bench.store_bench import cpu_busy, postgres_cpu
 from domain.generation import Prompt
 from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
 from tests.e2e.conftest import start_server, stop_server
@@ -187,15 +193,27 @@ def run(args: argparse.Namespace, processes: int) -> None:
         )
         print(f"direct engine first delta: p50 {d50:.3f} ms  p99 {d99:.3f} ms")
         for clients in (int(c) for c in args.clients.split(",")):
+            busy0, total0 = cpu_busy()
+            server0, pg0 = cpu_seconds(server.process.pid), sum(postgres_cpu().values())
+            t0 = time.perf_counter()
             r = load_in_processes(
                 server.base_url, clients, args.seconds, args.tokens, args.procs, args.delay_ms
             )
+            wall = time.perf_counter() - t0
+            busy1, total1 = cpu_busy()
+            server_cores = (cpu_seconds(server.process.pid) - server0) / wall
+            pg_cores = (sum(postgres_cpu().values()) - pg0) / wall
+            machine = (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
             print(
                 f"clients={clients:4d} events/s={r['events_per_s']:9.0f} "
                 f"responses={r['responses']:6.0f} "
                 f"first-event p50/p99={r['ttfe_p50_ms']:.1f}/{r['ttfe_p99_ms']:.1f} ms "
                 f"first-delta p50/p99={r['ttfd_p50_ms']:.1f}/{r['ttfd_p99_ms']:.1f} ms "
                 f"added p50={r['ttfd_p50_ms'] - d50:.1f} ms"
+            )
+            print(
+                f"  cores busy: machine {machine:.1f} of {os.cpu_count()}, server "
+                f"{server_cores:.2f}, postgres {pg_cores:.2f} (client processes' start included)"
             )
     finally:
         stop_server(server)
