@@ -23,7 +23,7 @@ from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
 from adapters.store.multihost import engine_arguments, racing_connect
-from adapters.store.rawpool import RawPool
+from adapters.store.rawpool import HeldConnection, RawPool
 from adapters.store.rows import Append, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
@@ -203,10 +203,10 @@ class PostgresEventStore(SqlEventStore):
         # The same pool, whose connections run each statement as its own transaction.
         self.statements = engine.execution_options(isolation_level="AUTOCOMMIT")
         # The hottest single statements skip SQLAlchemy altogether (rawpool.py): the group
-        # commit's (one flush at a time per writer; two for a second writer or `append`)
-        # and the tails' reads, each on connections of their own.
+        # commit's, on one connection it keeps (one flush at a time; a second writer or a
+        # direct `append` waits its turn), and the tails' reads, on a pool of their own.
         self.raw = RawPool(url, settings)
-        self.raw_commit = RawPool(url, settings, max_size=2)
+        self.raw_commit = HeldConnection(url, settings)
         self.catchup = CatchUp(self.hub, self._fetch_many)
         channels = {
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
