@@ -44,18 +44,23 @@ IDLE_SECONDS = 60.0
 CLOSE_SECONDS = 5.0
 
 
+def _limits(settings: StoreSettings) -> dict[str, Any]:
+    """asyncpg's connect options for the store's connect and statement timeouts."""
+    options: dict[str, Any] = {}
+    if settings.connect_timeout is not None:
+        options["timeout"] = settings.connect_timeout
+    if settings.statement_timeout is not None:
+        options["command_timeout"] = settings.statement_timeout
+    return options
+
+
 class RawPool:
     """asyncpg connections for single statements, made when first asked for."""
 
-    def __init__(self, url: URL, settings: StoreSettings, max_size: int | None = None) -> None:
-        """`max_size`: at most this many connections (default: the store's `pool_size`, else
-        `MAX_SIZE`)."""
+    def __init__(self, url: URL, settings: StoreSettings) -> None:
+        """At most the store's `pool_size` connections, else `MAX_SIZE`."""
         self._dsn = asyncpg_dsn(url)
-        self._options: dict[str, Any] = {}
-        if settings.connect_timeout is not None:
-            self._options["timeout"] = settings.connect_timeout
-        if settings.statement_timeout is not None:
-            self._options["command_timeout"] = settings.statement_timeout
+        self._options = _limits(settings)
         self._acquire_timeout = settings.connect_timeout
         # A URL of several hosts that wants the writable one connects as the engine does
         # (each attempt with the same timeouts).
@@ -63,8 +68,7 @@ class RawPool:
         self._connect: Callable[..., Awaitable[Any]] | None = None
         if racing is not None:
             self._connect = _ignoring_arguments(racing)
-        size = max_size or settings.pool_size or MAX_SIZE
-        self._max_size = max(1, size)
+        self._max_size = max(1, settings.pool_size or MAX_SIZE)
         self._pool: asyncpg.Pool | None = None
         self._making = asyncio.Lock()
 
@@ -117,16 +121,13 @@ class HeldConnection:
 
     Made on first use; closed after `IDLE_SECONDS` unused; dropped, for a new one at the
     next statement, when it is lost (as the pool terminates such a connection) or when a
-    statement on it is cancelled midway (its state is then unknown)."""
+    statement on it times out or is cancelled midway (its state is then unknown). An error
+    the server answered (a conflict, a constraint) leaves it as it was, and kept."""
 
     def __init__(self, url: URL, settings: StoreSettings) -> None:
         dsn = asyncpg_dsn(url)
-        options: dict[str, Any] = {}
-        if settings.connect_timeout is not None:
-            options["timeout"] = settings.connect_timeout
-        if settings.statement_timeout is not None:
-            options["command_timeout"] = settings.statement_timeout
-        racing = racing_connect(url, dict(options))
+        options = _limits(settings)
+        racing = racing_connect(url, dict(options))  # as `RawPool` connects
 
         async def plain() -> Any:
             return await asyncpg.connect(dsn, **options)
