@@ -149,8 +149,9 @@ async def frames(
     finished = ended = False
     try:
         while not ended:
-            try:
-                item = await asyncio.wait_for(queue.get(), keepalive_s)
+            try:  # `timeout`, not `wait_for`: no task per wait (one per write of a stream)
+                async with asyncio.timeout(keepalive_s):
+                    item = await queue.get()
             except TimeoutError:
                 yield KEEPALIVE
                 continue

@@ -231,7 +231,8 @@ class GroupCommitWriter:
             if delay > 0 and self._queued_events < self.max_batch_events:
                 self._full.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), delay)
+                    async with asyncio.timeout(delay):  # no task per flush, as `wait_for` makes
+                        await self._full.wait()
             last_start = loop.time()
             taken = self._take()
             if taken:

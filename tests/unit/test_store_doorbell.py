@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from adapters.store.hub import Hub, stream_key
-from adapters.store.listener import doorbell_payload, parse_payload
+from adapters.store.listener import CHANNEL, Listener, doorbell_payload, parse_payload
 from service.ports import StoredEvent
 
 
@@ -32,6 +32,22 @@ def test_three_hundred_streams_still_fit_by_name() -> None:
     _, keys = parse_payload(doorbell_payload("me", ids))
     assert keys is not None
     assert len(keys) == 300
+
+
+def test_the_listener_rings_for_other_processes_commits_only() -> None:
+    """A process hears its own flushes' notifications too; their events reached its hub at
+    the commit, so only another origin's ring the tails (`origin` "ab" is a prefix of "abc"
+    but not its origin)."""
+    rung: list[list[str] | None] = []
+    listener = Listener("postgresql://unused", rung.append, "ab")
+    for origin, ids in (
+        ("ab", ["resp_a"]),
+        ("abc", ["resp_b"]),
+        ("ab", [f"r{i}" for i in range(2000)]),
+    ):
+        listener._on_notify(None, 0, CHANNEL, doorbell_payload(origin, ids))
+    listener._on_notify(None, 0, CHANNEL, doorbell_payload("xy", [f"r{i}" for i in range(2000)]))
+    assert rung == [[stream_key("resp_b")], None]
 
 
 async def test_a_key_names_only_its_streams_subscribers() -> None:
