@@ -196,7 +196,7 @@ class SqlEventStore(ReadModel):
         rows = await self._page_rows((stream_id, after, limit, max_bytes))
         fetched = int(rows[0][5]) if rows else 0
         page = [self._shared(stream_id, row) for row in rows]
-        if any(blobs.needs(e.facts) or blobs.needs(e.data) for e in page):
+        if blobs.any_reference(page):  # one search in C, not a Python test per event
             async with self.statements.connect() as conn:
                 page = await blobs.resolve(conn, page)
             for event in page:
