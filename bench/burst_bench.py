@@ -11,7 +11,13 @@ Starts a real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQ
   (`stream: true`, read to the end) are measured apart; the scripted answer is
   `--tokens` tokens long, so generation is part of the figure, as it is for a client.
 - **Burst**: `--burst` streaming creates sent in the same instant, time to the first
-  content delta of each (p50/p99 over the rounds). Baseline: one streaming create alone.
+  content delta of each (p50/p99 over the rounds), and the server's CPU per create in the
+  burst. Baseline: one streaming create alone. The burst's client is a minimal one of raw
+  sockets (`RawBurst`: its connections opened before each burst, one prepared request
+  written on each, the chunked replies read with a scan for the first delta), so that the
+  figure is the server's: on the 2-core box an httpx client on the same machine spends
+  more CPU on 64 streams than the server does, and sends the requests one after another
+  while it works. The same burst through httpx is printed beside it, for comparison.
 
     .venv/bin/python bench/burst_bench.py --creates 300 --burst 64 --rounds 5
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -130,6 +137,76 @@ async def burst(client: httpx.AsyncClient, size: int, tokens: int) -> list[float
     return list(await asyncio.gather(*tasks))
 
 
+class RawBurst:
+    """Streaming creates sent together over raw HTTP/1.1 connections, each reply read to its
+    end: what a burst costs the server, with as little of the client's own CPU as possible
+    (a load generator such as wrk works the same way).
+
+    Each burst opens its connections first, then writes one prepared request on every one
+    in the same loop turn, so that the server sees them together, as it sees requests from
+    many clients; the connections close after the burst."""
+
+    def __init__(self, base_url: str, tokens: int) -> None:
+        host, port = base_url.removeprefix("http://").rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        payload = json.dumps(body(tokens, True)).encode()
+        self.request = (
+            f"POST /v1/responses HTTP/1.1\r\nhost: {host}:{port}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
+        ).encode() + payload
+
+    async def _one(
+        self, stream: tuple[asyncio.StreamReader, asyncio.StreamWriter], go: asyncio.Event
+    ) -> float:
+        reader, writer = stream
+        await go.wait()
+        t0 = time.perf_counter()
+        writer.write(self.request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"create refused: {head[:200]!r}")
+        seen = 0.0
+        while True:  # the chunked body: one chunk per server write, whole SSE frames
+            size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
+            chunk = await reader.readexactly(size + 2)
+            if not size:
+                break
+            if not seen and b'.delta"' in chunk:
+                seen = time.perf_counter() - t0
+        if not seen:
+            raise RuntimeError("a stream ended without a delta")
+        return seen
+
+    async def burst(self, size: int) -> list[float]:
+        """Seconds from each request's write to its first content delta."""
+        streams = [await asyncio.open_connection(self.host, self.port) for _ in range(size)]
+        try:
+            go = asyncio.Event()
+            tasks = [asyncio.create_task(self._one(stream, go)) for stream in streams]
+            await asyncio.sleep(0.05)  # every task waits on the event before the burst begins
+            go.set()
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for _, writer in streams:
+                writer.close()
+
+
+async def raw_bursts(
+    pid: int, raw: RawBurst, size: int, rounds: int
+) -> tuple[list[float], list[float]]:
+    """`rounds` bursts: every first delta's seconds, and each burst's server CPU per create
+    (µs; the group commit that follows the last reply counted)."""
+    firsts: list[float] = []
+    cpu: list[float] = []
+    for _ in range(rounds):
+        await asyncio.sleep(0.5)
+        before = cpu_seconds(pid)
+        firsts += await raw.burst(size)
+        await asyncio.sleep(0.3)
+        cpu.append((cpu_seconds(pid) - before) / size * 1e6)
+    return firsts, cpu
+
+
 async def measure(server: Server, args: argparse.Namespace) -> None:
     pid = server.process.pid
     limits = httpx.Limits(max_connections=args.burst + 4, max_keepalive_connections=args.burst + 4)
@@ -146,15 +223,28 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         print(f"| create, stream: true | {streamed:,.0f} | {streamed / health:.2f}x |")
 
         alone = [await first_delta(client, args.tokens) for _ in range(args.rounds * 10)]
-        bursts: list[float] = []
+        raw = RawBurst(server.base_url, args.tokens)
+        await raw.burst(args.burst)  # warm up
+        firsts, burst_cpu = await raw_bursts(pid, raw, args.burst, args.rounds)
+        through_httpx: list[float] = []
         for _ in range(args.rounds):
             await asyncio.sleep(0.5)
-            bursts += await burst(client, args.burst, args.tokens)
+            through_httpx += await burst(client, args.burst, args.tokens)
     print(f"\ntime to first delta, {args.rounds} rounds:")
-    print("| streams started together | p50 ms | p99 ms |")
-    print("|---|---|---|")
-    print(f"| baseline: 1 | {statistics.median(alone) * 1e3:.1f} | {pct(alone, 99) * 1e3:.1f} |")
-    print(f"| {args.burst} | {statistics.median(bursts) * 1e3:.1f} | {pct(bursts, 99) * 1e3:.1f} |")
+    print("| streams started together | p50 ms | p99 ms | server CPU per create |")
+    print("|---|---|---|---|")
+    print(
+        f"| baseline: 1 | {statistics.median(alone) * 1e3:.1f} | {pct(alone, 99) * 1e3:.1f} "
+        f"| {streamed:,.0f} µs (sequential) |"
+    )
+    print(
+        f"| {args.burst} | {statistics.median(firsts) * 1e3:.1f} | {pct(firsts, 99) * 1e3:.1f} "
+        f"| {statistics.median(burst_cpu):,.0f} µs (median of the bursts) |"
+    )
+    print(
+        f"| {args.burst}, through httpx | {statistics.median(through_httpx) * 1e3:.1f} "
+        f"| {pct(through_httpx, 99) * 1e3:.1f} | |"
+    )
 
 
 async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
@@ -173,9 +263,11 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
     kinds = ("health", "plain", "stream")
     cpu: dict[str, dict[str, list[float]]] = {name: {k: [] for k in kinds} for name in servers}
     bursts: dict[str, list[float]] = {name: [] for name in servers}
+    burst_cpu: dict[str, list[float]] = {name: [] for name in servers}
+    raws = {name: RawBurst(server.base_url, args.tokens) for name, server in servers.items()}
     try:
         for name in servers:
-            await burst(clients[name], args.burst, args.tokens)  # warm up
+            await raws[name].burst(args.burst)  # warm up
         for _ in range(args.batches):
             for send in kinds:
                 for name, server in servers.items():
@@ -183,9 +275,10 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
                     got = await cpu_per_request(pid, clients[name], args.batch, send, args.tokens)
                     cpu[name][send].append(got)
         for _ in range(args.rounds):
-            for name in servers:
-                await asyncio.sleep(0.5)
-                bursts[name] += await burst(clients[name], args.burst, args.tokens)
+            for name, server in servers.items():
+                firsts, cpu_each = await raw_bursts(server.process.pid, raws[name], args.burst, 1)
+                bursts[name] += firsts
+                burst_cpu[name] += cpu_each
     finally:
         for client in clients.values():
             await client.aclose()
@@ -201,6 +294,8 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
     for kind in kinds:
         b, a = (statistics.median(cpu[n][kind]) for n in (before, after))
         print(f"| CPU per request, {names[kind]} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
+    b, a = (statistics.median(burst_cpu[n]) for n in (before, after))
+    print(f"| CPU per create in a burst of {args.burst} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
     for label, p in (("p50", 50.0), ("p99", 99.0)):
         b, a = (pct(bursts[n], p) * 1e3 for n in (before, after))
         print(
