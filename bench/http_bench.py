@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +127,44 @@ async def load(
     }
 
 
+_start: Any = None  # a client process's barrier (set by `_init`)
+
+
+def _init(barrier: Any) -> None:
+    global _start
+    _start = barrier
+
+
 def _load_proc(args: tuple[str, int, float, int, float]) -> dict[str, Any]:
     base, clients, seconds, tokens, delay_ms = args
+    _start.wait()  # every client process started and its imports done
     return asyncio.run(load(base, clients, seconds, tokens, raw=True, delay_ms=delay_ms))
 
 
 def load_in_processes(
-    base: str, clients: int, seconds: float, tokens: int, procs: int, delay_ms: float
+    base: str,
+    clients: int,
+    seconds: float,
+    tokens: int,
+    procs: int,
+    delay_ms: float,
+    on_start: Callable[[], None] = lambda: None,
 ) -> dict[str, float]:
     """The same load spread over `procs` client processes (one Python client process
-    saturates long before the server does)."""
+    saturates long before the server does). `on_start` runs once every client process has
+    started, as they begin their load, so that what it measures leaves their start out."""
     procs = max(1, min(procs, clients))
     shares = [clients // procs + (i < clients % procs) for i in range(procs)]
-    with multiprocessing.get_context("spawn").Pool(procs) as pool:
-        parts = pool.map(_load_proc, [(base, n, seconds, tokens, delay_ms) for n in shares])
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(procs + 1)
+    with context.Pool(procs, initializer=_init, initargs=(barrier,)) as pool:
+        # One task per process: each waits at the barrier, so none can take a second.
+        pending = pool.map_async(
+            _load_proc, [(base, n, seconds, tokens, delay_ms) for n in shares], chunksize=1
+        )
+        barrier.wait(timeout=120)
+        on_start()
+        parts = pending.get()
     ttfe = [v for p in parts for v in p["ttfe"]]
     ttfd = [v for p in parts for v in p["ttfd"]]
     return {
@@ -193,12 +218,24 @@ def run(args: argparse.Namespace, processes: int) -> None:
         )
         print(f"direct engine first delta: p50 {d50:.3f} ms  p99 {d99:.3f} ms")
         for clients in (int(c) for c in args.clients.split(",")):
-            busy0, total0 = cpu_busy()
-            server0, pg0 = cpu_seconds(server.process.pid), sum(postgres_cpu().values())
-            t0 = time.perf_counter()
+            start: list[float] = []
+
+            # The load's start, its client processes' start left out.
+            def mark(into: list[float] = start) -> None:
+                busy, total = cpu_busy()
+                server_s, pg_s = cpu_seconds(server.process.pid), sum(postgres_cpu().values())
+                into.extend((busy, total, server_s, pg_s, time.perf_counter()))
+
             r = load_in_processes(
-                server.base_url, clients, args.seconds, args.tokens, args.procs, args.delay_ms
+                server.base_url,
+                clients,
+                args.seconds,
+                args.tokens,
+                args.procs,
+                args.delay_ms,
+                on_start=mark,
             )
+            busy0, total0, server0, pg0, t0 = start
             wall = time.perf_counter() - t0
             busy1, total1 = cpu_busy()
             server_cores = (cpu_seconds(server.process.pid) - server0) / wall
@@ -213,7 +250,7 @@ def run(args: argparse.Namespace, processes: int) -> None:
             )
             print(
                 f"  cores busy: machine {machine:.1f} of {os.cpu_count()}, server "
-                f"{server_cores:.2f}, postgres {pg_cores:.2f} (client processes' start included)"
+                f"{server_cores:.2f}, postgres {pg_cores:.2f} (over the load)"
             )
     finally:
         stop_server(server)
