@@ -4,7 +4,6 @@ the app injects, and encodes its answer."""
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from functools import partial
 from typing import Annotated, Any, Literal
@@ -18,6 +17,7 @@ from litestar.response import Stream
 from adapters.http import sse
 from adapters.http.auth import principal_of
 from adapters.http.sse import frames
+from adapters.http.streaming import EventStream
 from domain.errors import InvalidRequest
 from domain.objects import ResponseObject
 from service import compaction, reads, responses, status, stopping, tokens
@@ -97,26 +97,16 @@ def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
     return Response(data, status_code=status, media_type=JSON)
 
 
-def _stream(body: AsyncIterator[bytes], slot: Slot, media_type: str = SSE) -> Stream:
-    held = _holding(body, slot)
-    # A body that is never iterated (the client left first) never runs its `finally`.
-    weakref.finalize(held, slot.release)
-    return Stream(
-        held,
+def _stream(body: AsyncIterator[bytes], slot: Slot, media_type: str = SSE) -> EventStream:
+    return EventStream(
+        body,
+        slot,
         media_type=media_type,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-async def _holding(body: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in body:
-            yield chunk
-    finally:
-        slot.release()
-
-
-def _sse(events: AsyncGenerator[StoredEvent, None], slot: Slot, settings: Settings) -> Stream:
+def _sse(events: AsyncGenerator[StoredEvent, None], slot: Slot, settings: Settings) -> EventStream:
     return _stream(frames(events, keepalive_s=settings.keepalive_s), slot)
 
 

@@ -31,6 +31,10 @@ MAX_QUEUED_BYTES = 256 * 1024
 _END = object()
 
 
+class Last(bytes):
+    """A stream's final write (the end of the body goes out with it: adapters/http/streaming.py)."""
+
+
 def _size(item: object) -> int:
     if isinstance(item, StoredEvent):
         return len(item.data) + len(item.facts or b"")
@@ -179,8 +183,11 @@ async def frames(
                 item = queue.get_nowait()
             if ended and done is not None:
                 chunk.append(done)
-            for write in pack(chunk):
+            writes = list(pack(chunk))
+            for write in writes[:-1]:
                 yield write
+            if writes:
+                yield Last(writes[-1]) if ended else writes[-1]
     finally:
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -1,0 +1,135 @@
+"""The HTTP response of a stream of events (SSE or JSON Lines): litestar's `Stream`, with
+an ASGI body of our own that does two things litestar's does not.
+
+- **The last write carries the end of the body.** A body's writes go out as they come,
+  each an `http.response.body` with `more_body: True`; litestar then ends the body with an
+  empty one, which uvicorn sends as a write of its own (the chunked encoding's `0\\r\\n\\r\\n`).
+  `frames` marks its final write (`Last`), and it goes out with `more_body: False`: one
+  write to the client less for every stream, and one pass less through the middlewares'
+  `send`. The final write waits until the body's generator has finished, so that the
+  stream's cleanup (its tail dropped, its stream slot released) is done before the client
+  sees the end, as it was before.
+- **One plain asyncio task watches for the client's disconnect**, where litestar runs the
+  body in an anyio task group beside a listener (a cancel scope, a task group and a task
+  handle for every stream). The body runs in the request's own task; the watcher cancels
+  it when the client goes away, and that cancellation ends the body as litestar's did (the
+  generator's `finally` runs, the request's task goes on). Any other cancellation of the
+  task is not absorbed (`Task.uncancel`, as `asyncio.timeout` does it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import weakref
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from litestar.background_tasks import BackgroundTask, BackgroundTasks
+from litestar.connection import Request
+from litestar.datastructures import Cookie
+from litestar.enums import MediaType
+from litestar.response import Stream
+from litestar.response.base import ASGIResponse
+from litestar.response.streaming import ASGIStreamingResponse
+from litestar.types import HTTPResponseBodyEvent, Receive, Send, TypeEncodersMap
+from litestar.utils.helpers import get_enum_string_value
+
+from adapters.http.sse import Last
+from service.quotas import Slot
+
+
+class _Body(ASGIStreamingResponse):
+    """The ASGI response: see the module's doc."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, *, slot: Slot, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.slot = slot
+
+    async def send_body(self, send: Send, receive: Receive) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        state = {"gone": False, "ending": False}
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            # uvicorn also answers `http.disconnect` once the response is complete
+            if not state["ending"]:
+                state["gone"] = True
+                task.cancel()
+
+        watcher = asyncio.create_task(watch())
+        last = b""
+        try:
+            async for chunk in self.iterator:
+                if isinstance(chunk, Last):  # sent with the end, once the generator is done
+                    last = bytes(chunk)
+                    continue
+                body: HTTPResponseBodyEvent = {
+                    "type": "http.response.body",
+                    "body": chunk if isinstance(chunk, bytes) else chunk.encode(self.encoding),
+                    "more_body": True,
+                }
+                await send(body)
+            self.slot.release()
+            state["ending"] = True
+            end: HTTPResponseBodyEvent = {
+                "type": "http.response.body",
+                "body": last,
+                "more_body": False,
+            }
+            await send(end)
+        except asyncio.CancelledError:
+            if state["gone"] and task.uncancel() == 0:
+                return  # the client went away: the stream ends here, as litestar's would
+            raise
+        finally:
+            watcher.cancel()
+            self.slot.release()
+
+
+class EventStream(Stream):
+    """A stream of events that holds `slot` (the key's stream quota) until it ends, or
+    until it is dropped unsent (a client that left before the body began)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(
+        self, body: AsyncIterator[bytes], slot: Slot, *, media_type: str, headers: dict[str, str]
+    ) -> None:
+        super().__init__(body, media_type=media_type, headers=headers)
+        self.slot = slot
+        weakref.finalize(body, slot.release)
+
+    def to_asgi_response(
+        self,
+        app: Any,
+        request: Request[Any, Any, Any],
+        *,
+        background: BackgroundTask | BackgroundTasks | None = None,
+        cookies: Iterable[Cookie] | None = None,
+        encoded_headers: Iterable[tuple[bytes, bytes]] | None = None,
+        headers: dict[str, str] | None = None,
+        is_head_response: bool = False,
+        media_type: MediaType | str | None = None,
+        status_code: int | None = None,
+        type_encoders: TypeEncodersMap | None = None,
+    ) -> ASGIResponse:
+        # As `Stream.to_asgi_response` (litestar 2), with our body.
+        merged = {**headers, **self.headers} if headers is not None else self.headers
+        return _Body(
+            slot=self.slot,
+            background=self.background or background,
+            content_length=0,
+            cookies=self.cookies if cookies is None else itertools.chain(self.cookies, cookies),
+            encoded_headers=encoded_headers,
+            encoding=self.encoding,
+            headers=merged,
+            is_head_response=is_head_response,
+            iterator=self.iterator,
+            media_type=get_enum_string_value(media_type or self.media_type or MediaType.JSON),
+            status_code=self.status_code or status_code,
+        )

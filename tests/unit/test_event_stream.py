@@ -1,0 +1,132 @@
+"""The ASGI body of an event stream (adapters/http/streaming.py): its last write carries the
+end of the body, the stream's slot is let go before the client sees that end, a client that
+goes away ends the body quietly, and any other cancellation is not swallowed."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from adapters.http.sse import DONE, frames
+from adapters.http.streaming import EventStream
+from service.ports import StoredEvent
+from service.quotas import StreamSlots
+
+Message = dict[str, Any]
+
+
+def event(position: int, kind: str = "response.output_text.delta") -> StoredEvent:
+    data = f'{{"type":"{kind}","sequence_number":{position}}}'.encode()
+    return StoredEvent("resp_x", position, kind, data, None, 0.0)
+
+
+async def tail(
+    events: list[StoredEvent], gate: asyncio.Event | None = None
+) -> AsyncIterator[StoredEvent]:
+    for e in events:
+        if gate is not None and e.terminal:
+            await gate.wait()  # the stream pauses before its end
+        yield e
+
+
+class Client:
+    """uvicorn's side of the ASGI exchange: `receive` answers `http.disconnect` once the
+    client has gone or the response is complete, as uvicorn does. `open_at_end`: the
+    streams its key held when the end of the body was sent."""
+
+    def __init__(self, slots: StreamSlots) -> None:
+        self.slots = slots
+        self.sent: list[Message] = []
+        self.ended = asyncio.Event()
+        self.gone = asyncio.Event()
+        self.open_at_end: int | None = None
+        self.first = asyncio.Event()
+
+    async def receive(self) -> Message:
+        done = asyncio.ensure_future(self.ended.wait())
+        left = asyncio.ensure_future(self.gone.wait())
+        await asyncio.wait({done, left}, return_when=asyncio.FIRST_COMPLETED)
+        done.cancel()
+        left.cancel()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body":
+            self.first.set()
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.open_at_end = self.slots.open("key")
+            self.ended.set()
+
+    @property
+    def bodies(self) -> list[Message]:
+        return [m for m in self.sent if m["type"] == "http.response.body"]
+
+    async def started(self) -> None:
+        await self.first.wait()
+
+
+def stream(events: AsyncIterator[StoredEvent], slots: StreamSlots, closed: list[bool]) -> Any:
+    body = frames(events, keepalive_s=None, on_close=closed.append)  # type: ignore[arg-type]
+    response = EventStream(body, slots.acquire("key"), media_type="text/event-stream", headers={})
+    return response.to_asgi_response(None, None)  # type: ignore[arg-type]
+
+
+async def test_the_last_write_carries_the_end_of_the_body_after_the_slot_is_let_go() -> None:
+    slots, closed = StreamSlots(1), []
+    client = Client(slots)
+    events = [event(0, "response.created"), event(1), event(2, "response.completed")]
+    asgi = stream(tail(events), slots, closed)
+    await asyncio.wait_for(asgi({"type": "http"}, client.receive, client.send), 5)
+    bodies = client.bodies
+    assert [m["more_body"] for m in bodies] == [True] * (len(bodies) - 1) + [False]
+    last = b"event: response.completed\ndata: " + events[2].data + b"\n\n" + DONE
+    assert bodies[-1]["body"].endswith(last)
+    assert all(m["body"] for m in bodies), "no empty write just to end the body"
+    assert closed == [True]
+    assert client.open_at_end == 0  # let go before the client could see the end
+    slots.acquire("key")
+
+
+async def test_a_client_that_goes_away_ends_the_body_quietly() -> None:
+    slots, closed = StreamSlots(1), []
+    client = Client(slots)
+    gate = asyncio.Event()  # never set: the stream waits for its end forever
+    asgi = stream(
+        tail([event(0, "response.created"), event(1, "response.completed")], gate), slots, closed
+    )
+    sending = asyncio.create_task(asgi({"type": "http"}, client.receive, client.send))
+    await client.started()
+    client.gone.set()
+    assert await asyncio.wait_for(sending, 5) is None  # no CancelledError out of the request
+    assert closed == [False]
+    assert all(m["more_body"] for m in client.bodies)  # uvicorn ends a dropped connection itself
+    slots.acquire("key")
+
+
+async def test_a_cancellation_from_elsewhere_is_not_swallowed() -> None:
+    slots, closed = StreamSlots(1), []
+    client = Client(slots)
+    gate = asyncio.Event()
+    asgi = stream(
+        tail([event(0, "response.created"), event(1, "response.completed")], gate), slots, closed
+    )
+    sending = asyncio.create_task(asgi({"type": "http"}, client.receive, client.send))
+    await client.started()
+    sending.cancel()  # a server shutting down, say
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    assert closed == [False]
+    slots.acquire("key")
+
+
+async def test_a_stream_dropped_before_its_body_began_lets_its_slot_go() -> None:
+    slots, closed = StreamSlots(1), []
+    asgi = stream(tail([event(0, "response.completed")]), slots, closed)
+    del asgi
+    gc.collect()
+    slots.acquire("key")
