@@ -109,6 +109,16 @@ class _Live:
             raise StoreUnavailable("the server is still starting")
         return self.access
 
+    # The same as dependencies, chained: litestar resolves the dependencies a handler takes
+    # that depend on nothing in one anyio task group, a task each (three tasks and a group,
+    # every request). Each of these takes the one before it (its argument, otherwise
+    # unused), so that every level holds one dependency, which litestar awaits in place.
+    def bundle_after(self, settings: Any) -> Bundle:
+        return self.bundle()
+
+    def admission_after(self, bundle: Any) -> Access:
+        return self.admission()
+
 
 def create_app(settings: Settings, *, process: Process | None = None) -> Litestar:
     """The resplog app over `process` (the caller keeps it running), or else over one that
@@ -144,9 +154,9 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             openapi_json,
         ],
         dependencies={
-            "bundle": Provide(live.bundle, sync_to_thread=False),
-            "access": Provide(live.admission, sync_to_thread=False),
             "settings": Provide(lambda: settings, sync_to_thread=False),
+            "bundle": Provide(live.bundle_after, sync_to_thread=False),
+            "access": Provide(live.admission_after, sync_to_thread=False),
         },
         lifespan=[lifespan],
         guards=[auth.admission(live.admission)],
