@@ -1,12 +1,21 @@
 """End-to-end SSE throughput and time-to-first-event through a real `resplog serve`.
 
 Starts a server (scripted engine, zero delay) on PostgreSQL or SQLite, then for 1, 16 and
-128 concurrent streaming clients measures SSE events/s delivered, and compares the time to
-the first content delta over HTTP with the time to the first delta of the engine called
-directly in-process. Prints medians over the rounds; not a test. Beside each load, the cores
-it kept busy (from `/proc`): the whole machine's, the server's (its `--processes` children
-included) and PostgreSQL's, if it runs on the same machine; a server process near 1.0 is
-what one process can give.
+128 concurrent streaming clients measures SSE events/s and answer tokens/s delivered, and
+compares the time to the first content delta over HTTP with the time to the first delta of
+the engine called directly in-process. Prints medians over the rounds; not a test.
+
+Tokens/s is the throughput to compare between loads. The runner merges the deltas that
+queue up while an append is in flight into one event (`service/batching.py`), so how many
+events carry an answer depends on how the server's load paces its appends, and, for the
+scripted engine, which runs in the server's own event loop, on how often that loop gives
+the engine a turn: the same answers go out in more or fewer events, and events/s is not a
+fixed unit of work. Every answer is `--tokens` tokens, read to its end, so tokens/s is
+answers * tokens over the seconds taken.
+
+Beside each load, the cores it kept busy (from `/proc`): the whole machine's, the server's
+(its `--processes` children included) and PostgreSQL's, if it runs on the same machine; a
+server process near 1.0 is what one process can give.
 
     .venv/bin/python bench/http_bench.py --database postgres --seconds 10
 """
@@ -119,6 +128,7 @@ async def load(
         return {"events": total, "elapsed": elapsed, "ttfe": ttfe, "ttfd": ttfd}
     return {
         "events_per_s": total / elapsed,
+        "tokens_per_s": len(ttfe) * tokens / elapsed,
         "responses": len(ttfe),
         "ttfe_p50_ms": pct(ttfe, 50) * 1e3,
         "ttfe_p99_ms": pct(ttfe, 99) * 1e3,
@@ -169,6 +179,7 @@ def load_in_processes(
     ttfd = [v for p in parts for v in p["ttfd"]]
     return {
         "events_per_s": sum(p["events"] / p["elapsed"] for p in parts),
+        "tokens_per_s": sum(len(p["ttfe"]) * tokens / p["elapsed"] for p in parts),
         "responses": len(ttfe),
         "ttfe_p50_ms": pct(ttfe, 50) * 1e3,
         "ttfe_p99_ms": pct(ttfe, 99) * 1e3,
@@ -243,6 +254,7 @@ def run(args: argparse.Namespace, processes: int) -> None:
             machine = (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
             print(
                 f"clients={clients:4d} events/s={r['events_per_s']:9.0f} "
+                f"tokens/s={r['tokens_per_s']:9.0f} "
                 f"responses={r['responses']:6.0f} "
                 f"first-event p50/p99={r['ttfe_p50_ms']:.1f}/{r['ttfe_p99_ms']:.1f} ms "
                 f"first-delta p50/p99={r['ttfd_p50_ms']:.1f}/{r['ttfd_p99_ms']:.1f} ms "
