@@ -70,8 +70,19 @@ class LeaseKeeper:
         return self._closed
 
     def launch(self, claim: Claim, state: ResponseState, prompt: Prompt) -> Generation:
-        """Run a claimed background response here; one cancelled meanwhile ends at once."""
+        """Run a claimed background response here; one cancelled meanwhile ends at once.
+
+        A response this process already runs is not started twice: the one it runs is
+        returned. That happens when this process's worker claims a new background
+        response (rung by another process's doorbell) between its create's commit and the
+        create's own `acquire`, which a lease of this process's own satisfies; two
+        generations would both append, and the loser of the race stops the winner's stream
+        with it (found by tests/e2e/test_failover.py: the response then ended `failed`,
+        `worker_lost`, once its lease lapsed)."""
         rid = claim.response_id
+        running = self._runner.get(rid)
+        if running is not None:
+            return running
         gen = self._runner.launch(state, prompt)
         self._background.add(rid)
         assert gen.task is not None

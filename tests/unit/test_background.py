@@ -20,6 +20,7 @@ from service import stopping
 from service.background import Background
 from service.bundle import Bundle
 from service.ports import Claim
+from service.reads import load_state
 from service.sweeper import Sweeper
 from service.worker import Worker
 from tests.integration import streams
@@ -354,3 +355,24 @@ async def test_a_generation_launched_while_shutting_down_is_ended_too(
     await shutdown
     for rid in (first.response.id, late.response.id):
         assert await end_reason(svc, rid) == ("response.failed", "server_shutdown")
+
+
+async def test_a_response_this_process_already_runs_is_not_launched_twice(
+    processes: Processes,
+) -> None:
+    """Its worker claimed it first, then the create's `acquire` (which a lease of the
+    process's own satisfies) launches it: one generation, which completes."""
+    api = await processes.start(slots=0)
+    rid = (await uc.create_response(api, request(input="x", background=True), OWNER)).response.id
+    gpu = await processes.start(ScriptedEngine(delay_s=0.005, tokens=40), owner="proc-b")
+    assert await Worker(gpu).claim_once() == 1
+    first = gpu.runner.get(rid)
+    assert first is not None
+    claim = await gpu.leases.acquire(rid)
+    assert claim is not None  # granted again: the lease is this process's own
+    state = await load_state(gpu, rid)
+    assert state.response is not None and state.facts is not None
+    again = gpu.keeper.launch(claim, state, uc.prompt_from_facts(state.response, state.facts, []))
+    assert again is first
+    assert project(await first.wait()).status == "completed"
+    assert (await status_of(gpu, rid)) == "completed"
