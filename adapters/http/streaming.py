@@ -51,14 +51,15 @@ class _Body(ASGIStreamingResponse):
     async def send_body(self, send: Send, receive: Receive) -> None:
         task = asyncio.current_task()
         assert task is not None
-        state = {"gone": False, "ending": False}
+        gone = ending = False
 
         async def watch() -> None:
+            nonlocal gone
             while (await receive())["type"] != "http.disconnect":
                 pass
             # uvicorn also answers `http.disconnect` once the response is complete
-            if not state["ending"]:
-                state["gone"] = True
+            if not ending:
+                gone = True
                 task.cancel()
 
         watcher = asyncio.create_task(watch())
@@ -75,7 +76,7 @@ class _Body(ASGIStreamingResponse):
                 }
                 await send(body)
             self.slot.release()
-            state["ending"] = True
+            ending = True
             end: HTTPResponseBodyEvent = {
                 "type": "http.response.body",
                 "body": last,
@@ -83,7 +84,7 @@ class _Body(ASGIStreamingResponse):
             }
             await send(end)
         except asyncio.CancelledError:
-            if state["gone"] and task.uncancel() == 0:
+            if gone and task.uncancel() == 0:
                 return  # the client went away: the stream ends here, as litestar's would
             raise
         finally:
