@@ -423,7 +423,10 @@ async def paced(store: SqlEventStore, log: Log, args: argparse.Namespace) -> dic
 
 async def remote(log: Log, args: argparse.Namespace) -> dict[str, float]:
     work = plans(args.streams, int(args.rate * args.seconds) // 2)
-    run = await process_phase(log.url, work, rate=args.rate, **OPTS)
+    # The other process freezes its startup heap once started, as `serve` does
+    # (adapters/cli/memory.py): without it a full collection there, 100 ms on this box,
+    # stalls every tail in it and sets the p99, a pause no server of ours makes.
+    run = await process_phase(log.url, work, rate=args.rate, gc_freeze=True, **OPTS)
     print("    ", run.line())
     return {
         "remote tail p50 ms": pct(run.steady, 50) * 1e3,
