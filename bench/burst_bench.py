@@ -12,12 +12,14 @@ Starts a real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQ
   `--tokens` tokens long, so generation is part of the figure, as it is for a client.
 - **Burst**: `--burst` streaming creates sent in the same instant, time to the first
   content delta of each (p50/p99 over the rounds), and the server's CPU per create in the
-  burst. Baseline: one streaming create alone. The burst's client is a minimal one of raw
-  sockets (`RawBurst`: its connections opened before each burst, one prepared request
-  written on each, the chunked replies read with a scan for the first delta), so that the
-  figure is the server's: on the 2-core box an httpx client on the same machine spends
-  more CPU on 64 streams than the server does, and sends the requests one after another
-  while it works. The same burst through httpx is printed beside it, for comparison.
+  burst. Baselines: one streaming create alone, and (the floor) a burst of as many
+  `GET /health` requests, what the HTTP stack alone costs in that shape. The burst's
+  client is a minimal one of raw sockets (`RawBurst`: its connections opened before each
+  burst, one prepared request written on each, the chunked replies read with a scan for
+  the first delta), so that the figure is the server's: on the 2-core box an httpx client
+  on the same machine spends more CPU on 64 streams than the server does, and sends the
+  requests one after another while it works. The same burst through httpx is printed
+  beside it, for comparison.
 
     .venv/bin/python bench/burst_bench.py --creates 300 --burst 64 --rounds 5
 
@@ -146,9 +148,15 @@ class RawBurst:
     in the same loop turn, so that the server sees them together, as it sees requests from
     many clients; the connections close after the burst."""
 
-    def __init__(self, base_url: str, tokens: int) -> None:
+    def __init__(self, base_url: str, tokens: int, *, health: bool = False) -> None:
+        """`health`: each request a `GET /health` instead (the burst's floor: what the
+        HTTP stack alone costs in the same shape), timed to the end of its reply."""
         host, port = base_url.removeprefix("http://").rsplit(":", 1)
         self.host, self.port = host, int(port)
+        self.health = health
+        if health:
+            self.request = f"GET /health HTTP/1.1\r\nhost: {host}:{port}\r\n\r\n".encode()
+            return
         payload = json.dumps(body(tokens, True)).encode()
         self.request = (
             f"POST /v1/responses HTTP/1.1\r\nhost: {host}:{port}\r\n"
@@ -164,7 +172,11 @@ class RawBurst:
         writer.write(self.request)
         head = await reader.readuntil(b"\r\n\r\n")
         if not head.startswith(b"HTTP/1.1 200"):
-            raise RuntimeError(f"create refused: {head[:200]!r}")
+            raise RuntimeError(f"request refused: {head[:200]!r}")
+        if self.health:  # a plain reply: its length is in the head
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            return time.perf_counter() - t0
         seen = 0.0
         while True:  # the chunked body: one chunk per server write, whole SSE frames
             size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
@@ -226,6 +238,10 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         raw = RawBurst(server.base_url, args.tokens)
         await raw.burst(args.burst)  # warm up
         firsts, burst_cpu = await raw_bursts(pid, raw, args.burst, args.rounds)
+        floor = RawBurst(server.base_url, args.tokens, health=True)
+        await floor.burst(args.burst)  # warm up
+        # A burst of GETs costs a few /proc ticks: the mean over more of them.
+        health_firsts, health_cpu = await raw_bursts(pid, floor, args.burst, args.rounds * 4)
         through_httpx: list[float] = []
         for _ in range(args.rounds):
             await asyncio.sleep(0.5)
@@ -244,6 +260,11 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
     print(
         f"| {args.burst}, through httpx | {statistics.median(through_httpx) * 1e3:.1f} "
         f"| {pct(through_httpx, 99) * 1e3:.1f} | |"
+    )
+    print(
+        f"| floor: {args.burst} `GET /health` together (to the end of each reply) "
+        f"| {statistics.median(health_firsts) * 1e3:.1f} | {pct(health_firsts, 99) * 1e3:.1f} "
+        f"| {statistics.mean(health_cpu):,.0f} µs a request (mean of {len(health_cpu)} bursts) |"
     )
 
 
