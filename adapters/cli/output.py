@@ -78,8 +78,8 @@ class Bar:
             self.progress.console.quiet = True
         self.progress.stop()
 
-    def stream(self) -> None:
-        self.progress.advance(self.task)
+    def stream(self, n: int = 1) -> None:
+        self.progress.advance(self.task, n)
 
     def event(self, n: int = 1) -> None:
         self.events += n

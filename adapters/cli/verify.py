@@ -1,11 +1,19 @@
 """`resplog verify`: re-fold every stream (or the given ones) and report each violation of
-the log's invariants with its stream and position; exit 1 if there is any."""
+the log's invariants with its stream and position; exit 1 if there is any.
+
+`--all --jobs N` checks the responses in N processes, each a slice of them in the scan's
+order (`LogScan.cuts`), while this one checks the orphaned streams and, after, the
+conversations: a stream is folded in Python, a CPU's work (about 20 µs an event), so one
+process is what held a whole-log check back (docs/performance.md, "verify --all")."""
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
+import queue as queues
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 import msgspec
@@ -14,13 +22,16 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, counted, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
-from domain.errors import NotFound
+from domain.errors import NotFound, ResplogError
 from service.audit.conversation_check import check_conversation
 from service.audit.verify import Finding, StreamCheck
 from service.ports import StoredEvent
 
 if TYPE_CHECKING:
-    from adapters.store.scan import Head, LogScan
+    from multiprocessing.process import BaseProcess
+    from multiprocessing.queues import Queue
+
+    from adapters.store.scan import Head, LogScan, Selection
 
 
 class Report(msgspec.Struct, kw_only=True):
@@ -42,13 +53,27 @@ class Report(msgspec.Struct, kw_only=True):
             f"{counted(bad, 'stream')}, {counted(len(self.warnings), 'warning')}"
         )
 
+    def add(self, other: Report) -> None:
+        self.streams += other.streams
+        self.events += other.events
+        self.violations += other.violations
+        self.warnings += other.warnings
+
+
+class Progress(Protocol):
+    def stream(self, n: int = 1) -> None: ...
+    def event(self, n: int = 1) -> None: ...
+
+
+Emit = Callable[[Finding], None]
+
 
 class _Verifier:
-    def __init__(self, scan: LogScan, bar: Bar, stale_after: float, echo: bool) -> None:
+    def __init__(self, scan: LogScan, bar: Progress, stale_after: float, emit: Emit | None) -> None:
         self.scan = scan
         self.bar = bar
         self.stale_after = stale_after
-        self.echo = echo
+        self.emit = emit
         self.report = Report()
 
     async def run(self, source: AsyncIterator[Head | StoredEvent]) -> None:
@@ -76,9 +101,9 @@ class _Verifier:
         self.report.events += check.events
         self.report.violations += found
         self.report.warnings += [stale] if stale else []
-        if self.echo:
+        if self.emit is not None:
             for finding in [*found, *([stale] if stale else [])]:
-                click.echo(finding.line())
+                self.emit(finding)
         self.bar.stream()
 
 
@@ -98,6 +123,122 @@ async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[He
             yield item
 
     return await scan.count(Selection()), everything()
+
+
+# --- --all --jobs N ------------------------------------------------------------------------
+
+
+class _Relay:
+    """A part's progress, sent to the parent a few times a second rather than per event."""
+
+    def __init__(self, out: Queue[Any]) -> None:
+        self.out = out
+        self.streams = self.events = 0
+        self.sent = time.monotonic()
+
+    def stream(self, n: int = 1) -> None:
+        self.streams += n
+        if time.monotonic() - self.sent > 0.25:
+            self.flush()
+
+    def event(self, n: int = 1) -> None:
+        self.events += n
+
+    def flush(self) -> None:
+        self.out.put(("progress", self.streams, self.events))
+        self.streams = self.events = 0
+        self.sent = time.monotonic()
+
+
+def _part(index: int, url: str, selection: Selection, stale_after: float, out: Queue[Any]) -> None:
+    """One part of `verify --all --jobs N`, in a process of its own: its findings as it
+    makes them, its progress, then its report (or why it could not finish) to the parent."""
+
+    async def work() -> Report:
+        from adapters.store.scan import LogScan
+
+        async with opened(url) as store:
+            scan = LogScan(store)
+            relay = _Relay(out)
+            verifier = _Verifier(scan, relay, stale_after, lambda f: out.put(("finding", f.line())))
+            await verifier.run(scan.streams(selection))
+            relay.flush()
+            return verifier.report
+
+    try:
+        out.put(("done", index, run(work())))
+    except ResplogError as exc:  # the store's own: "cannot use the database …"
+        out.put(("failed", str(exc)))
+    except Exception as exc:
+        out.put(("failed", f"unexpected {type(exc).__name__}: {exc}"))
+
+
+async def _parts(
+    scan: LogScan, url: str, jobs: int, stale_after: float, bar: Bar, emit: Emit | None
+) -> Report:
+    """Every response stream in `jobs` processes, the orphans here meanwhile."""
+    from adapters.store.scan import Selection
+
+    cuts = await scan.cuts(Selection(), jobs)
+    slices = [
+        Selection(after=a, through=b) for a, b in zip([None, *cuts], [*cuts, None], strict=True)
+    ]
+    context = multiprocessing.get_context("spawn")  # no copy of this process's loop or pool
+    out: Queue[Any] = context.Queue()
+    procs = [
+        context.Process(target=_part, args=(i, url, part, stale_after, out), daemon=True)
+        for i, part in enumerate(slices)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        here = _Verifier(scan, bar, stale_after, emit)
+        gathering = asyncio.ensure_future(_gather(out, procs, bar, emit))
+        try:
+            await here.run(scan.orphans())
+        except BaseException:
+            gathering.cancel()
+            raise
+        report = Report()
+        for part in await gathering:
+            report.add(part)
+        report.add(here.report)
+        return report
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+
+
+async def _gather(
+    out: Queue[Any], procs: Sequence[BaseProcess], bar: Bar, emit: Emit | None
+) -> list[Report]:
+    """The parts' reports, in the order of their slices; their findings and progress
+    passed on as they come."""
+    reports: dict[int, Report] = {}
+    while len(reports) < len(procs):
+        try:
+            message = await asyncio.to_thread(out.get, True, 0.5)
+        except queues.Empty:
+            lost = [p for i, p in enumerate(procs) if p.exitcode is not None and i not in reports]
+            if lost:  # a part that ended without a word: killed, or out of memory
+                raise ResplogError(
+                    f"a verify process ended without its report (exit code {lost[0].exitcode})"
+                ) from None
+            continue
+        kind, *rest = message
+        if kind == "progress":
+            bar.stream(rest[0])
+            bar.event(rest[1])
+        elif kind == "finding":
+            if emit is not None:
+                click.echo(rest[0])
+        elif kind == "failed":
+            raise ResplogError(rest[0])
+        else:
+            reports[rest[0]] = rest[1]
+    return [reports[i] for i in range(len(procs))]
 
 
 async def _conversations(store: Any, report: Report, *, echo: bool) -> None:
@@ -132,6 +273,15 @@ async def _conversations(store: Any, report: Report, *, echo: bool) -> None:
     help="Warn about a running response whose lease expired (or, without a lease, whose "
     "last event was) longer ago than this.",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --all: check the responses in N processes at once, a slice of them each "
+    "(a core each; the database serves them all). The findings are the same; their lines "
+    "come in the order they are found.",
+)
 @progress_option
 @json_option
 def verify(
@@ -139,6 +289,7 @@ def verify(
     ids: tuple[str, ...],
     everything: bool,
     stale_after: float,
+    jobs: int,
     progress: bool | None,
     as_json: bool,
 ) -> None:
@@ -147,8 +298,11 @@ def verify(
     --all, every conversation's stream against its read model too."""
     if everything == bool(ids):
         raise click.UsageError("give response ids or --all")
+    if jobs > 1 and not everything:
+        raise click.UsageError("--jobs is for --all")
     for rid in ids:
         response_id(rid)
+    emit: Emit | None = None if as_json else lambda finding: click.echo(finding.line())
 
     async def work() -> Report:
         from adapters.store.scan import LogScan
@@ -157,12 +311,16 @@ def verify(
             scan = LogScan(store)
             total, source = await _sources(scan, list(dict.fromkeys(ids)))
             with Bar("verifying", total, False if len(ids) == 1 else progress) as bar:
-                verifier = _Verifier(scan, bar, stale_after, echo=not as_json)
-                await verifier.run(source)
+                if jobs > 1:
+                    report = await _parts(scan, database_url, jobs, stale_after, bar, emit)
+                else:
+                    verifier = _Verifier(scan, bar, stale_after, emit)
+                    await verifier.run(source)
+                    report = verifier.report
                 bar.done()
             if everything:
-                await _conversations(store, verifier.report, echo=not as_json)
-            return verifier.report
+                await _conversations(store, report, echo=not as_json)
+            return report
 
     report = run(work())
     if as_json:

@@ -24,17 +24,29 @@ from service.ports import ResponseRow, StoredEvent
 _CHUNK = 500  # ids per IN (...) list
 
 
+Key = tuple[float, str]  # a row's place in the scan's order: (created_at, id)
+
+
 class Selection(msgspec.Struct, frozen=True, kw_only=True):
-    """Which responses: created in [since, until), of an owner, in some statuses."""
+    """Which responses: created in [since, until), of an owner, in some statuses; and a
+    slice of the scan's order, after `after` up to and including `through` (`LogScan.cuts`
+    makes them, for a scan in parallel parts)."""
 
     owner: str | None = None
     since: float | None = None
     until: float | None = None
     statuses: tuple[str, ...] | None = None
+    after: Key | None = None
+    through: Key | None = None
 
     def where(self) -> list[sa.ColumnElement[bool]]:
         c = t_responses.c
         conds: list[sa.ColumnElement[bool]] = []
+        key = sa.tuple_(c.created_at, c.id)
+        if self.after is not None:
+            conds.append(key > sa.tuple_(*self.after))
+        if self.through is not None:
+            conds.append(key <= sa.tuple_(*self.through))
         if self.owner is not None:
             conds.append(c.owner == self.owner)
         if self.since is not None:
@@ -74,11 +86,36 @@ class LogScan:
         async with self.store.engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
+    @guarded
+    async def cuts(self, selection: Selection, parts: int) -> list[Key]:
+        """Up to `parts - 1` keys that split the selected rows into `parts` slices of about
+        the same number of rows (fewer where there are fewer rows than parts): slice i is
+        `after=cuts[i-1], through=cuts[i]`, the first with no `after`, the last with no
+        `through`. One index walk per key (`ix_responses_created`), of at most the whole
+        table: milliseconds for a million responses."""
+        total = await self.count(selection)
+        c = t_responses.c
+        lasts = sorted({total * i // parts - 1 for i in range(1, parts)} - {-1, total - 1})
+        keys: list[Key] = []
+        async with self.store.engine.connect() as conn:
+            for last in lasts:  # the offset of the last row of a slice
+                query = (
+                    sa.select(c.created_at, c.id)
+                    .where(*selection.where())
+                    .order_by(c.created_at, c.id)
+                    .offset(last)
+                    .limit(1)
+                )
+                row = (await conn.execute(query)).first()
+                if row is not None:
+                    keys.append((row[0], row[1]))
+        return sorted(set(keys))  # rows created meanwhile may shift an offset: still in order
+
     @guarded_iter
     async def records(self, selection: Selection) -> AsyncGenerator[list[ResponseRow], None]:
         """The selected rows, oldest first, a page at a time."""
         c = t_responses.c
-        key: tuple[float, str] | None = None
+        key: Key | None = None
         while True:
             conds = selection.where()
             if key is not None:

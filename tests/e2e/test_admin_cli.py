@@ -544,6 +544,28 @@ def test_verify_reports_every_violation_with_stream_and_position_and_exits_1(
     assert damaged.text.stdout.splitlines()[-1].startswith("FAILED: ")
 
 
+def test_verify_in_parallel_parts_finds_what_one_process_finds(damaged: Damaged) -> None:
+    """`--jobs N`: the same streams, events and findings, the same lines and exit code, with
+    fewer responses than parts too (no empty part)."""
+
+    def key(finding: dict[str, Any]) -> tuple[str, int | None, str]:
+        return finding["stream_id"], finding["position"], finding["kind"]
+
+    one = damaged.report
+    for jobs in ("3", "50"):
+        result = resplog("verify", "--all", "--json", "--jobs", jobs, url=damaged.url)
+        assert result.returncode == 1, result.stderr
+        got = json.loads(result.stdout)
+        assert (got["streams"], got["events"]) == (one["streams"], one["events"])
+        assert sorted(map(key, got["violations"])) == sorted(map(key, one["violations"]))
+        assert sorted(map(key, got["warnings"])) == sorted(map(key, one["warnings"]))
+    text = resplog("verify", "--all", "--jobs", "2", url=damaged.url)
+    assert text.returncode == 1
+    assert sorted(text.stdout.splitlines()) == sorted(damaged.text.stdout.splitlines())
+    refused = resplog("verify", "resp_x", "--jobs", "2", url=damaged.url)
+    assert refused.returncode == 2 and "--jobs is for --all" in refused.stderr
+
+
 # --- errors -------------------------------------------------------------------------------------
 
 

@@ -77,6 +77,36 @@ async def test_the_scan_gives_each_stream_after_its_row_whole_and_in_order(
     assert await scan.existing(picked) == set(picked[:2])
 
 
+async def test_cuts_split_the_scan_into_slices_that_cover_every_row_once(
+    store: SqlEventStore,
+) -> None:
+    """`verify --all --jobs N`'s slices: together every selected stream once, in order, each
+    slice about as long as the others; rows that share a `created_at` are split by id; more
+    parts than rows give no empty slice."""
+    owner = f"cuts_{secrets.token_hex(4)}"
+    made = [
+        await write(store, streams.script(deltas=1, owner=owner, created_at=2000 + n // 2))
+        for n in range(7)
+    ]
+    scan = LogScan(store, rows_page=2, events_page=3)
+    whole = [rid for rid, _ in await collect(scan.streams(Selection(owner=owner)))]
+    assert sorted(whole) == sorted(made)
+    for parts in (1, 2, 3, 7, 12):
+        cuts = await scan.cuts(Selection(owner=owner), parts)
+        assert len(cuts) == min(parts, 7) - 1 and cuts == sorted(cuts)
+        slices = [
+            [
+                rid
+                for rid, _ in await collect(
+                    scan.streams(Selection(owner=owner, after=a, through=b))
+                )
+            ]
+            for a, b in zip([None, *cuts], [*cuts, None], strict=True)
+        ]
+        assert [rid for part in slices for rid in part] == whole
+        assert max(map(len, slices)) - min(map(len, slices)) <= 1, slices
+
+
 async def test_events_without_a_row_are_found_as_orphans(empty: SqlEventStore) -> None:
     """`verify --all` also sees streams whose read-model row is gone."""
     rid = await write(empty, streams.script(deltas=1))
