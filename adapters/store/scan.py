@@ -22,6 +22,7 @@ from adapters.store.transient import guarded, guarded_iter
 from service.ports import ResponseRow, StoredEvent
 
 _CHUNK = 500  # ids per IN (...) list
+_KEYS_PAGE = 10_000  # rows' keys per page for `cuts`
 
 
 Key = tuple[float, str]  # a row's place in the scan's order: (created_at, id)
@@ -88,28 +89,53 @@ class LogScan:
 
     @guarded
     async def cuts(self, selection: Selection, parts: int) -> list[Key]:
-        """Up to `parts - 1` keys that split the selected rows into `parts` slices of about
-        the same number of rows (fewer where there are fewer rows than parts): slice i is
-        `after=cuts[i-1], through=cuts[i]`, the first with no `after`, the last with no
-        `through`. One index walk per key (`ix_responses_created`), of at most the whole
-        table: milliseconds for a million responses."""
-        total = await self.count(selection)
+        """Up to `parts - 1` keys that split the selected streams into `parts` slices of
+        about as many events (a row weighs its `version` + 1: its stream's events when it was
+        read), never an empty one: slice i is `after=cuts[i-1], through=cuts[i]`, the first
+        with no `after`, the last with no `through`. Events, not rows, because streams differ
+        a hundredfold in length and a part's time is its events'. One pass over the rows'
+        keys and versions (`ix_responses_created`, then the heap), in keyset pages."""
         c = t_responses.c
-        lasts = sorted({total * i // parts - 1 for i in range(1, parts)} - {-1, total - 1})
-        keys: list[Key] = []
+        weight = c.version + 1
+        query = sa.select(sa.func.coalesce(sa.func.sum(weight), 0)).where(*selection.where())
         async with self.store.engine.connect() as conn:
-            for last in lasts:  # the offset of the last row of a slice
-                query = (
-                    sa.select(c.created_at, c.id)
-                    .where(*selection.where())
-                    .order_by(c.created_at, c.id)
-                    .offset(last)
-                    .limit(1)
-                )
-                row = (await conn.execute(query)).first()
-                if row is not None:
-                    keys.append((row[0], row[1]))
-        return sorted(set(keys))  # rows created meanwhile may shift an offset: still in order
+            total = int((await conn.execute(query)).scalar_one())
+        targets = [total * i / parts for i in range(1, parts)]
+        keys: list[Key] = []
+        seen, previous = 0, None
+        key: Key | None = None
+        while targets:
+            conds = selection.where()
+            if key is not None:
+                conds.append(sa.tuple_(c.created_at, c.id) > sa.tuple_(*key))
+            page_query = (
+                sa.select(c.created_at, c.id, weight)
+                .where(*conds)
+                .order_by(c.created_at, c.id)
+                .limit(_KEYS_PAGE)
+            )
+            async with self.store.engine.connect() as conn:
+                page = [(float(r[0]), str(r[1]), int(r[2])) for r in await conn.execute(page_query)]
+            for created_at, rid, events in page:
+                before, seen = seen, seen + events
+                while targets and seen > targets[0]:  # this row crosses a target:
+                    target = targets.pop(0)  # cut on whichever side of it is nearer
+                    cut = (created_at, rid) if seen - target <= target - before else previous
+                    if cut is not None and (not keys or keys[-1] != cut):
+                        keys.append(cut)
+                previous = (created_at, rid)
+            if len(page) < _KEYS_PAGE:
+                break
+            key = previous
+        if keys and not await self._any_after(selection, keys[-1]):
+            keys.pop()  # a cut after the last row would leave the last part nothing
+        return keys
+
+    async def _any_after(self, selection: Selection, key: Key) -> bool:
+        c = t_responses.c
+        conds = [*selection.where(), sa.tuple_(c.created_at, c.id) > sa.tuple_(*key)]
+        async with self.store.engine.connect() as conn:
+            return (await conn.execute(sa.select(c.id).where(*conds).limit(1))).first() is not None
 
     @guarded_iter
     async def records(self, selection: Selection) -> AsyncGenerator[list[ResponseRow], None]:

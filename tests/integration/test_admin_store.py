@@ -107,6 +107,23 @@ async def test_cuts_split_the_scan_into_slices_that_cover_every_row_once(
         assert max(map(len, slices)) - min(map(len, slices)) <= 1, slices
 
 
+async def test_cuts_weigh_each_stream_by_its_events(store: SqlEventStore) -> None:
+    """A long stream first: with two parts it is a slice by itself, the short ones the
+    other, since a part's time is its events'."""
+    owner = f"cuts_{secrets.token_hex(4)}"
+    long = await write(store, streams.script(deltas=60, owner=owner, created_at=3000))
+    short = [
+        await write(store, streams.script(deltas=1, owner=owner, created_at=3001 + n))
+        for n in range(6)
+    ]
+    assert len(await store.read(long)) > sum([len(await store.read(r)) for r in short])
+    scan = LogScan(store)
+    cuts = await scan.cuts(Selection(owner=owner), 2)
+    assert [rid for _, rid in cuts] == [long]
+    rest = await collect(scan.streams(Selection(owner=owner, after=cuts[0])))
+    assert [rid for rid, _ in rest] == short
+
+
 async def test_events_without_a_row_are_found_as_orphans(empty: SqlEventStore) -> None:
     """`verify --all` also sees streams whose read-model row is gone."""
     rid = await write(empty, streams.script(deltas=1))
