@@ -9,6 +9,7 @@ read by a global sequence: docs/storage.md explains why such a feed skips rows.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any
 
 import msgspec
 import sqlalchemy as sa
@@ -66,6 +67,15 @@ class Head(msgspec.Struct, frozen=True):
     record: ResponseRow | None
 
 
+def _page(selection: Selection, key: Key | None, limit: int, *columns: Any) -> sa.Select[Any]:
+    """A keyset page of the selected rows in the scan's order, after `key` (which is past
+    the selection's own `after`, where it has one)."""
+    if key is not None:
+        selection = msgspec.structs.replace(selection, after=key)
+    c = t_responses.c
+    return sa.select(*columns).where(*selection.where()).order_by(c.created_at, c.id).limit(limit)
+
+
 class LogScan:
     """Reads for `verify`, `export` and the other admin commands."""
 
@@ -105,15 +115,7 @@ class LogScan:
         seen, previous = 0, None
         key: Key | None = None
         while targets:
-            conds = selection.where()
-            if key is not None:
-                conds.append(sa.tuple_(c.created_at, c.id) > sa.tuple_(*key))
-            page_query = (
-                sa.select(c.created_at, c.id, weight)
-                .where(*conds)
-                .order_by(c.created_at, c.id)
-                .limit(_KEYS_PAGE)
-            )
+            page_query = _page(selection, key, _KEYS_PAGE, c.created_at, c.id, weight)
             async with self.store.engine.connect() as conn:
                 page = [(float(r[0]), str(r[1]), int(r[2])) for r in await conn.execute(page_query)]
             for created_at, rid, events in page:
@@ -132,26 +134,16 @@ class LogScan:
         return keys
 
     async def _any_after(self, selection: Selection, key: Key) -> bool:
-        c = t_responses.c
-        conds = [*selection.where(), sa.tuple_(c.created_at, c.id) > sa.tuple_(*key)]
+        query = _page(selection, key, 1, t_responses.c.id)
         async with self.store.engine.connect() as conn:
-            return (await conn.execute(sa.select(c.id).where(*conds).limit(1))).first() is not None
+            return (await conn.execute(query)).first() is not None
 
     @guarded_iter
     async def records(self, selection: Selection) -> AsyncGenerator[list[ResponseRow], None]:
         """The selected rows, oldest first, a page at a time."""
-        c = t_responses.c
         key: Key | None = None
         while True:
-            conds = selection.where()
-            if key is not None:
-                conds.append(sa.tuple_(c.created_at, c.id) > sa.tuple_(*key))
-            query = (
-                sa.select(t_responses)
-                .where(*conds)
-                .order_by(c.created_at, c.id)
-                .limit(self.rows_page)
-            )
+            query = _page(selection, key, self.rows_page, t_responses)
             async with self.store.engine.connect() as conn:
                 page = [row_of(r) for r in await conn.execute(query)]
             if page:
