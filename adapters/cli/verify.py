@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import queue as queues
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -157,6 +158,7 @@ def _part(index: int, url: str, selection: Selection, stale_after: float, out: Q
     async def work() -> Report:
         from adapters.store.scan import LogScan
 
+        exit_with_parent()
         async with opened(url) as store:
             scan = LogScan(store)
             relay = _Relay(out)
@@ -171,6 +173,15 @@ def _part(index: int, url: str, selection: Selection, stale_after: float, out: Q
         out.put(("failed", str(exc)))
     except Exception as exc:
         out.put(("failed", f"unexpected {type(exc).__name__}: {exc}"))
+
+
+def exit_with_parent() -> None:
+    """End this part's process the moment its parent is gone, killed included (a `daemon`
+    process is stopped only by a parent that exits normally), rather than read on for
+    nobody: the parent's sentinel, a pipe, becomes readable when the parent ends."""
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:
+        asyncio.get_running_loop().add_reader(parent.sentinel, os._exit, 1)
 
 
 async def _parts(
