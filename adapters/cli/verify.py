@@ -162,7 +162,7 @@ def _part(index: int, url: str, selection: Selection, stale_after: float, out: Q
         async with opened(url) as store:
             scan = LogScan(store)
             relay = _Relay(out)
-            verifier = _Verifier(scan, relay, stale_after, lambda f: out.put(("finding", f.line())))
+            verifier = _Verifier(scan, relay, stale_after, lambda f: out.put(("finding", f)))
             await verifier.run(scan.streams(selection))
             relay.flush()
             return verifier.report
@@ -244,7 +244,7 @@ async def _gather(
             bar.event(rest[1])
         elif kind == "finding":
             if emit is not None:
-                click.echo(rest[0])
+                emit(rest[0])
         elif kind == "failed":
             raise ResplogError(rest[0])
         else:
