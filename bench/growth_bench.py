@@ -84,6 +84,7 @@ from bench.store_bench import (
     process_phase,
     replay_phase,
 )
+from service.ids import made_at, new_id
 from service.reads import retrieve_raw
 from tests.e2e.conftest import RESPLOG, start_server, stop_server
 
@@ -280,8 +281,14 @@ def compile_group(group: Group, columns: dict[str, list[str]]) -> dict[str, list
     }
 
 
-def new_suffix(old: str) -> str:
-    return secrets.token_hex(len(old) // 2)
+def new_suffix(old: str, shift: int) -> str:
+    """A clone's id suffix: a new id of the second the template's was made, shifted as the
+    clone's times are (so that the loaded log's ids sort by time, as the server makes them:
+    service/ids.py); random, of the same length, for an id of another shape."""
+    made = made_at(f"x_{old}")
+    if made is None:
+        return secrets.token_hex(len(old) // 2)
+    return new_id("x", made + shift).split("_", 1)[1]
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -309,7 +316,7 @@ async def load(
                 when = now - days * 86400 * (1 - events / target)
                 shift = int(when - base)
                 owner = f"tenant{rng.randrange(100):03d}"
-                clone = Clone([new_suffix(s) for s in groups[i].suffixes], shift, owner)
+                clone = Clone([new_suffix(s, shift) for s in groups[i].suffixes], shift, owner)
                 for table, rows in compiled[i].items():
                     batch[table].extend(tuple(cell(clone) for cell in row) for row in rows)
                 events += groups[i].events

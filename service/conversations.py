@@ -8,7 +8,6 @@ server's (`<prefix>_<conversation suffix>_<random>`) unless the client named the
 from __future__ import annotations
 
 import secrets
-import uuid
 from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
@@ -36,6 +35,7 @@ from domain.objects import (
     OutputItem,
 )
 from service.bundle import Bundle
+from service.ids import new_id
 from service.ports import ConversationItems, ConversationRow, StoredEvent
 from service.references import response_of
 
@@ -50,8 +50,8 @@ _PREFIX = {
 }
 
 
-def new_conversation_id() -> str:
-    return f"conv_{uuid.uuid4().hex}{uuid.uuid4().hex[:16]}"
+def new_conversation_id(now: float) -> str:
+    return new_id("conv", now)
 
 
 def _not_found(conversation_id: str) -> NotFound:
@@ -91,8 +91,8 @@ def _with_ids(conversation_id: str, items: list[InputItem]) -> list[InputItem]:
 async def create_conversation(
     svc: Bundle, items: list[InputItem], metadata: dict[str, str], owner: str
 ) -> ConversationObject:
-    cid = new_conversation_id()
     now = svc.clock()
+    cid = new_conversation_id(now)
     conversation = ConversationObject(id=cid, created_at=int(now), metadata=metadata)
     await svc.conversations.create(conversation, owner, _with_ids(cid, items), now)
     return conversation

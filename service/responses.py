@@ -8,7 +8,6 @@ response's object, its final object, or its events as they are logged.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -45,6 +44,7 @@ from domain.truncation import Truncation, cut
 from service.bundle import Bundle
 from service.context import fit
 from service.history import history_for
+from service.ids import new_id
 from service.ports import (
     StoredEvent,
 )
@@ -58,8 +58,8 @@ from service.wire import SET_ASIDE, CreateRequest
 COMPACTION_FACT = "compaction"
 
 
-def new_response_id() -> str:
-    return f"resp_{uuid.uuid4().hex}{uuid.uuid4().hex[:16]}"
+def new_response_id(now: float) -> str:
+    return new_id("resp", now)
 
 
 class Started(msgspec.Struct, frozen=True):
@@ -108,7 +108,7 @@ async def create_response(
     truncation = (await fit(svc, req.response, *view)).truncation
     if truncation is not None:  # the input is kept whole, as sent; the cut is a fact
         extra = {**extra, TRUNCATION_FACT: msgspec.to_builtins(truncation)}
-    rid = rid or new_response_id()
+    rid = rid or new_response_id(svc.clock())
     response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
     extra = aside_ids(rid, extra)
     if req.secrets:
@@ -282,7 +282,7 @@ async def create_tailed(
     """`create_response`, with a tail of the new stream taken before its first append, so
     that the store hands it what this process commits rather than reading it back (one
     read less per streaming create; see `EventStore.subscribe`'s `new`)."""
-    rid = new_response_id()
+    rid = new_response_id(svc.clock())
     tail = svc.store.subscribe(rid, -1, new=True)
     try:
         started = await create_response(svc, req, owner, history=history, rid=rid)

@@ -47,7 +47,7 @@ def stored_response(server: Server, owner: str, tokens: int) -> str:
     engine as fast as the scripted one arrives merged into a few large events instead)."""
 
     async def write() -> str:
-        rid = new_response_id()
+        rid = new_response_id(time.time())
         fresh = ResponseObject(id=rid, created_at=int(time.time()), status="queued", model="m")
         d = create(fresh, RequestFacts(owner=owner, input=[]))
         events: list[AnyEvent] = list(d.events)
