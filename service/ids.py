@@ -10,10 +10,9 @@ first, the streams begun in the same minutes share the leaves at the right edge 
 index, which are in memory and already written since the checkpoint
 (`bench/id_order_bench.py` measures both; docs/performance.md).
 
-Ids stay opaque to clients, as OpenAI's are (theirs also begin with the creation second in
-hex). Ids made before this scheme (48 random hex digits) stay valid everywhere;
-`made_at` tells the two apart, which a partitioning of the log by the time its streams
-began would need (docs/scale.md).
+Ids stay opaque to clients, as OpenAI's are. Ids made before this scheme (48 random hex
+digits) stay valid everywhere; `made_at` tells the two apart, which a partitioning of the
+log by the time its streams began would need (docs/scale.md).
 """
 
 from __future__ import annotations
