@@ -4,8 +4,8 @@ with its method, route template, status, duration, request id, owner and respons
 Never the prompt, a header, a query string or a key: the route is the template
 (`/v1/responses/{response_id}`), the owner is the tenant an API key belongs to, and the only
 thing read from a body is the id at the start of a created response. An ASGI wrapper the
-`serve` command puts around the app (inside the send deadline, so it sees the app's own
-sends).
+`serve` command puts around the app, inside the edge (adapters/http/edge.py), which shows it
+the response's start and first body.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from adapters.http.watch import watch
 from service.access import Principal
 
 Scope = MutableMapping[str, Any]
@@ -32,43 +33,48 @@ _SNIFF_BYTES = 1024
 
 
 class _Seen:
-    def __init__(self, scope: Scope) -> None:
-        self.status = 500  # if the app ends without answering (uvicorn then answers 500)
-        params = scope.get("path_params") or {}
-        given = params.get("response_id")  # as the client sent it: bounded
-        self.response_id: str | None = None if given is None else str(given)[:80]
-        self.sniff = self.response_id is None and scope.get("method") == "POST"
+    """What the request log sees of a response (an `edge.Watcher`): its status, and the id
+    at the start of a created response's first body."""
 
-    def see(self, message: Message) -> None:
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.status = 500  # if the app ends without answering (uvicorn then answers 500)
+        self.sniffed: str | None = None
+
+    def sent(self, message: Message) -> bool:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
-        elif message["type"] == "http.response.body" and self.sniff:
-            self.sniff = False
-            found = _CREATED_ID.search(bytes(message.get("body", b""))[:_SNIFF_BYTES])
-            self.response_id = found.group(1).decode() if found else None
+            return self.scope.get("method") == "POST" and self._given() is None
+        found = _CREATED_ID.search(bytes(message.get("body", b""))[:_SNIFF_BYTES])
+        self.sniffed = found.group(1).decode() if found else None
+        return False
+
+    def response_id(self) -> str | None:
+        given = self._given()
+        return self.sniffed if given is None else given
+
+    def _given(self) -> str | None:
+        """The response id in the path (the routing has filled in the path params by the
+        response's start), as the client sent it: bounded."""
+        given = (self.scope.get("path_params") or {}).get("response_id")
+        return None if given is None else str(given)[:80]
 
 
 def request_log(app: ASGIApp) -> ASGIApp:
-    """`app`, logging one line per HTTP request at INFO on `resplog.requests`."""
+    """`app`, logging one line per HTTP request at INFO on `resplog.requests`; inside the
+    edge (adapters/http/edge.py), which shows it the response."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
         start = time.perf_counter()
-        seen: _Seen | None = None
-
-        async def send_seen(message: Message) -> None:
-            nonlocal seen
-            if seen is None:  # the routing has filled in path params by the first send
-                seen = _Seen(scope)
-            seen.see(message)
-            await send(message)
-
+        seen = _Seen(scope)
+        watch(scope, seen)
         try:
-            await app(scope, receive, send_seen)
+            await app(scope, receive, send)
         finally:
-            _log(scope, seen or _Seen(scope), time.perf_counter() - start)
+            _log(scope, seen, time.perf_counter() - start)
 
     return middleware
 
@@ -76,6 +82,7 @@ def request_log(app: ASGIApp) -> ASGIApp:
 def _log(scope: Scope, seen: _Seen, seconds: float) -> None:
     state = scope.get("state") or {}
     owner = next((v.owner for v in state.values() if isinstance(v, Principal)), None)
+    response_id = seen.response_id()
     fields = {
         "method": scope.get("method", "-"),
         "route": scope.get("path_template") or "(no route)",
@@ -83,7 +90,7 @@ def _log(scope: Scope, seen: _Seen, seconds: float) -> None:
         "duration_ms": round(seconds * 1000, 2),
         "request_id": state.get("request_id"),
         "owner": owner,
-        "response_id": seen.response_id,
+        "response_id": response_id,
     }
     log.info(
         "%s %s %d %.1fms %s owner=%s response=%s",
@@ -93,6 +100,6 @@ def _log(scope: Scope, seen: _Seen, seconds: float) -> None:
         fields["duration_ms"],
         fields["request_id"] or "-",
         owner or "-",
-        seen.response_id or "-",
+        response_id or "-",
         extra={"fields": fields},
     )

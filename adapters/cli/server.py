@@ -211,7 +211,7 @@ async def _serve(
 
     from adapters.cli.protocol import BoundedHttpToolsProtocol
     from adapters.http.app import announce_ready
-    from adapters.http.backpressure import send_deadline
+    from adapters.http.edge import edge
     from adapters.metrics import Metrics
     from adapters.wiring import running_process
 
@@ -221,7 +221,7 @@ async def _serve(
         async with running_process(settings, attach=watching(tracer, metrics)) as process:
             app = await _app(settings, process, tracer, metrics)
             config = uvicorn.Config(
-                send_deadline(app, settings.send_timeout_s),
+                edge(app, settings.send_timeout_s),
                 host=settings.host,
                 port=settings.port,
                 log_level="warning",
@@ -229,6 +229,10 @@ async def _serve(
                 log_config=None if as_json else uvicorn.config.LOGGING_CONFIG,
                 lifespan="on",
                 http=BoundedHttpToolsProtocol,
+                # Nothing reads a request's client address or scheme (no log line, no
+                # URL is made from them), so uvicorn's rewriting of them from
+                # `X-Forwarded-*` headers would be one more layer for every request.
+                proxy_headers=False,
                 timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
                 **_websocket_options(settings),
             )

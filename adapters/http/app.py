@@ -12,9 +12,7 @@ from typing import Any
 import msgspec
 from litestar import Litestar, Request, Response, get
 from litestar.di import Provide
-from litestar.enums import ScopeType
 from litestar.openapi import OpenAPIConfig
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.http import auth, errors, routes, sockets
 from adapters.http import conversations as conversation_routes
@@ -28,28 +26,6 @@ from service.wire.schema import create_body_components
 
 log = logging.getLogger("resplog")
 VERSION = "0.1.0"
-
-
-def request_ids(app: ASGIApp) -> ASGIApp:
-    """Give every request an id, in `scope["state"]` and the `x-request-id` header."""
-
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP:
-            await app(scope, receive, send)
-            return
-        rid = errors.new_request_id()
-        scope.setdefault("state", {})["request_id"] = rid
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append((b"x-request-id", rid.encode()))
-                message["headers"] = headers
-            await send(message)
-
-        await app(scope, receive, send_with_id)
-
-    return middleware
 
 
 @get("/ready", summary="Readiness: database reachable and migrated, engine answering")
@@ -122,7 +98,8 @@ class _Live:
 
 def create_app(settings: Settings, *, process: Process | None = None) -> Litestar:
     """The resplog app over `process` (the caller keeps it running), or else over one that
-    the app lifespan opens from `settings` and drains and closes at shut-down."""
+    the app lifespan opens from `settings` and drains and closes at shut-down. `serve` runs
+    it behind the edge (adapters/http/edge.py), which gives every request its id."""
     live = _Live()
 
     @contextlib.asynccontextmanager
@@ -159,9 +136,8 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             "access": Provide(live.admission_after, sync_to_thread=False),
         },
         lifespan=[lifespan],
-        guards=[auth.admission(live.admission)],
+        before_request=auth.admission(live.admission),
         exception_handlers={Exception: errors.handle},
-        middleware=[request_ids],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(title="resplog", version=VERSION, path="/schema"),
         logging_config=None,

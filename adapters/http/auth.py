@@ -5,13 +5,11 @@ the OpenAPI schema stay open.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from litestar import Request
 from litestar.connection import ASGIConnection
-from litestar.enums import ScopeType
-from litestar.handlers.base import BaseRouteHandler
-from litestar.types import Guard
 
 from domain.errors import Unauthenticated
 from service.access import Access, Principal
@@ -33,18 +31,17 @@ def bearer(header: str | None) -> str | None:
     return token.strip() or None
 
 
-def admission(access: Callable[[], Access]) -> Guard:
-    """A litestar guard on every route: admit `/v1` requests (401 or 429 otherwise) through
-    the running process's `Access`."""
+def admission(access: Callable[[], Access]) -> Callable[[Request[Any, Any, Any]], Awaitable[None]]:
+    """Litestar's `before_request` of every HTTP route: admit `/v1` requests (401 or 429
+    otherwise) through the running process's `Access`, before the handler's arguments are
+    read. (Not a guard: litestar hands each guard a copy of the route handler, made anew
+    for every request. A WebSocket handshake is admitted by its route: sockets.py.)"""
 
-    async def admit(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        socket = connection.scope["type"] == ScopeType.WEBSOCKET
-        if socket or not protected(connection.scope["path"]):
-            # The WebSocket route admits its handshake itself (adapters/http/sockets.py), to
-            # refuse it with an HTTP answer: a guard could only close the socket.
+    async def admit(request: Request[Any, Any, Any]) -> None:
+        if not protected(request.scope["path"]):
             return
-        principal = await access().admit(bearer(connection.headers.get("authorization")))
-        connection.scope.setdefault("state", {})[_PRINCIPAL] = principal
+        principal = await access().admit(bearer(request.headers.get("authorization")))
+        request.scope.setdefault("state", {})[_PRINCIPAL] = principal
 
     return admit
 

@@ -42,7 +42,7 @@ def _abort_connection(send: Send) -> bool:
     return True
 
 
-def _flow(send: Send) -> Any:
+def flow_of(send: Send) -> Any:
     """uvicorn's flow control of an HTTP connection, if `send` is uvicorn's own.
 
     Its HTTP `send` waits only while the transport has paused writing (its buffer past the
@@ -60,7 +60,8 @@ _WRITES = {ScopeType.HTTP: "http.response.body", ScopeType.WEBSOCKET: "websocket
 
 def send_deadline(app: ASGIApp, timeout: float) -> ASGIApp:
     """`app` with a deadline of `timeout` seconds (0: none) on each body write. Wrap the
-    outermost app, so that `send` is the server's own."""
+    outermost app, so that `send` is the server's own. (`serve` runs HTTP requests through
+    adapters/http/edge.py, which applies the same deadline with `send_within`.)"""
     if timeout <= 0:
         return app
 
@@ -69,25 +70,28 @@ def send_deadline(app: ASGIApp, timeout: float) -> ASGIApp:
             await app(scope, receive, send)
             return
         write = _WRITES[scope["type"]]
-        flow = _flow(send) if scope["type"] == ScopeType.HTTP else None
+        flow = flow_of(send) if scope["type"] == ScopeType.HTTP else None
 
-        async def send_within(message: Message) -> None:
+        async def within(message: Message) -> None:
             if message["type"] != write or (flow is not None and not flow.write_paused):
                 await send(message)  # uvicorn hands it to the transport without waiting
                 return
-            try:
-                async with asyncio.timeout(timeout):
-                    await send(message)
-            except TimeoutError:
-                rid = scope.get("state", {}).get("request_id", "-")
-                log.warning(
-                    "request %s: the client read nothing for %gs; dropping the connection",
-                    rid,
-                    timeout,
-                )
-                if not _abort_connection(send):
-                    raise SendTimeout(f"no write within {timeout}s") from None
+            await send_within(send, message, timeout, scope)
 
-        await app(scope, receive, send_within)
+        await app(scope, receive, within)
 
     return middleware
+
+
+async def send_within(send: Send, message: Message, seconds: float, scope: Scope) -> None:
+    """`send(message)`, the connection aborted if it takes longer than `seconds`."""
+    try:
+        async with asyncio.timeout(seconds):
+            await send(message)
+    except TimeoutError:
+        rid = scope.get("state", {}).get("request_id", "-")
+        log.warning(
+            "request %s: the client read nothing for %gs; dropping the connection", rid, seconds
+        )
+        if not _abort_connection(send):
+            raise SendTimeout(f"no write within {seconds}s") from None

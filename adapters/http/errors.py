@@ -164,8 +164,8 @@ def new_request_id() -> str:
 def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     """Map any exception to an OpenAI-shaped error response with an `x-request-id`.
 
-    An unknown route or a wrong method is refused by litestar's router before any
-    middleware runs, so such a request has no id yet: it gets one here."""
+    `serve` gives every request its id at the edge (adapters/http/edge.py), before the
+    app; an app run without the edge (a test's) gives an error's response one here."""
     state = request.scope.setdefault("state", {})
     minted = None
     if not isinstance(state.get("request_id"), str):

@@ -9,7 +9,8 @@ log), and refuses a message with an `error` event `{"type": "error", "status", "
 `stream_id` runs on that lane (FIFO per lane, lanes concurrent) and every event it causes
 echoes the `stream_id`.
 
-The handshake is admitted here rather than by the app's guard so that a refusal is an HTTP
+The handshake is admitted here (the app's admission, `auth.admission`, is a
+`before_request`, which litestar runs for HTTP routes only) so that a refusal is an HTTP
 answer (401, 429, 503 with OpenAI's error body, through the ASGI denial-response extension)
 instead of a bare close. The connection holds one of its key's stream slots while open, and
 one more for each further response streaming at the same time; each `response.create` is

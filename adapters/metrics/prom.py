@@ -40,6 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from adapters.http.watch import watch
 from service.ports import StoredEvent
 
 Access = Literal["open", "key", "off"]
@@ -341,16 +342,12 @@ class Metrics:
     async def _measured(self, app: Any, scope: Any, receive: Any, send: Any) -> None:
         """One HTTP request through `app`, counted; an SSE stream is also an open
         connection, and its first event is timed."""
-        exchange = _Exchange(time.perf_counter())
-
-        async def sending(message: Any) -> None:
-            exchange.sent(message, self)
-            await send(message)
-
+        exchange = _Exchange(time.perf_counter(), self)
+        watch(scope, exchange)
         route = route_of(scope["path"])
         self.in_flight.inc()
         try:
-            await app(scope, receive, sending)
+            await app(scope, receive, send)
         finally:
             self.in_flight.dec()
             if exchange.streaming:
@@ -390,24 +387,27 @@ class Metrics:
 
 
 class _Exchange:
-    """What one request's response sent so far, as the middleware sees it."""
+    """What one request's response sent so far (an `edge.Watcher`): its status, whether it
+    is an SSE stream, and when its first event went out."""
 
-    def __init__(self, began: float) -> None:
+    def __init__(self, began: float, metrics: Metrics) -> None:
         self.began = began
+        self.metrics = metrics
         self.status = 500
         self.streaming = False  # an SSE response (counted open until the request ends)
-        self.first_event = False
 
-    def sent(self, message: Any, metrics: Metrics) -> None:
+    def sent(self, message: Any) -> bool:
         if message["type"] == "http.response.start":
             self.status = message["status"]
             kind = dict(message.get("headers") or []).get(b"content-type", b"")
             if kind.startswith(b"text/event-stream"):
                 self.streaming = True
-                metrics.connections.labels("sse").inc()
-        elif self.streaming and not self.first_event and message.get("body"):
-            self.first_event = True
-            metrics.first_event.observe(time.perf_counter() - self.began)
+                self.metrics.connections.labels("sse").inc()
+            return self.streaming
+        if not message.get("body"):
+            return True  # the first event is in a later body
+        self.metrics.first_event.observe(time.perf_counter() - self.began)
+        return False
 
 
 def _authorised(scope: Any, key: str | None) -> bool:
