@@ -29,7 +29,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     | {"sqlalchemy", "asyncpg", "aiosqlite", "alembic", "migrations", "adapters.store"},
     "adapters/engines": INNER | {"aiohttp", "openai_harmony", "pypdf", "adapters.engines"},
     "adapters/sealing": INNER | {"cryptography", "adapters.sealing"},
-    "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics"},
+    # The metrics see HTTP responses by watching them at the edge (adapters/http/watch.py:
+    # a protocol, no litestar; a worker's metrics import it too).
+    "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics", "adapters.http.watch"},
     "adapters/tools": INNER | {"mcp", "adapters.tools"},
     # Tracing (the optional `otel` extra): only this package imports opentelemetry.
     "adapters/otel": INNER | {"opentelemetry", "adapters.otel"},
