@@ -6,6 +6,8 @@ test). See docs/performance.md, "The log at 1 M, 10 M and 100 M events".
     .venv/bin/python bench/growth_bench.py --sizes 1e6,1e7,1e8 --rounds 1
     .venv/bin/python bench/growth_bench.py --sizes 1e5 --revision 0005 --phases paced
     .venv/bin/python bench/growth_bench.py --sizes 1e5 --fillfactor 50 --phases paced
+    .venv/bin/python bench/growth_bench.py --sizes 1e6,1e8 --load-ids random \
+        --paced-ids random,time --phases paced,process     # a log of before, new ids on it
 
 What is loaded is what the server writes: a real `resplog serve` (scripted engine, 8 ms per
 delta, so that each delta is an event of its own as a GPU's tokens are) makes one group of
@@ -281,12 +283,13 @@ def compile_group(group: Group, columns: dict[str, list[str]]) -> dict[str, list
     }
 
 
-def new_suffix(old: str, shift: int) -> str:
+def new_suffix(old: str, shift: int, ids: str = "time") -> str:
     """A clone's id suffix: a new id of the second the template's was made, shifted as the
     clone's times are (so that the loaded log's ids sort by time, as the server makes them:
-    service/ids.py); random, of the same length, for an id of another shape."""
+    service/ids.py); random, of the same length, for an id of another shape or with
+    `ids="random"` (a log of before, to measure what a deployment that upgrades has)."""
     made = made_at(f"x_{old}")
-    if made is None:
+    if made is None or ids == "random":
         return secrets.token_hex(len(old) // 2)
     return new_id("x", made + shift).split("_", 1)[1]
 
@@ -295,7 +298,12 @@ def new_suffix(old: str, shift: int) -> str:
 
 
 async def load(
-    url: str, groups: list[Group], columns: dict[str, list[str]], target: int, days: float
+    url: str,
+    groups: list[Group],
+    columns: dict[str, list[str]],
+    target: int,
+    days: float,
+    ids: str = "time",
 ) -> tuple[int, float]:
     """COPY clones of the groups until the log holds `target` events, their times spread
     over the last `days` in load order (oldest first, as a log grows), each of the 100
@@ -316,7 +324,8 @@ async def load(
                 when = now - days * 86400 * (1 - events / target)
                 shift = int(when - base)
                 owner = f"tenant{rng.randrange(100):03d}"
-                clone = Clone([new_suffix(s, shift) for s in groups[i].suffixes], shift, owner)
+                suffixes = [new_suffix(s, shift, ids) for s in groups[i].suffixes]
+                clone = Clone(suffixes, shift, owner)
                 for table, rows in compiled[i].items():
                     batch[table].extend(tuple(cell(clone) for cell in row) for row in rows)
                 events += groups[i].events
@@ -409,36 +418,51 @@ async def table_stats(url: str, table: str) -> dict[str, float]:
 OPTS = {"interval": 0.005, "per_task": 10}
 
 
+def _labelled(figures: dict[str, float], ids: str, args: argparse.Namespace) -> dict[str, float]:
+    """With more than one kind of id (`--paced-ids random,time`), each figure says which."""
+    if len(args.paced_ids) == 1:
+        return figures
+    return {f"{k} [{ids} ids]": v for k, v in figures.items()}
+
+
 async def paced(store: SqlEventStore, log: Log, args: argparse.Namespace) -> dict[str, float]:
-    """The paced load, and what it did to the hot row (`responses`)."""
-    work = plans(args.streams, int(args.rate * args.seconds))
-    before = await table_stats(log.url, "responses")
-    run = await group_phase(store, "paced", work, rate=args.rate, **OPTS)
-    await asyncio.sleep(1.5)  # backends report their counters when idle, at most every 1 s
-    after = await table_stats(log.url, "responses")
-    print("    ", run.line())
-    upd = after["n_tup_upd"] - before["n_tup_upd"]
-    hot = after["n_tup_hot_upd"] - before["n_tup_hot_upd"]
-    return {
-        "paced: events/s (steady)": run.steady_rate,
-        "paced: append->visible p99 ms": pct(run.steady, 99) * 1e3,
-        "hot row: HOT share of updates %": 100 * hot / max(upd, 1),
-        "hot row: dead tuples after": after["n_dead_tup"],
-        "hot row: heap growth MB": (after["heap"] - before["heap"]) / 2**20,
-    }
+    """The paced load, and what it did to the hot row (`responses`), once per kind of id."""
+    out: dict[str, float] = {}
+    for ids in args.paced_ids:
+        work = plans(args.streams, int(args.rate * args.seconds), ids)
+        before = await table_stats(log.url, "responses")
+        run = await group_phase(store, "paced", work, rate=args.rate, **OPTS)
+        await asyncio.sleep(1.5)  # backends report their counters when idle, at most every 1 s
+        after = await table_stats(log.url, "responses")
+        print(f"     [{ids} ids]", run.line())
+        upd = after["n_tup_upd"] - before["n_tup_upd"]
+        hot = after["n_tup_hot_upd"] - before["n_tup_hot_upd"]
+        figures = {
+            "paced: events/s (steady)": run.steady_rate,
+            "paced: append->visible p99 ms": pct(run.steady, 99) * 1e3,
+            "hot row: HOT share of updates %": 100 * hot / max(upd, 1),
+            "hot row: dead tuples after": after["n_dead_tup"],
+            "hot row: heap growth MB": (after["heap"] - before["heap"]) / 2**20,
+        }
+        out |= _labelled(figures, ids, args)
+    return out
 
 
 async def remote(log: Log, args: argparse.Namespace) -> dict[str, float]:
-    work = plans(args.streams, int(args.rate * args.seconds) // 2)
-    # The other process freezes its startup heap once started, as `serve` does
-    # (adapters/cli/memory.py): without it a full collection there, 100 ms on this box,
-    # stalls every tail in it and sets the p99, a pause no server of ours makes.
-    run = await process_phase(log.url, work, rate=args.rate, gc_freeze=True, **OPTS)
-    print("    ", run.line())
-    return {
-        "remote tail p50 ms": pct(run.steady, 50) * 1e3,
-        "remote tail p99 ms": pct(run.steady, 99) * 1e3,
-    }
+    out: dict[str, float] = {}
+    for ids in args.paced_ids:
+        work = plans(args.streams, int(args.rate * args.seconds) // 2, ids)
+        # The other process freezes its startup heap once started, as `serve` does
+        # (adapters/cli/memory.py): without it a full collection there, 100 ms on this box,
+        # stalls every tail in it and sets the p99, a pause no server of ours makes.
+        run = await process_phase(log.url, work, rate=args.rate, gc_freeze=True, **OPTS)
+        print(f"     [{ids} ids]", run.line())
+        figures = {
+            "remote tail p50 ms": pct(run.steady, 50) * 1e3,
+            "remote tail p99 ms": pct(run.steady, 99) * 1e3,
+        }
+        out |= _labelled(figures, ids, args)
+    return out
 
 
 async def replay(store: SqlEventStore, log: Log) -> dict[str, float]:
@@ -634,7 +658,7 @@ async def prepare(size: int, args: argparse.Namespace, tmp: Path) -> Log:
             await downgrade_async(url, args.revision)
         for g in groups:
             print(f"  template {g.kind}: {g.events} events, weight {g.weight}")
-        events, took = await load(url, groups, columns, size, args.days)
+        events, took = await load(url, groups, columns, size, args.days, args.load_ids)
         if args.fillfactor:  # for the rows written from now on: the bench's own
             await _sql(url, f"ALTER TABLE responses SET (fillfactor = {args.fillfactor})")
         vac = await vacuum(url)
@@ -706,6 +730,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--streams", type=int, default=300)
     p.add_argument("--rate", type=float, default=100, help="events/s per stream (paced)")
     p.add_argument("--seconds", type=float, default=8, help="length of the paced phase")
+    p.add_argument(
+        "--load-ids",
+        choices=["time", "random"],
+        default="time",
+        help="the loaded clones' ids: by time (as the server makes them) or random (a log"
+        " made before ids began with their second)",
+    )
+    p.add_argument(
+        "--paced-ids",
+        type=lambda t: t.split(","),
+        default=["time"],
+        help="the paced and process phases' new stream ids: time (as the server makes"
+        " them), random (as it made them before), or both, e.g. random,time",
+    )
     p.add_argument("--days", type=float, default=90, help="the loaded log spans this long")
     p.add_argument("--gets", type=int, default=1000, help="GETs (and the sample verify picks)")
     p.add_argument("--repeats", type=int, default=30, help="runs of each list shape")

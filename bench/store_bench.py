@@ -52,6 +52,7 @@ from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage
 from domain.objects import InputMessage, InputText, ResponseObject
+from service.responses import new_response_id
 
 Plan = list[tuple[int, list[AnyEvent]]]  # (expected_version, events) per append
 POOL = 16  # connections per store
@@ -79,10 +80,18 @@ def plan_stream(rid: str, deltas: int) -> Plan:
     return plan
 
 
-def plans(streams: int, deltas: int) -> list[tuple[str, Plan]]:
+def stream_id(ids: str = "time") -> str:
+    """A new response id as the server makes it (`time`: service/ids.py, the second first),
+    or as it made them before (`random`: 48 random hex digits), to compare the two."""
+    if ids == "random":
+        return f"resp_{secrets.token_hex(24)}"
+    return new_response_id(time.time())
+
+
+def plans(streams: int, deltas: int, ids: str = "time") -> list[tuple[str, Plan]]:
     out = []
     for _ in range(streams):
-        rid = f"resp_{secrets.token_hex(12)}"
+        rid = stream_id(ids)
         out.append((rid, plan_stream(rid, deltas)))
     # The pre-made workload is the harness's, not the store's: keep the cyclic garbage
     # collector from re-scanning its hundreds of thousands of objects during the run.
@@ -463,7 +472,7 @@ async def baseline_phase(
 
 
 async def replay_phase(store: SqlEventStore, length: int, repeats: int) -> list[Run]:
-    rid = f"resp_{secrets.token_hex(12)}"
+    rid = stream_id()
     plan = plan_stream(rid, length)
     async with GroupCommitWriter(store, max_pending_per_stream=10 * length) as writer:
         for expected, events in plan:
