@@ -61,6 +61,21 @@ class LeaseKeeper:
         """How many more background responses this process may run now."""
         return 0 if self._closed else max(0, self.slots - len(self._background))
 
+    def reserve(self, rid: str) -> bool:
+        """Hold a free background slot for a response this process is creating (its create
+        leases it in the insert: `EventWriter.append`'s `lease`); False if none is free.
+        `launch` then runs it in that slot; `release` gives the slot back if the create
+        failed."""
+        if self.free() <= 0:
+            return False
+        self._background.add(rid)
+        return True
+
+    def release(self, rid: str) -> None:
+        """Give back the slot `reserve` held for a response that will not be launched."""
+        if rid in self._background and self._runner.get(rid) is None:
+            self._finished(rid)
+
     def close(self) -> None:
         """Take no more background work (shutdown)."""
         self._closed = True
@@ -73,12 +88,11 @@ class LeaseKeeper:
         """Run a claimed background response here; one cancelled meanwhile ends at once.
 
         A response this process already runs is not started twice: the one it runs is
-        returned. That happens when this process's worker claims a new background
-        response (rung by another process's doorbell) between its create's commit and the
-        create's own `acquire`, which a lease of this process's own satisfies; two
-        generations would both append, and the loser of the race stops the winner's stream
-        with it (found by tests/e2e/test_failover.py: the response then ended `failed`,
-        `worker_lost`, once its lease lapsed)."""
+        returned. (That once happened when this process's worker claimed a new background
+        response between its create's commit and the create's own lease; two generations
+        would both append, and the loser of the race stopped the winner's stream with it,
+        found by tests/e2e/test_failover.py. A create now leases its response in the
+        insert, `reserve`, so nothing can claim it between; the guard stays.)"""
         rid = claim.response_id
         running = self._runner.get(rid)
         if running is not None:

@@ -117,6 +117,7 @@ class EventWriter(Protocol):
         events: Sequence[AnyEvent],
         *,
         durable: bool = True,
+        lease: bool = False,
     ) -> None:
         """Append `events` after position `expected_version` (-1 creates the stream).
 
@@ -124,6 +125,10 @@ class EventWriter(Protocol):
         queued (it still waits when the stream's queue is full). A wrong expected version
         raises `Conflict` and writes nothing of that append; an append that follows a
         failed one on the same stream raises the same error.
+
+        A stream created `in_progress` is leased to this process by the insert that creates
+        it; `lease` asks the same for a queued (background) one this process will run, so
+        that no other process's worker can claim it first. Ignored unless it creates.
         """
         ...
 

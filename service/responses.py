@@ -1,8 +1,8 @@
 """Creating a response: the request recorded as the stream's first events, the
 conversation it continues rebuilt from the log, and generation handed to the runner (a
-background response: to this process's runner if it has a free slot and wins the lease,
-else to the queue that every process's workers claim from); then, by mode, the new
-response's object, its final object, or its events as they are logged.
+background response: to this process's runner if it has a free slot, leased to it by the
+insert that creates it, else to the queue that every process's workers claim from); then,
+by mode, the new response's object, its final object, or its events as they are logged.
 """
 
 from __future__ import annotations
@@ -45,9 +45,7 @@ from service.bundle import Bundle
 from service.context import fit
 from service.history import history_for
 from service.ids import new_id
-from service.ports import (
-    StoredEvent,
-)
+from service.ports import Claim, StoredEvent
 from service.reads import close_tail
 from service.references import resolve_references
 from service.runner import Generation
@@ -122,11 +120,24 @@ async def create_response(
         reasoning_events=svc.reasoning_events,
     )
     decision = create(response, facts)
-    await svc.writer.append(rid, -1, decision.events, durable=True)
+    # A plain response is created `in_progress`, leased to this process by the insert that
+    # creates it. A background one is too if this process has a slot free for it (held now,
+    # so that its own worker cannot fill it meanwhile); else it waits in the queue for any
+    # process's worker.
+    here = req.background and svc.keeper.reserve(rid)
+    try:
+        await svc.writer.append(rid, -1, decision.events, durable=True, lease=here)
+    except BaseException:
+        if here:
+            svc.keeper.release(rid)
+        raise
     prompt = prompt_from_facts(response, facts, history)
-    if not req.background:  # leased to this process by the insert that created it
+    if not req.background:
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
-    return Started(decision.state, await _run_here(svc, decision.state, prompt))
+    if here:
+        return Started(decision.state, svc.keeper.launch(Claim(rid), decision.state, prompt))
+    await svc.bells.ring_work()
+    return Started(decision.state, None)
 
 
 async def _compaction(
@@ -219,17 +230,6 @@ def check_served(svc: Bundle, model: str) -> None:
             param="model",
             code="model_not_found",
         )
-
-
-async def _run_here(svc: Bundle, state: ResponseState, prompt: Prompt) -> Generation | None:
-    """Run a new background response in this process if it has a free slot (and wins the
-    lease: a polling worker elsewhere may be first); otherwise it waits in the queue and
-    the workers of every process are rung."""
-    if svc.keeper.free() > 0:
-        claim = await svc.leases.acquire(prompt.response_id)
-        return None if claim is None else svc.keeper.launch(claim, state, prompt)
-    await svc.bells.ring_work()
-    return None
 
 
 async def create_and_wait(

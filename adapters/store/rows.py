@@ -22,7 +22,7 @@ from domain.events import (
     encode,
     encode_json,
 )
-from domain.objects import ResponseObject
+from domain.objects import TERMINAL_STATUSES, ResponseObject
 from service.ports import ResponseRow, StoredEvent
 
 # The events that carry the whole response object; the last one in a batch is the snapshot.
@@ -54,10 +54,23 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
     created: ResponseRow | None
     lifecycle: Lifecycle | None
     blobs: dict[str, str] = msgspec.field(default_factory=dict)
+    lease: bool = False  # lease the stream this batch creates to its writer (`leased`)
 
     @property
     def last(self) -> int:
         return self.expected_version + len(self.rows)
+
+
+def leased(batch: Append) -> bool:
+    """Whether the insert that creates `batch`'s stream leases it to the writing process:
+    always for a stream created `in_progress` (its creator generates it), and for a queued
+    (background) one its creator asked for (`EventWriter.append`'s `lease`: it took one of
+    its own slots for it). Either way no moment passes with the stream running, or about
+    to, and nobody's lease on it; and no other process's worker can claim it meanwhile."""
+    status = None if batch.lifecycle is None else batch.lifecycle.status
+    if status in TERMINAL_STATUSES:  # created and ended in one flush: nothing to hold
+        return False
+    return batch.lease or status == "in_progress"
 
 
 def _snapshot(response: ResponseObject) -> str:
@@ -95,11 +108,13 @@ def encode_append(
     expected_version: int,
     events: Sequence[AnyEvent],
     recorded_at: float | None = None,
+    *,
+    lease: bool = False,
 ) -> Append:
     """Encode one append; refuses events whose sequence numbers do not follow the version.
 
     `recorded_at` (default: now) is when the log accepted the events; the row keeps it, so
-    a replay shows the same value as the live tail did.
+    a replay shows the same value as the live tail did. `lease`: see `leased`.
     """
     if expected_version < -1:
         raise ValueError(f"{stream_id}: expected version {expected_version} is below -1")
@@ -136,6 +151,7 @@ def encode_append(
         created=created,
         lifecycle=lifecycle,
         blobs=blobs,
+        lease=lease,
     )
 
 
@@ -160,6 +176,7 @@ def merge(appends: Sequence[Append]) -> Append:
         created=first.created,
         lifecycle=lifecycle,
         blobs=blobs,
+        lease=first.lease,
     )
 
 

@@ -299,11 +299,12 @@ class SqlEventStore(ReadModel):
         events: Sequence[AnyEvent],
         *,
         durable: bool = True,
+        lease: bool = False,
     ) -> None:
         """Append in a transaction of its own (one commit per append; always durable)."""
         if not events:
             return
-        batch = merge([encode_append(stream_id, expected_version, events)])
+        batch = merge([encode_append(stream_id, expected_version, events, lease=lease)])
         failed = await self.commit([batch])
         if stream_id in failed:
             raise failed[stream_id]

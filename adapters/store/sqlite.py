@@ -18,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from adapters.store.rows import Append, row_change, row_insert
+from adapters.store.rows import Append, leased, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, SqlEventStore
 from adapters.store.tables import responses as t_responses
@@ -123,9 +123,9 @@ class SqliteEventStore(SqlEventStore):
         return {b.stream_id for b in creates} | {b.stream_id for b in updates}
 
     def _creation_lease(self, batch: Append, now: float) -> tuple[str | None, float | None]:
-        """A stream created `in_progress` is leased to its creator (see postgres.py)."""
+        """The lease of a new stream, if its creator holds one (`rows.leased`)."""
         me = self.settings.lease_owner
-        if me is None or batch.lifecycle is None or batch.lifecycle.status != "in_progress":
+        if me is None or not leased(batch):
             return None, None
         return me, now + self.settings.lease_ttl
 

@@ -159,6 +159,7 @@ class GroupCommitWriter:
         events: Sequence[AnyEvent],
         *,
         durable: bool = True,
+        lease: bool = False,
     ) -> None:
         """Queue `events` after `expected_version`; see `service.ports.EventWriter`."""
         if self._closing:
@@ -169,7 +170,7 @@ class GroupCommitWriter:
             raise StoreUnavailable("the database cannot be reached; retry shortly")
         # Queue before the first await: a caller cancelled anywhere inside this call still
         # has its events queued, so its idea of the stream's version stays true.
-        append = encode_append(stream_id, expected_version, events)
+        append = encode_append(stream_id, expected_version, events, lease=lease)
         stream = self._admit(append)
         pending = _Pending(append, asyncio.get_running_loop().create_future() if durable else None)
         stream.queued.append(pending)

@@ -99,6 +99,37 @@ async def test_a_stream_created_in_progress_is_leased_to_its_creator(proc: Opene
     assert await lease_of(a, await queued(a)) == (None, None)
 
 
+async def test_a_queued_stream_created_with_lease_is_leased_to_its_creator_and_not_claimed(
+    proc: Opener,
+) -> None:
+    """A background response its creator will run (`append(..., lease=True)`): leased by
+    the insert, so no other process's worker can claim it until that lease lapses."""
+    await empty_queue(proc)
+    a = await proc("proc-a", ttl=SHORT)
+    b = SqlLeases(await proc("proc-b"))
+    [(_, created)] = streams.script(deltas=0, end="open", background=True)[:1]
+    rid = created[0].response.id  # type: ignore[attr-defined]
+    async with GroupCommitWriter(a) as writer:
+        await writer.append(rid, -1, created, lease=True)
+    assert (await a.read_events(rid))[-1].response.status == "queued"  # type: ignore[attr-defined]
+    owner, expires = await lease_of(a, rid)
+    assert owner == "proc-a" and expires is not None and expires > time.time()
+    assert await b.claim(10) == []
+    assert await b.acquire(rid) is None
+    await asyncio.sleep(SHORT + 0.2)  # its creator died before running it: anyone may now
+    assert [c.response_id for c in await b.claim(10)] == [rid]
+
+
+async def test_lease_on_an_append_that_creates_and_ends_the_stream_leaves_no_lease(
+    proc: Opener,
+) -> None:
+    a = await proc("proc-a")
+    appends = streams.script(deltas=1, background=True)
+    rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+    await a.append(rid, -1, streams.events_of(appends), lease=True)
+    assert await lease_of(a, rid) == (None, None)
+
+
 async def test_a_terminal_event_releases_the_lease(proc: Opener) -> None:
     a = await proc("proc-a")
     rid = await write(a, streams.script(deltas=2))

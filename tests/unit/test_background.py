@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from adapters.engines.scripted import ScriptedEngine
+from domain.errors import StoreUnavailable
 from domain.events import ResponseCancelled, ResponseFailed
 from domain.fold import project
 from domain.generation import Prompt
@@ -69,6 +71,41 @@ async def test_a_background_response_runs_where_it_was_created_when_a_slot_is_fr
         None,
         None,
     )  # released by the terminal event
+
+
+async def test_no_other_worker_can_claim_it_between_its_create_and_its_launch(
+    processes: Processes,
+) -> None:
+    """The moment right after the create's commit, when another process's worker polls
+    (before, the create leased its response in a statement of its own, and that worker
+    could take it first: its creator's client then tailed it from another process)."""
+    api = await processes.start()
+    other = Worker(await processes.start(owner="proc-b"))
+    claimed: list[int] = []
+    commit = api.writer.append
+
+    async def append_then_poll(*args: Any, **kwargs: Any) -> None:
+        await commit(*args, **kwargs)
+        claimed.append(await other.claim_once())
+
+    api.writer.append = append_then_poll  # type: ignore[method-assign]
+    started = await uc.create_response(api, request(input="x", background=True), OWNER)
+    assert claimed == [0]
+    assert started.generation is not None
+    assert (await processes.lease(started.response.id))[0] == "proc-a"
+    assert project(await started.generation.wait()).status == "completed"
+
+
+async def test_a_create_that_fails_to_commit_gives_its_slot_back(processes: Processes) -> None:
+    api = await processes.start(slots=1)
+
+    async def unavailable(*_args: Any, **_kwargs: Any) -> None:
+        raise StoreUnavailable("the database cannot be reached; retry shortly")
+
+    api.writer.append = unavailable  # type: ignore[method-assign]
+    with pytest.raises(StoreUnavailable):
+        await uc.create_response(api, request(input="x", background=True), OWNER)
+    assert api.keeper.free() == 1
 
 
 async def test_without_a_free_slot_it_waits_in_the_queue_for_any_worker(
