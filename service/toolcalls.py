@@ -25,13 +25,25 @@ from domain.generation import (
 from domain.tools import OfferedTool, custom_input, resolve
 
 
-async def tool_calls(
+def tool_calls(
     deltas: AsyncGenerator[AnyDelta, None], tools: list[OfferedTool]
 ) -> AsyncGenerator[AnyDelta, None]:
     """The engine's deltas with each call named as the client declared the tool (an
     engine that knows custom tools itself, like the scripted one, yields
     `FunctionCallStart(custom=True)` and `InputDelta` directly: those pass through).
-    Closing this generator closes the engine's, which aborts the generation there."""
+    Closing this generator closes the engine's, which aborts the generation there.
+
+    With no tool offered there is nothing to rename or hold (engines set no `builtin` or
+    `approval` of their own: those come from the offered tools), so the engine's deltas are
+    returned as they are, without three generators' steps on every token."""
+    if not tools:
+        return deltas
+    return _renamed(deltas, tools)
+
+
+async def _renamed(
+    deltas: AsyncGenerator[AnyDelta, None], tools: list[OfferedTool]
+) -> AsyncGenerator[AnyDelta, None]:
     try:
         async for delta in _named(deltas, tools):
             yield delta

@@ -153,12 +153,15 @@ async def frames(
     finished = ended = False
     try:
         while not ended:
-            try:  # `timeout`, not `wait_for`: no task per wait (one per write of a stream)
-                async with asyncio.timeout(keepalive_s):
-                    item = await queue.get()
-            except TimeoutError:
-                yield KEEPALIVE
-                continue
+            if not queue.empty():  # events came while the last write went out: no timer
+                item = queue.get_nowait()
+            else:
+                try:  # `timeout`, not `wait_for`: no task per wait (one per write of a stream)
+                    async with asyncio.timeout(keepalive_s):
+                        item = await queue.get()
+                except TimeoutError:
+                    yield KEEPALIVE
+                    continue
             chunk: list[bytes] = []
             size = 0
             while True:

@@ -274,7 +274,8 @@ async def test_tool_calls_names_calls_as_declared_and_unwraps_custom_input() -> 
     assert closed == [True]
 
 
-async def test_closing_tool_calls_closes_the_engine_at_once() -> None:
+@pytest.mark.parametrize("tools", [[], [NAMESPACE]], ids=["no tools", "tools"])
+async def test_closing_tool_calls_closes_the_engine_at_once(tools: list[dict[str, Any]]) -> None:
     closed: list[bool] = []
 
     async def engine() -> AsyncGenerator[AnyDelta, None]:
@@ -284,7 +285,7 @@ async def test_closing_tool_calls_closes_the_engine_at_once() -> None:
         finally:
             closed.append(True)
 
-    calls = tool_calls(engine(), [])
+    calls = tool_calls(engine(), offered(tools))
     assert await anext(calls) == TextDelta(text="x")
     await calls.aclose()
     assert closed == [True]
