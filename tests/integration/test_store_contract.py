@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.store import SqlEventStore
+from adapters.store.rows import encode_append
 from adapters.store.tables import events as t_events
 from domain.builder import emit
 from domain.errors import Conflict, CorruptEvent, NotFound
@@ -40,6 +41,29 @@ async def test_append_then_read_returns_every_event_in_order_with_its_exact_byte
     assert [s.facts for s in stored] == [encode(e).facts for e in events]
     assert [s.type for s in stored] == [encode(e).type for e in events]
     assert [s.event() for s in stored] == events
+
+
+async def test_control_characters_and_a_raw_separator_round_trip_byte_for_byte(
+    store: SqlEventStore,
+) -> None:
+    """PostgreSQL's flush sends the events' text columns joined by chr(31), with chr(30)
+    for NULL (adapters/store/postgres.py): text that holds them, escaped as JSON does or
+    raw (a row made by hand), comes back as it went, and NULL facts stay NULL."""
+    appends = streams.script(deltas=0, end="open")
+    rid = await write(store, appends)
+    events = streams.events_of(appends)
+    escaped = emit(replay(events), TextDelta(text="\x1f\x1e|\x1e")).events
+    await store.append(rid, len(events) - 1, escaped)
+    events += escaped
+    made = encode_append(rid, len(events) - 1, emit(replay(events), TextDelta(text="x")).events)
+    rows = [(p, t, d.replace('"x"', '"\x1f\x1e"'), f, at) for p, t, d, f, at in made.rows]
+    assert await store.commit([msgspec.structs.replace(made, rows=rows)]) == {}
+    stored = await store.read(rid)
+    assert [s.data for s in stored[len(events) - len(escaped) : len(events)]] == [
+        encode(e).data for e in escaped
+    ]
+    assert [s.data.decode() for s in stored[len(events) :]] == [r[2] for r in rows]
+    assert all(s.facts is None for s in stored[1:])
 
 
 async def test_read_after_and_limit_page_through_a_stream(store: SqlEventStore) -> None:
