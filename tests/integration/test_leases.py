@@ -374,7 +374,7 @@ async def test_a_flush_of_many_fenced_streams_is_still_one_statement_per_kind(
     proc: Opener,
 ) -> None:
     """The lease check rides in the guard: no statement per stream, leased or not (and on
-    PostgreSQL the whole flush is one statement, `_COMMIT_ONE`)."""
+    PostgreSQL the whole flush is one statement, `commit_one`)."""
     a = await proc("proc-a")
     states = [await open_stream(a) for _ in range(20)]
     async with GroupCommitWriter(a, flush_interval=0.05) as writer:

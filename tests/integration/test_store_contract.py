@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.store import SqlEventStore
-from adapters.store.rows import encode_append
+from adapters.store.rows import encode_append, merge
 from adapters.store.tables import events as t_events
 from domain.builder import emit
 from domain.errors import Conflict, CorruptEvent, NotFound
@@ -64,6 +64,41 @@ async def test_control_characters_and_a_raw_separator_round_trip_byte_for_byte(
     ]
     assert [s.data.decode() for s in stored[len(events) :]] == [r[2] for r in rows]
     assert all(s.facts is None for s in stored[1:])
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [(n, m, c) for n in (0, 1) for m in (0, 1) for c in (0, 1) if n or m or c],
+    ids=lambda k: "+".join(n for n, on in zip(("new", "moved", "changed"), k, strict=True) if on),
+)
+async def test_a_flush_of_any_mix_of_new_moved_and_changed_streams_commits(
+    store: SqlEventStore, kinds: tuple[int, int, int]
+) -> None:
+    """PostgreSQL's flush statement holds only the kinds of streams the flush has
+    (adapters/store/postgres.py, `commit_one`): every mix commits every batch."""
+    new, moved, changed = kinds
+    whole = {
+        kind: streams.script(deltas=2)
+        for kind, on in (("new", new), ("moved", moved), ("changed", changed))
+        if on
+    }
+    # A new stream's first append; a delta of an open one; an open one's terminal event.
+    cut = {"new": 0, "moved": 2, "changed": 3}
+    for kind, appends in whole.items():
+        if cut[kind]:
+            await write(store, appends[: cut[kind]])
+    batches = [
+        merge([encode_append(appends[0][1][0].response.id, *appends[cut[kind]])])  # type: ignore[attr-defined]
+        for kind, appends in whole.items()
+    ]
+    assert await store.commit(batches) == {}
+    for kind, appends in whole.items():
+        rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+        events = streams.events_of(appends[: cut[kind] + 1])
+        assert await store.read_events(rid) == events
+        row = await store.get(rid)
+        assert row is not None and row.version == len(events) - 1
+        assert row.status == ("completed" if kind == "changed" else "in_progress")
 
 
 async def test_read_after_and_limit_page_through_a_stream(store: SqlEventStore) -> None:
