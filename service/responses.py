@@ -37,7 +37,7 @@ from domain.objects import (
     ResponseObject,
 )
 from domain.reasons import CancelReason
-from domain.state import ResponseState
+from domain.state import Decision, ResponseState
 from domain.tools import mcp_servers, offered
 from domain.truncation import FACT as TRUNCATION_FACT
 from domain.truncation import Truncation, cut
@@ -124,20 +124,34 @@ async def create_response(
     # creates it. A background one is too if this process has a slot free for it (held now,
     # so that its own worker cannot fill it meanwhile); else it waits in the queue for any
     # process's worker.
-    here = req.background and svc.keeper.reserve(rid)
-    try:
-        await svc.writer.append(rid, -1, decision.events, durable=True, lease=here)
-    except BaseException:
-        if here:
-            svc.keeper.release(rid)
-        raise
     prompt = prompt_from_facts(response, facts, history)
+    if req.background and svc.keeper.reserve(rid):
+        return Started(decision.state, await _run_here(svc, decision, prompt))
+    await svc.writer.append(rid, -1, decision.events, durable=True)
     if not req.background:
         return Started(decision.state, svc.runner.launch(decision.state, prompt))
-    if here:
-        return Started(decision.state, svc.keeper.launch(Claim(rid), decision.state, prompt))
     await svc.bells.ring_work()
     return Started(decision.state, None)
+
+
+async def _run_here(svc: Bundle, decision: Decision, prompt: Prompt) -> Generation:
+    """Create a background response leased to this process, in the slot held for it, and
+    run it. A create whose caller goes away once its events are queued still runs it when
+    they commit (they are the response's, accepted and leased here: nobody else may run
+    it until that lease lapses); one whose events do not commit gives the slot back."""
+    rid = prompt.response_id
+    commit = asyncio.ensure_future(svc.writer.append(rid, -1, decision.events, lease=True))
+    launched: list[Generation] = []
+
+    def settle(done: asyncio.Future[None]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            svc.keeper.release(rid)
+        else:
+            launched.append(svc.keeper.launch(Claim(rid), decision.state, prompt))
+
+    commit.add_done_callback(settle)
+    await asyncio.shield(commit)  # its callbacks, `settle` first, have run by now
+    return launched[0]
 
 
 async def _compaction(

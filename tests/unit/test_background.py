@@ -96,6 +96,44 @@ async def test_no_other_worker_can_claim_it_between_its_create_and_its_launch(
     assert project(await started.generation.wait()).status == "completed"
 
 
+async def test_a_background_create_whose_caller_goes_away_still_runs_it_here(
+    processes: Processes,
+) -> None:
+    """Its events were handed to the writer, so they commit, leased to this process: it
+    must run here (nobody else may until that lease lapses), not wait out the lease."""
+    api = await processes.start(slots=1)
+    ids: list[str] = []
+    commit = api.writer.append
+
+    async def slow_commit(rid: str, *args: Any, **kwargs: Any) -> None:
+        ids.append(rid)
+        await asyncio.sleep(0.05)  # the caller is gone before this commits
+        await commit(rid, *args, **kwargs)
+
+    api.writer.append = slow_commit  # type: ignore[method-assign]
+    create = asyncio.create_task(
+        uc.create_response(api, request(input="x", background=True), OWNER)
+    )
+    await asyncio.sleep(0.01)
+    create.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await create
+
+    async def launched() -> bool:
+        return bool(ids) and api.runner.get(ids[0]) is not None
+
+    await until(launched)
+    gen = api.runner.get(ids[0])
+    assert gen is not None
+    assert (await processes.lease(ids[0]))[0] == "proc-a"
+    assert project(await gen.wait()).status == "completed"
+    await until(lambda: _true(api.keeper.free() == 1))
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def test_a_create_that_fails_to_commit_gives_its_slot_back(processes: Processes) -> None:
     api = await processes.start(slots=1)
 
