@@ -127,11 +127,31 @@ async def create_response(
     prompt = prompt_from_facts(response, facts, history)
     if req.background and svc.keeper.reserve(rid):
         return Started(decision.state, await _run_here(svc, decision, prompt))
-    await svc.writer.append(rid, -1, decision.events, durable=True)
     if not req.background:
-        return Started(decision.state, svc.runner.launch(decision.state, prompt))
+        return Started(decision.state, await _run_now(svc, decision, prompt))
+    await svc.writer.append(rid, -1, decision.events, durable=True)
     await svc.bells.ring_work()
     return Started(decision.state, None)
+
+
+async def _run_now(svc: Bundle, decision: Decision, prompt: Prompt) -> Generation:
+    """Create a plain (or `stream`) response and generate it, the engine starting while its
+    first events commit: the writer commits a stream's events in the order they were
+    queued, so the generation's follow them, and a client is handed only committed events.
+    What the commit costs (a flush interval and a round trip) then overlaps the engine's
+    first token instead of coming before it. Returns once those first events committed (or
+    raises why not, and the generation stops); a caller that goes away meanwhile cancels
+    the generation (`client_disconnected`), since nobody could read or cancel it."""
+    rid = prompt.response_id
+    # Its first step queues the events; the runner's task, created after it, steps after it.
+    commit = asyncio.ensure_future(svc.writer.append(rid, -1, decision.events))
+    generation = svc.runner.launch(decision.state, prompt, created=commit)
+    try:
+        await asyncio.shield(commit)
+    except asyncio.CancelledError:
+        svc.runner.request_cancel(rid, CancelReason.CLIENT_DISCONNECTED)
+        raise
+    return generation
 
 
 async def _run_here(svc: Bundle, decision: Decision, prompt: Prompt) -> Generation:

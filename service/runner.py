@@ -46,8 +46,11 @@ log = logging.getLogger("resplog.runner")
 class Generation:
     """One running generation: its task and, once asked, why it is being cancelled."""
 
-    def __init__(self, response_id: str) -> None:
+    def __init__(self, response_id: str, created: asyncio.Future[None] | None = None) -> None:
         self.response_id = response_id
+        # The commit of the response's first events, when the generation started before it
+        # (`Runner.launch`'s `created`); None once it was committed before the launch.
+        self.created = created
         self.cancel_reason: CancelReason | None = None
         self.task: asyncio.Task[ResponseState] | None = None
         self.trace: GenerationTrace = UNOBSERVED
@@ -76,8 +79,18 @@ class Runner:
         self.observer: WorkObserver = UNOBSERVED  # metrics (service/observe.py)
         self.tracer: Tracer = UNOBSERVED  # traces, when configured
 
-    def launch(self, state: ResponseState, prompt: Prompt) -> Generation:
-        gen = Generation(prompt.response_id)
+    def launch(
+        self,
+        state: ResponseState,
+        prompt: Prompt,
+        *,
+        created: asyncio.Future[None] | None = None,
+    ) -> Generation:
+        """Start generating `state`'s response. `created`: the commit of its first events,
+        still in flight (the engine starts meanwhile: the writer commits a stream's events
+        in the order they were queued, so the generation's follow them). If that commit
+        fails, the generation stops without a word: the create reports the failure."""
+        gen = Generation(prompt.response_id, created)
         # Started here, in the launcher's context: under the create request's span.
         gen.trace = self.tracer.generation(prompt.response_id, prompt.model)
         gen.task = asyncio.create_task(self._run(gen, state, prompt), name=f"gen-{gen.response_id}")
@@ -89,8 +102,12 @@ class Runner:
         return self._running.get(response_id)
 
     def running(self) -> list[str]:
-        """The responses this process is generating now (the leases it must renew)."""
-        return list(self._running)
+        """The responses this process is generating now (the leases it must renew): not
+        those whose first events are still being committed, whose row (and lease) a renewal
+        would not find yet."""
+        return [
+            rid for rid, gen in self._running.items() if gen.created is None or gen.created.done()
+        ]
 
     def request_cancel(self, response_id: str, reason: CancelReason) -> Generation | None:
         """Ask a running generation to stop; it appends the cancellation itself."""
@@ -146,7 +163,12 @@ class Runner:
         rid = gen.response_id
         holder = [state]  # the latest state handed to the writer, also when interrupted
         try:
-            return await self._generate(rid, holder, prompt)
+            try:
+                return await self._generate(rid, holder, prompt)
+            except Exception:
+                if await _uncreated(gen):  # nothing of it is in the log: nothing to end
+                    return state
+                raise
         except asyncio.CancelledError:
             reason = gen.cancel_reason
             end = await self._end(
@@ -277,6 +299,11 @@ class Runner:
         """Append the terminal event; a cancel that lost the race to the end is a no-op."""
         if state.terminal:
             return state
+        gen = self._running.get(rid)
+        if gen is not None:
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled again: end it anyway
+                if await _uncreated(gen):
+                    return state
         try:
             if cancelled:
                 d = cancel(state, reason=reason)
@@ -298,6 +325,24 @@ class Runner:
         except Exception:
             log.exception("generation %s: could not record its end (%s)", rid, reason)
             return state
+
+
+async def _uncreated(gen: Generation) -> bool:
+    """Whether the commit of the generation's first events failed (it started before that
+    commit: `Runner.launch`'s `created`), so nothing of its response is in the log; the
+    create reports why. Waits for that commit if it is still in flight."""
+    created = gen.created
+    if created is None:
+        return False
+    try:
+        await asyncio.shield(created)
+    except asyncio.CancelledError:
+        if created.cancelled():
+            return True
+        raise
+    except Exception:
+        return True
+    return False
 
 
 def _deltas(engine: Engine, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:

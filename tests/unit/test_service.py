@@ -11,7 +11,8 @@ import pytest
 from openai.types.responses import Response
 
 from adapters.engines.scripted import ScriptedEngine
-from domain.errors import EngineError, InvalidRequest, NotFound
+from adapters.store.rows import Append
+from domain.errors import Conflict, EngineError, InvalidRequest, NotFound
 from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
 from domain.fold import project, replay
 from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
@@ -329,3 +330,100 @@ async def test_usage_is_what_the_engine_reported(processes: Processes) -> None:
     assert (final.usage.input_tokens, final.usage.input_tokens_details.cached_tokens) == (11, 4)
     assert (final.usage.output_tokens, final.usage.output_tokens_details.reasoning_tokens) == (7, 2)
     assert final.usage.total_tokens == 18
+
+
+class Watched(ScriptedEngine):
+    """The scripted engine, noting when a generation began."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.began: list[str] = []
+
+    async def generate(self, prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        self.began.append(prompt.response_id)
+        async for delta in super().generate(prompt):
+            yield delta
+
+
+def hold_creations(svc: Bundle, hold_s: float, fail: bool = False) -> list[tuple[str, ...]]:
+    """Make the writer's flushes that create a stream take `hold_s` longer (or, with `fail`,
+    refuse it, as a commit does whose guard misses); each one notes the generations begun
+    by then and those whose lease a renewal would look for."""
+    notes: list[tuple[str, ...]] = []
+    store = svc.writer.store  # type: ignore[attr-defined]
+    commit = store.commit
+
+    async def held(batches: list[Append], **kw: object) -> dict[str, BaseException]:
+        new = [b.stream_id for b in batches if b.expected_version == -1]
+        if not new:
+            return dict(await commit(batches, **kw))
+        await asyncio.sleep(hold_s)
+        notes.append((*svc.runner.running(),))
+        if fail:
+            return {rid: Conflict(f"{rid} exists") for rid in new}
+        return dict(await commit(batches, **kw))
+
+    store.commit = held
+    return notes
+
+
+async def test_the_engine_starts_while_the_first_events_commit(processes: Processes) -> None:
+    """The commit of a plain response's first events overlaps its first token; a renewal
+    meanwhile does not look for a lease the row does not have yet."""
+    engine = Watched(delay_s=0.02, tokens=5)
+    svc = await processes.start(engine)
+    notes = hold_creations(svc, 0.05)
+    began: list[list[str]] = []
+    engine_generate = engine.generate
+
+    def noted(prompt: Prompt) -> AsyncIterator[AnyDelta]:
+        began.append([prompt.response_id, str(len(notes))])  # commits done by then
+        return engine_generate(prompt)
+
+    engine.generate = noted  # type: ignore[method-assign]
+    started = await uc.create_response(svc, request(input="x"), OWNER)
+    rid = started.response.id
+    assert began == [[rid, "0"]]  # the engine began before the first events committed
+    assert notes == [()]  # and meanwhile no lease of it was renewed
+    assert svc.runner.running() == [rid]
+    final = project(await started.generation.wait())  # type: ignore[union-attr]
+    assert final.status == "completed"
+    assert project(replay(await svc.store.read_events(rid))) == final  # whole, in order
+
+
+async def test_a_create_whose_first_events_fail_to_commit_stops_its_generation_quietly(
+    processes: Processes, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = Watched(delay_s=0.01, tokens=50)
+    svc = await processes.start(engine)
+    hold_creations(svc, 0.03, fail=True)
+    with caplog.at_level("WARNING"), pytest.raises(Conflict):
+        await uc.create_response(svc, request(input="x"), OWNER)
+    [rid] = engine.began
+    gen = svc.runner.get(rid)
+    if gen is not None:
+        await gen.wait()
+    assert svc.runner.get(rid) is None
+    assert await svc.store.read(rid) == []
+    assert not [r for r in caplog.records if r.name == "resplog.runner"]
+
+
+async def test_a_caller_gone_while_the_first_events_commit_cancels_the_generation(
+    processes: Processes,
+) -> None:
+    engine = Watched(delay_s=0.01, tokens=1000)
+    svc = await processes.start(engine)
+    hold_creations(svc, 0.05)
+    create = asyncio.create_task(uc.create_response(svc, request(input="x"), OWNER))
+    await asyncio.sleep(0.02)
+    create.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await create
+    [rid] = engine.began
+    gen = svc.runner.get(rid)
+    assert gen is not None
+    final = project(await gen.wait())
+    assert final.status == "cancelled"
+    last = (await svc.store.read(rid))[-1].event()
+    assert isinstance(last, ResponseCancelled) and last.facts is not None
+    assert last.facts.reason == "client_disconnected"
