@@ -27,7 +27,9 @@ With `--against TREE` (a checkout of another commit, e.g. `git worktree add /tmp
 HEAD~1`), a second server runs that tree's code (`PYTHONPATH=TREE`, same venv) on its own
 database, and the two are measured side by side: batches of `--batch` requests of each kind,
 and the bursts, alternate between them, so that both meet the same load on a shared box.
-Figures are medians over the batches, with the ratio this tree / that tree.
+Figures are medians over the batches, with the ratio this tree / that tree. Between the
+batches, `--batch`/10 streaming creates each, one at a time, with the engine at `--paced-ms`
+a token (the first one included, as a GPU's prefill): their time to the first delta.
 
     .venv/bin/python bench/burst_bench.py --against /tmp/before --batches 10 --batch 40
 """
@@ -106,20 +108,18 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def body(tokens: int, stream: bool) -> dict[str, object]:
-    return {
-        "model": "scripted",
-        "input": "bench",
-        "stream": stream,
-        "metadata": {"scripted_tokens": str(tokens)},
-    }
+def body(tokens: int, stream: bool, delay_ms: float = 0) -> dict[str, object]:
+    meta = {"scripted_tokens": str(tokens)}
+    if delay_ms:  # the engine's time to each token, the first one included
+        meta["scripted_delay_ms"] = f"{delay_ms:g}"
+    return {"model": "scripted", "input": "bench", "stream": stream, "metadata": meta}
 
 
-async def first_delta(client: httpx.AsyncClient, tokens: int) -> float:
+async def first_delta(client: httpx.AsyncClient, tokens: int, delay_ms: float = 0) -> float:
     """Seconds from sending a streaming create to its first content delta (read to the end)."""
     t0 = time.perf_counter()
     seen = 0.0
-    async with client.stream("POST", "/v1/responses", json=body(tokens, True)) as r:
+    async with client.stream("POST", "/v1/responses", json=body(tokens, True, delay_ms)) as r:
         r.raise_for_status()
         async for chunk in r.aiter_bytes():
             if not seen and b'.delta"' in chunk:
@@ -303,6 +303,7 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
     cpu: dict[str, dict[str, list[float]]] = {name: {k: [] for k in kinds} for name in servers}
     bursts: dict[str, list[float]] = {name: [] for name in servers}
     burst_cpu: dict[str, list[float]] = {name: [] for name in servers}
+    alone: dict[str, list[float]] = {name: [] for name in servers}
     raws = {name: RawBurst(server.base_url, args.tokens) for name, server in servers.items()}
     try:
         for name in servers:
@@ -313,6 +314,10 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
                     pid = server.process.pid
                     got = await cpu_per_request(pid, clients[name], args.batch, send, args.tokens)
                     cpu[name][send].append(got)
+            for name in servers:
+                for _ in range(max(1, args.batch // 10)):
+                    got = await first_delta(clients[name], 2, args.paced_ms)
+                    alone[name].append(got)
         for _ in range(args.rounds):
             for name, server in servers.items():
                 firsts, cpu_each = await raw_bursts(server.process.pid, raws[name], args.burst, 1)
@@ -335,6 +340,11 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
         print(f"| CPU per request, {names[kind]} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
     b, a = (statistics.median(burst_cpu[n]) for n in (before, after))
     print(f"| CPU per create in a burst of {args.burst} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
+    b, a = (statistics.median(alone[n]) * 1e3 for n in (before, after))
+    print(
+        f"| 1 streaming create alone, engine at {args.paced_ms:g} ms a token, first delta"
+        f" p50 (ms) | {b:.1f} | {a:.1f} | {a / b:.2f} |"
+    )
     for label, p in (("p50", 50.0), ("p99", 99.0)):
         b, a = (pct(bursts[n], p) * 1e3 for n in (before, after))
         print(
@@ -356,6 +366,12 @@ async def main() -> None:
     )
     p.add_argument("--batches", type=int, default=10, help="alternating batches (--against)")
     p.add_argument("--batch", type=int, default=40, help="requests per batch (--against)")
+    p.add_argument(
+        "--paced-ms",
+        type=float,
+        default=20,
+        help="the engine's ms a token for the creates timed alone (--against)",
+    )
     args = p.parse_args()
     if args.against:
         await against(args)
