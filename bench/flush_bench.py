@@ -22,7 +22,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,7 +32,7 @@ import asyncpg
 from adapters.store import open_store
 from adapters.store.listener import CHANNEL, doorbell_payload
 from adapters.store.migrate import upgrade_async
-from adapters.store.postgres import PostgresEventStore, _columns, _joined, commit_one
+from adapters.store.postgres import PostgresEventStore, _columns, commit_one
 from adapters.store.rows import Append, encode_append, merge
 from bench.databases import PG, _dsn, drop_postgres, fresh_postgres
 from bench.store_bench import Plan, plan_stream, stream_id
@@ -44,28 +44,21 @@ BEFORE = re.sub(
     commit_one((True, True, True)),
 )
 
-Params = Callable[[PostgresEventStore, Sequence[Append]], tuple[str, list[object]]]
+
+def now_params(store: PostgresEventStore, batches: Sequence[Append]) -> tuple[object, ...]:
+    """What the store binds (`PostgresEventStore.flush_statement`)."""
+    one = store.flush_statement(batches, time.time())
+    assert one is not None
+    return one
 
 
-def now_params(store: PostgresEventStore, batches: Sequence[Append]) -> tuple[str, list[object]]:
-    """What `PostgresEventStore._commit_together` binds."""
-    rows = [(b.stream_id, *row) for b in batches for row in b.rows]
-    sids, positions, types, data, facts, at = _columns(rows, 6)
-    texts = [_joined(sids), _joined(types), _joined(data), _joined(facts, nulls=True)]
-    claims = store._claim_parameters(batches, time.time())
-    params: list[object] = [p for claim in claims if claim[0] for p in claim]
-    params += (texts[0], positions, *texts[1:], at, CHANNEL)
-    params.append(doorbell_payload(store.origin, [b.stream_id for b in batches]))
-    return commit_one(tuple(bool(c[0]) for c in claims)), params  # type: ignore[arg-type]
-
-
-def before_params(store: PostgresEventStore, batches: Sequence[Append]) -> tuple[str, list[object]]:
+def before_params(store: PostgresEventStore, batches: Sequence[Append]) -> tuple[object, ...]:
     rows = [(b.stream_id, *row) for b in batches for row in b.rows]
     claims = store._claim_parameters(batches, time.time())
     params: list[object] = [p for claim in claims for p in claim]
     params += (*_columns(rows, 6), CHANNEL)
     params.append(doorbell_payload(store.origin, [b.stream_id for b in batches]))
-    return BEFORE, params
+    return (BEFORE, *params)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -99,8 +92,7 @@ async def run(args: argparse.Namespace) -> None:
                         ]
                         cursor += per
                         start = time.process_time()
-                        sql, params = make(store, batches)
-                        won = await conn.fetch(sql, *params)
+                        won = await conn.fetch(*make(store, batches))
                         took += time.process_time() - start
                         assert len(won) == streams, "a guard missed"
                     cpu[label].append(took / args.flushes * 1e6)

@@ -348,13 +348,24 @@ class PostgresEventStore(SqlEventStore):
         """The flush in one statement (`commit_one`), unless it needs what only the
         statements one by one do: blobs to store, a conversation to join, a retry's check
         for its own earlier commit, or the `executemany` insert."""
-        if recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches)):
+        alone = recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches))
+        one = None if alone else self.flush_statement(batches, now)
+        if one is None:
             return await super()._commit_together(batches, now, recheck)
+        async with self.raw_commit.connection() as conn:
+            won = {row[0] for row in await conn.fetch(*one)}
+        return {b.stream_id: conflict_of(b) for b in batches if b.stream_id not in won}, {}
+
+    def flush_statement(
+        self, batches: Sequence[Append], now: float
+    ) -> tuple[str, *tuple[object, ...]] | None:
+        """The flush as one statement and its parameters (`commit_one`); None if a value
+        holds the separator (never one in JSON), for the flush to go as arrays instead."""
         rows = [(b.stream_id, *row) for b in batches for row in b.rows]
         sids, positions, types, data, facts, at = _columns(rows, 6)
         texts = [_joined(sids), _joined(types), _joined(data), _joined(facts, nulls=True)]
-        if None in texts:  # a separator inside a value (never in JSON): as arrays instead
-            return await super()._commit_together(batches, now, recheck)
+        if None in texts:
+            return None
         claims = self._claim_parameters(batches, now)
         params: list[object] = []
         for claim in claims:
@@ -363,9 +374,7 @@ class PostgresEventStore(SqlEventStore):
         params += (texts[0], positions, *texts[1:], at, CHANNEL)
         params.append(doorbell_payload(self.origin, [b.stream_id for b in batches]))
         statement = commit_one((bool(claims[0][0]), bool(claims[1][0]), bool(claims[2][0])))
-        async with self.raw_commit.connection() as conn:
-            won = {row[0] for row in await conn.fetch(statement, *params)}
-        return {b.stream_id: conflict_of(b) for b in batches if b.stream_id not in won}, {}
+        return (statement, *params)
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         if not batches:

@@ -127,11 +127,11 @@ async def test_a_background_create_whose_caller_goes_away_still_runs_it_here(
     assert gen is not None
     assert (await processes.lease(ids[0]))[0] == "proc-a"
     assert project(await gen.wait()).status == "completed"
-    await until(lambda: _true(api.keeper.free() == 1))
 
+    async def slot_free() -> bool:
+        return api.keeper.free() == 1
 
-async def _true(value: bool) -> bool:
-    return value
+    await until(slot_free)
 
 
 async def test_a_create_that_fails_to_commit_gives_its_slot_back(processes: Processes) -> None:
