@@ -132,9 +132,15 @@ class PrivatePostgres:
     def freeze(self) -> None:
         """SIGSTOP the postmaster and every backend: the database neither answers nor
         refuses (as a hung host or a network partition), until `thaw`."""
-        self._frozen = self._processes()
-        for pid in self._frozen:
-            os.kill(pid, signal.SIGSTOP)
+        # The postmaster first, so it forks no backend after the list is read; a backend
+        # that exits between the list and its signal (a client just gone) is skipped.
+        main = self._processes()[0]
+        os.kill(main, signal.SIGSTOP)
+        self._frozen = [main]
+        for pid in self._processes()[1:]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                self._frozen.append(pid)
 
     def thaw(self) -> None:
         for pid in self._frozen:
