@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from adapters.store.tables import metadata
+from adapters.store.tables import described, metadata
 from adapters.store.urls import async_url
 
 config = context.config
@@ -35,6 +35,7 @@ def _configure(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=described,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Sequence
 import msgspec
 import sqlalchemy as sa
 
-from adapters.store import blobs
+from adapters.store import blobs, partitions
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
@@ -22,11 +22,14 @@ from domain.objects import TERMINAL_STATUSES
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True):
     """What goes: ended responses that were not stored, were created before `cutoff`, or
-    (with `deleted`) were deleted through the API."""
+    (with `deleted`) were deleted through the API. The responses of `days` (those with a
+    partition of their own, partitions.py) never go by age here: their whole day goes at
+    once, by `drop_day`, when it is all past the cutoff."""
 
     unstored: bool = True
     cutoff: float | None = None  # unix seconds; None: no age limit
     deleted: bool = False
+    days: frozenset[int] = frozenset()
 
     def where(self) -> sa.ColumnElement[bool]:
         c = t_responses.c
@@ -34,7 +37,10 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
         if self.unstored:
             reasons.append(c.store.is_(False))
         if self.cutoff is not None:
-            reasons.append(c.created_at < self.cutoff)
+            aged = c.created_at < self.cutoff
+            if self.days:
+                aged = sa.and_(aged, sa.func.resplog_period(c.id).not_in(sorted(self.days)))
+            reasons.append(aged)
         if self.deleted:
             reasons.append(c.deleted_at.is_not(None))
         ended = c.status.in_(sorted(TERMINAL_STATUSES))
@@ -110,6 +116,31 @@ async def collect(store: SqlEventStore, rule: Rule, ids: Sequence[str]) -> tuple
             return 0, 0
         result = await conn.execute(sa.delete(t_events).where(t_events.c.stream_id.in_(list(gone))))
     return len(gone), int(result.rowcount)
+
+
+# --- whole days (PostgreSQL) ---------------------------------------------------------------
+
+
+@guarded
+async def partitioned_days(store: SqlEventStore) -> frozenset[int]:
+    """The days whose events have a partition of their own (none on SQLite)."""
+    async with store.engine.connect() as conn:
+        return frozenset(await partitions.days(conn))
+
+
+@guarded
+async def expired_days(store: SqlEventStore, cutoff: float) -> list[partitions.Day]:
+    """The days whose partition ends before `cutoff`, oldest first, with their responses."""
+    async with store.engine.connect() as conn:
+        return await partitions.expired(conn, cutoff)
+
+
+@guarded
+async def drop_day(store: SqlEventStore, day: int) -> partitions.Day | None:
+    """Delete the day's responses and drop its events' partition; None if one of its
+    responses is still running (the day stays whole)."""
+    async with store.engine.connect() as conn:
+        return await partitions.drop(conn, day)
 
 
 # --- conversations ------------------------------------------------------------------------------

@@ -7,12 +7,13 @@ import builtins
 import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import ClassVar
 
 import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.store import blobs
+from adapters.store import blobs, partitions
 from adapters.store.bells import Bells
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
@@ -35,6 +36,7 @@ class ResponsePage(msgspec.Struct, frozen=True, kw_only=True):
 class ReadModel:
     """Mixed into the stores, which supply the engine and their write transaction."""
 
+    dialect: ClassVar[str]
     engine: AsyncEngine
     statements: AsyncEngine
     bells: Bells
@@ -84,7 +86,14 @@ class ReadModel:
         query = (
             sa.select(walk.c.id, r.status, r.previous_response_id, r.snapshot, e.facts)
             .join(t_responses, r.id == walk.c.id)
-            .outerjoin(t_events, sa.and_(e.stream_id == walk.c.id, e.position == 0))
+            .outerjoin(
+                t_events,
+                sa.and_(
+                    e.stream_id == walk.c.id,
+                    e.position == 0,
+                    partitions.same_partition(e.stream_id, walk.c.id, self.dialect),
+                ),
+            )
             .order_by(walk.c.depth)
         )
         async with self.engine.connect() as conn:
@@ -196,7 +205,7 @@ class ReadModel:
         if root is not None:
             conds.append(c.id.in_(sa.select(_conversation(root).c.id)))
         if end_reason is not None:
-            conds.append(ended_for(end_reason))
+            conds.append(ended_for(end_reason, self.dialect))
         async with self.engine.connect() as conn:
             if after is not None:
                 conds.append(await self._older_than(conn, after))
@@ -217,7 +226,7 @@ class ReadModel:
         return sa.tuple_(c.created_at, c.id) < sa.tuple_(created, after)
 
 
-def ended_for(reason: str) -> sa.ColumnElement[bool]:
+def ended_for(reason: str, dialect: str) -> sa.ColumnElement[bool]:
     """The responses whose terminal event records `reason` (the `reason` of its hidden
     facts: a failure's, a cancellation's, an `incomplete`'s), or, for `completed`, which
     completed (that event records none). The terminal event is a terminal stream's last,
@@ -232,6 +241,7 @@ def ended_for(reason: str) -> sa.ColumnElement[bool]:
         e.stream_id == c.id,
         e.position == c.version,
         e.facts.startswith(prefix, autoescape=True),
+        partitions.same_partition(e.stream_id, c.id, dialect),
     )
 
 

@@ -20,7 +20,7 @@ import sqlalchemy.exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.store import blobs, migrate
+from adapters.store import blobs, migrate, partitions
 from adapters.store.bells import Bells
 from adapters.store.conversations import join
 from adapters.store.hub import Hub
@@ -67,14 +67,15 @@ def _stored(stream_id: str, row: Any) -> StoredEvent:
 # A tail's page (`read_page`): the first `limit` rows after a position, cut where they pass
 # a byte budget, and how many the limit let through. Plain SQL, as the driver takes it: the
 # Core statement of the same query cost three times the round trip in compiling and result
-# processing. `{n}` is the driver's marker of parameter n.
+# processing. `{n}` is the driver's marker of parameter n; `{stream}` what reads the stream's
+# partition alone (`partitions.same_partition`; nothing on SQLite).
 PAGE_SQL = """
 SELECT position, type, data, facts, recorded_at, fetched FROM (
     SELECT *, sum(size) OVER (ORDER BY position) - size AS before, count(*) OVER () AS fetched
     FROM (
         SELECT position, type, data, facts, recorded_at,
                length(data) + coalesce(length(facts), 0) AS size
-        FROM events WHERE stream_id = {0} AND position > {1}
+        FROM events WHERE stream_id = {0} AND position > {1}{stream}
         ORDER BY position LIMIT {2}
     ) AS first
 ) AS sized
@@ -169,6 +170,11 @@ class SqlEventStore(ReadModel):
 
     # --- the log --------------------------------------------------------------------------
 
+    def _partition_of(self, stream_id: str) -> sa.ColumnElement[bool]:
+        """Added to a read of one stream's events: on PostgreSQL, the stream's partition
+        alone is read (partitions.py)."""
+        return partitions.same_partition(t_events.c.stream_id, stream_id, self.dialect)
+
     @guarded
     async def read(
         self, stream_id: str, after: int = -1, limit: int | None = None
@@ -177,6 +183,7 @@ class SqlEventStore(ReadModel):
         query = (
             sa.select(*_READ_COLUMNS)
             .where(t_events.c.stream_id == stream_id, t_events.c.position > after)
+            .where(self._partition_of(stream_id))
             .order_by(t_events.c.position)
         )
         if limit is not None:
@@ -389,7 +396,9 @@ class SqlEventStore(ReadModel):
                 continue
             first = await conn.execute(
                 sa.select(t_events.c.facts).where(
-                    t_events.c.stream_id == batch.stream_id, t_events.c.position == 0
+                    t_events.c.stream_id == batch.stream_id,
+                    t_events.c.position == 0,
+                    self._partition_of(batch.stream_id),
                 )
             )
             facts = await blobs.resolve_facts(conn, first.scalar())
@@ -410,6 +419,7 @@ class SqlEventStore(ReadModel):
                     t_events.c.stream_id == batch.stream_id,
                     t_events.c.position > batch.expected_version,
                     t_events.c.position <= batch.last,
+                    self._partition_of(batch.stream_id),
                 )
                 .order_by(t_events.c.position)
             )

@@ -90,7 +90,7 @@ class SqliteEventStore(SqlEventStore):
     """The event store on one SQLite file; tails are woken in-process only."""
 
     dialect = "sqlite"
-    _PAGE = PAGE_SQL.format("?", "?", "?", "?")
+    _PAGE = PAGE_SQL.format("?", "?", "?", "?", stream="")
 
     def __init__(self, url: URL, settings: StoreSettings) -> None:
         super().__init__(url, _engine(url, settings), settings)

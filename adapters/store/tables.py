@@ -8,6 +8,7 @@ Adding a column to `responses` is this table, the field of `ResponseRow`, and a 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +32,17 @@ events = sa.Table(
     sa.Column("facts", sa.Text, nullable=True),
     sa.Column("recorded_at", sa.Double, nullable=False),
 )
+
+# On PostgreSQL `events` is partitioned by the day its streams began (migration 0008,
+# partitions.py): its partitions are not tables of their own for the queries, nor for
+# Alembic's comparison of this module with the database (`described`).
+_PARTITION = re.compile(r"events_(legacy|default|p\d+)")
+
+
+def described(name: str | None, type_: str, parent_names: object) -> bool:
+    """Alembic's `include_name`: every table but the partitions of `events`."""
+    return not (type_ == "table" and name is not None and _PARTITION.fullmatch(name))
+
 
 # One row per stream, updated in the transaction that appends to the stream. `version` is the
 # last position; the append guard is `UPDATE ... WHERE version = expected_version`, which

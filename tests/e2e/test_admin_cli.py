@@ -426,21 +426,50 @@ def test_a_cut_short_export_is_refused_and_writes_nothing(exported: Path, tmp_pa
 # --- gc ---------------------------------------------------------------------------------------
 
 
-def test_gc_dry_run_lists_what_would_go_and_never_a_running_response(corpus: Corpus) -> None:
+def sqlite_copy(tmp_path: Path, exported: Path) -> str:
+    """The corpus in the SQLite store, whose one table of events `gc` takes row by row by
+    age (PostgreSQL's goes by whole days: `test_partitions.py`)."""
+    url = f"sqlite:///{tmp_path / 'copy.db'}"
+    upgrade(url)
+    result = resplog("import", str(exported), url=url)
+    assert result.returncode == 0, result.stderr
+    return url
+
+
+def test_gc_dry_run_lists_what_would_go_and_never_a_running_response(
+    corpus: Corpus, exported: Path, tmp_path: Path
+) -> None:
     """store=false goes by default; with a retention every ended response; never the running."""
-    unstored = ok_json("gc", "--dry-run", url=corpus.url)["responses"]
+    url = sqlite_copy(tmp_path, exported)
+    unstored = ok_json("gc", "--dry-run", url=url)["responses"]
     assert [c["id"] for c in unstored] == [corpus.ids["unstored"]]
-    everything = ok_json("gc", "--dry-run", "--older-than", "0s", url=corpus.url)["responses"]
+    everything = ok_json("gc", "--dry-run", "--older-than", "0s", url=url)["responses"]
     assert {c["id"] for c in everything} == (
         {*corpus.ids.values(), *corpus.chain} - {corpus.ids["running"]}
     )
 
 
+def test_on_postgresql_an_age_limit_takes_a_response_with_its_whole_day(corpus: Corpus) -> None:
+    """The corpus's streams are in their day's partition: a zero retention takes none of
+    them one by one (store=false ones still go), and no day that is not over. A day that
+    is over goes whole: `test_partitions.py`."""
+    dry = ok_json("gc", "--dry-run", "--older-than", "0s", url=corpus.url)
+    assert [c["id"] for c in dry["responses"]] == [corpus.ids["unstored"]]
+    today = int(time.time() // 86400)
+    assert all(d["day"] < today for d in dry["days"])
+    where = "SELECT DISTINCT tableoid::regclass::text FROM events"
+    assert {r[0] for r in sql(corpus.url, where)} <= {
+        "events_legacy",  # the conversations'
+        f"events_p{today}",
+        f"events_p{today - 1}",  # the module began before midnight
+    }
+
+
 def test_gc_deletes_rows_and_events_in_batches_and_the_log_still_verifies(
-    exported: Path, fresh_pg: Callable[[], str]
+    exported: Path, tmp_path: Path
 ) -> None:
     """Unstored first, then everything past a zero retention; what stays verifies."""
-    url = imported_copy(fresh_pg, exported)
+    url = sqlite_copy(tmp_path, exported)
     before = len(table(url, "responses"))
     done = ok_json("gc", url=url)
     assert (done["deleted"], done["batches"]) == (1, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,9 +18,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from adapters.store import GroupCommitWriter, NotMigrated, open_store
 from adapters.store.migrate import current_is_head_async, downgrade_async, upgrade_async
-from adapters.store.tables import metadata
+from adapters.store.tables import described, metadata
 from adapters.store.urls import async_url
 from adapters.wiring import SqlDatabase
+from service.ids import made_at, new_id
 from tests.integration import streams
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,7 +123,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0007 (head)" in out.stdout
+    assert "0008 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
@@ -148,7 +150,8 @@ async def test_the_migrated_schema_is_what_tables_py_describes(empty_url: str) -
     engine = create_async_engine(async_url(empty_url))
 
     def differences(conn: sa.Connection) -> list[object]:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        opts = {"compare_type": True, "include_name": described}
+        context = MigrationContext.configure(conn, opts=opts)
         return list(compare_metadata(context, metadata))
 
     try:
@@ -235,3 +238,46 @@ async def test_ready_says_the_schema_is_behind_without_naming_the_database(
     logged = caplog.text
     assert url.database is not None and url.database in logged  # the operator's details
     assert url.database not in reason
+
+
+@pytest.fixture
+def empty_pg(fresh_pg: Callable[[], str]) -> str:
+    return fresh_pg()
+
+
+async def test_0008_partitions_the_log_by_day_keeping_its_rows_and_a_downgrade_joins_them(
+    empty_pg: str,
+) -> None:
+    """The table of before becomes the legacy partition as it is (every id it holds, of any
+    shape); a downgrade gathers every partition's rows back into one table."""
+    url = empty_pg
+    await upgrade_async(url, "0007")
+    now = time.time()
+    before = [f"resp_{'ab' * 24}", new_id("resp", now), new_id("conv", now)]
+    for sid in before:
+        await _sql(
+            url,
+            "INSERT INTO events (stream_id, position, type, data, recorded_at) "
+            f"VALUES ('{sid}', 0, 't', '{{}}', 1.0)",
+        )
+    await upgrade_async(url)
+    where = "SELECT stream_id, tableoid::regclass::text FROM events ORDER BY stream_id"
+    assert await _sql(url, where) == sorted((sid, "events_legacy") for sid in before)
+
+    store = await open_store(url)  # makes the coming days' partitions
+    later = new_id("resp", (int(now // 86400) + 3) * 86400.0)
+    try:
+        created = streams.script(later, deltas=0, created_at=made_at(later))[0][1]
+        await store.append(later, -1, created)
+    finally:
+        await store.close()
+    assert (later, f"events_p{int(now // 86400) + 3}") in await _sql(url, where)
+
+    await downgrade_async(url, "0007")
+    kind = "SELECT relkind::text FROM pg_class WHERE relname = 'events'"
+    assert await _sql(url, kind) == [("r",)]
+    assert {r[0] for r in await _sql(url, "SELECT stream_id FROM events")} == {*before, later}
+    assert await _sql(url, "SELECT count(*) FROM pg_class WHERE relname LIKE 'events_%'") == [(0,)]
+    await upgrade_async(url)
+    legacy = await _sql(url, "SELECT DISTINCT stream_id FROM events_legacy")
+    assert {r[0] for r in legacy} == {*before, later}  # up to the newest response's day
