@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from itertools import starmap
 from typing import Any
 
+import asyncpg
+import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -31,6 +33,7 @@ from adapters.store.rawpool import HeldConnection, RawPool
 from adapters.store.rows import Append, leased, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
+from adapters.store.tables import events as t_events
 from adapters.store.transient import RAW, guarded, lost_under_operation
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
@@ -173,6 +176,44 @@ CROSS JOIN LATERAL (
 ) AS e
 """
 
+_PRUNE_MANY = "\n      AND resplog_period(stream_id) = resplog_period(c.sid)"
+
+
+@functools.cache
+def _page_on(table: str | None) -> str:
+    """A tail's page on one partition by name, or on `events` (None), pruned to the
+    stream's partition (partitions.py: `Layout.table_of`)."""
+    if table is None:
+        prune = " AND resplog_period(stream_id) = resplog_period($1)"
+        return PAGE_SQL.format("$1", "$2", "$3", "$4", stream=prune)
+    direct = PAGE_SQL.replace("FROM events WHERE", f"FROM {table} WHERE")
+    return direct.format("$1", "$2", "$3", "$4", stream="")
+
+
+@functools.cache
+def _fetch_on(table: str | None) -> str:
+    """The catch-up read of streams of one partition by name, or on `events` (None)."""
+    if table is None:
+        return _FETCH_MANY
+    return _FETCH_MANY.replace(_PRUNE_MANY, "").replace("FROM events", f"FROM {table}")
+
+
+@functools.cache
+def _partition_table(name: str) -> sa.Table:
+    """`events`' columns on one of its partitions, for the reads that name it."""
+    return t_events.to_metadata(sa.MetaData(), name=name)
+
+
+def _relation_gone(exc: BaseException | None) -> bool:
+    """A statement that named a table that no longer exists (SQLSTATE 42P01)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if getattr(exc, "sqlstate", None) == "42P01":
+            return True
+        exc, seen = exc.__cause__ or getattr(exc, "orig", None), seen + 1
+    return False
+
+
 _STATUS_VERSION = "SELECT status, version FROM responses WHERE id = $1"
 
 _INSERT_MANY = """
@@ -238,9 +279,7 @@ class PostgresEventStore(SqlEventStore):
     """The event store on PostgreSQL; tails hear other processes through LISTEN/NOTIFY."""
 
     dialect = "postgresql"
-    _PAGE = PAGE_SQL.format(
-        "$1", "$2", "$3", "$4", stream=" AND resplog_period(stream_id) = resplog_period($1)"
-    )
+    _PAGE = _page_on(None)
 
     def __init__(self, url: URL, settings: StoreSettings) -> None:
         engine: AsyncEngine = create_async_engine(
@@ -258,6 +297,9 @@ class PostgresEventStore(SqlEventStore):
                 f"pg_insert must be 'unnest' or 'executemany', not {settings.pg_insert!r}"
             )
         self._days: asyncio.Task[None] | None = None  # `_keep_days`, once started
+        # The partitions this process knows of (partitions.py), looked at with `_days`;
+        # None: not partitioned, or not looked at yet (reads go to `events`).
+        self.layout: partitions.Layout | None = None
         # Identifies this process's own notifications, whose events the hub already has.
         self.origin = secrets.token_hex(6)
         # The same pool, whose connections run each statement as its own transaction.
@@ -294,6 +336,7 @@ class PostgresEventStore(SqlEventStore):
         try:
             async with self.engine.connect() as conn:
                 made = await partitions.ensure(conn, time.time())
+                self.layout = await partitions.layout(conn)
         except RAW as exc:
             log.warning("the log's partitions were not checked: %s", exc)
             return
@@ -316,6 +359,22 @@ class PostgresEventStore(SqlEventStore):
         await self.raw_commit.close()
         await super().close()
 
+    def _table_of(self, stream_id: str) -> str | None:
+        return None if self.layout is None else self.layout.table_of(stream_id)
+
+    def _events_of(self, stream_id: str) -> tuple[sa.Table, sa.ColumnElement[bool]]:
+        table = self._table_of(stream_id)
+        if table is None:
+            return super()._events_of(stream_id)
+        return _partition_table(table), sa.true()
+
+    async def _partition_gone(self, exc: BaseException) -> bool:
+        if not _relation_gone(exc):
+            return False
+        async with self.engine.connect() as conn:
+            self.layout = await partitions.layout(conn)
+        return True
+
     def _rung(self, keys: list[str] | None) -> None:
         self.catchup.want(self.hub.streams(keys))
 
@@ -323,10 +382,19 @@ class PostgresEventStore(SqlEventStore):
         """The shared catch-up read, on the raw pool (rawpool.py): through SQLAlchemy's
         result every row cost several times what the query does. Its errors are asyncpg's
         own, which `guarded` (and `CatchUp`) take as they take SQLAlchemy's."""
-        sids = [sid for sid, _ in points]
-        afters = [after for _, after in points]
+        by_table: dict[str | None, list[tuple[str, int]]] = {}
+        for point in points:  # most often one group: today's partition
+            by_table.setdefault(self._table_of(point[0]), []).append(point)
+        records: list[Any] = []
         async with self.raw.connection() as conn:
-            records = await conn.fetch(_FETCH_MANY, sids, afters, limit)
+            for table, group in by_table.items():
+                sids = [sid for sid, _ in group]
+                afters = [after for _, after in group]
+                try:
+                    records += await conn.fetch(_fetch_on(table), sids, afters, limit)
+                except asyncpg.UndefinedTableError as exc:
+                    await self._partition_gone(exc)
+                    records += await conn.fetch(_fetch_on(None), sids, afters, limit)
         events = list(starmap(StoredEvent, records))
         if blobs.any_reference(events):
             async with self.statements.connect() as sa_conn:
@@ -339,7 +407,11 @@ class PostgresEventStore(SqlEventStore):
 
     async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
         async with self.raw.connection() as conn:
-            rows: list[Any] = await conn.fetch(self._PAGE, *params)
+            try:
+                rows: list[Any] = await conn.fetch(_page_on(self._table_of(params[0])), *params)
+            except asyncpg.UndefinedTableError as exc:
+                await self._partition_gone(exc)
+                rows = await conn.fetch(_page_on(None), *params)
         return rows
 
     async def _status_version(self, stream_id: str) -> tuple[str, int] | None:

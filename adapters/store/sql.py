@@ -175,16 +175,35 @@ class SqlEventStore(ReadModel):
         alone is read (partitions.py)."""
         return partitions.same_partition(t_events.c.stream_id, stream_id, self.dialect)
 
+    def _events_of(self, stream_id: str) -> tuple[sa.Table, sa.ColumnElement[bool]]:
+        """The table a read of `stream_id`'s events names, and what it adds to its
+        condition (PostgreSQL's names the stream's partition when it knows it)."""
+        return t_events, self._partition_of(stream_id)
+
+    async def _partition_gone(self, exc: BaseException) -> bool:
+        """Whether a read failed because the partition it named was dropped meanwhile
+        (`gc`); the store then looks at the partitions again and the read is retried."""
+        return False
+
     @guarded
     async def read(
         self, stream_id: str, after: int = -1, limit: int | None = None
     ) -> list[StoredEvent]:
         """Events of one stream with position > `after`, in order."""
+        try:
+            return await self._read(stream_id, after, limit)
+        except STATEMENT_ERRORS as exc:
+            if not await self._partition_gone(exc):
+                raise
+        return await self._read(stream_id, after, limit)
+
+    async def _read(self, stream_id: str, after: int, limit: int | None) -> list[StoredEvent]:
+        table, where = self._events_of(stream_id)
+        c = table.c
         query = (
-            sa.select(*_READ_COLUMNS)
-            .where(t_events.c.stream_id == stream_id, t_events.c.position > after)
-            .where(self._partition_of(stream_id))
-            .order_by(t_events.c.position)
+            sa.select(c.position, c.type, c.data, c.facts, c.recorded_at)
+            .where(c.stream_id == stream_id, c.position > after, where)
+            .order_by(c.position)
         )
         if limit is not None:
             query = query.limit(limit)

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import asyncpg
+import msgspec
 import pytest
 import sqlalchemy as sa
 
@@ -18,6 +19,7 @@ from adapters.store import SqlEventStore, open_store, partitions
 from adapters.store import gc as store_gc
 from adapters.store.migrate import upgrade
 from adapters.store.partitions import PERIOD, day_of
+from adapters.store.postgres import PostgresEventStore
 from adapters.store.urls import asyncpg_dsn
 from service.ids import made_at, new_id
 from tests.e2e.test_admin_cli import ok_json
@@ -126,6 +128,21 @@ async def test_a_read_of_one_stream_reads_its_partition_alone(
         assert other not in plan
 
 
+async def test_the_store_names_the_partition_it_knows_and_events_for_the_rest(
+    today: int, store: SqlEventStore
+) -> None:
+    """A statement on `events` costs a plan over every partition (bench/partition_bench.py):
+    the hot reads name the stream's partition when the store knows it."""
+    assert isinstance(store, PostgresEventStore) and store.layout is not None
+    assert store._table_of(_on(today)) == f"events_p{today}"
+    assert store._table_of(f"resp_{secrets.token_hex(24)}") == "events_legacy"
+    assert store._table_of(new_id("conv", time.time())) == "events_legacy"
+    assert store._table_of(_on(today + 30)) is None  # the default partition, or a new day
+    for sid in (_on(today), f"resp_{'z' * 50}", "resp_" + "A" * 50, "x"):
+        rows = await _sql(store, "SELECT resplog_period($1)", sid)
+        assert rows[0][0] == partitions.period(sid)  # the database's day is ours
+
+
 async def test_two_processes_making_the_same_days_make_each_once(
     today: int, store: SqlEventStore
 ) -> None:
@@ -184,7 +201,13 @@ async def test_gc_drops_a_whole_day_once_its_responses_have_all_ended(
     events = len(streams.events_of(ended)) + len(streams.events_of(whole))
     assert (gone.responses, gone.events) == (2, events)
     assert await store.get(done) is None and await store.get(running) is None
+    # This process still names the dropped partition: its reads look again, and find nothing.
     assert await store.read(done) == []
+    assert store.layout is not None and first not in store.layout.days
+    store.layout = msgspec.structs.replace(store.layout, days=store.layout.days | {first})
+    assert await store.read_page(done, -1, 10, 1 << 20) == ([], False)
+    store.layout = msgspec.structs.replace(store.layout, days=store.layout.days | {first})
+    assert await store.read_many([(done, -1)], 10) == []
     async with store.engine.connect() as conn:
         assert first not in await partitions.days(conn)
     assert await store.get(other) is not None  # the next day is untouched
