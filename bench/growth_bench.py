@@ -43,9 +43,12 @@ the median over the rounds. Phases:
            log's last week, a model's page a tenth of the way into the history
   verify   `resplog verify --json` (the real CLI) of `--verify-sample` random streams, or
            with `--verify-sample 0` `verify --all`, in events/s (the CLI's start included)
-  gc       `resplog gc --older-than ...` (the real CLI) cutting the oldest `--gc-responses`
-           responses, then the same again (which finds nothing): events deleted per second,
-           and what a run costs whatever it deletes (the CLI's start, the blob sweep)
+  gc       `resplog gc --older-than ...` (the real CLI), then the same again (which finds
+           nothing): events deleted per second, the run's seconds, and what a run costs
+           whatever it deletes (the CLI's start, the blob sweep). On a log partitioned by
+           day (PostgreSQL at migration 0008, ids by time) the cut is the end of the oldest
+           day, which goes whole (its partition dropped); otherwise the oldest
+           `--gc-responses` responses, deleted row by row
 and, as loaded and at the end, the disk: pg_total_relation_size of each table (its indexes
 and TOAST included) per 1 M events.
 """
@@ -75,7 +78,7 @@ import asyncpg
 import httpx
 from sqlalchemy.engine import make_url
 
-from adapters.store import SqlEventStore, open_store
+from adapters.store import SqlEventStore, open_store, partitions
 from adapters.store.migrate import downgrade_async, upgrade_async
 from bench.databases import PG, _dsn, drop_postgres, fresh_postgres
 from bench.store_bench import (
@@ -560,9 +563,16 @@ def verify(log: Log, sample: int) -> dict[str, float]:
 
 
 async def gc(log: Log, count: int) -> dict[str, float]:
-    """`resplog gc --older-than` at the created_at of the `count`-th oldest ended response,
-    then the same again, which finds nothing: what a run costs whatever it deletes (the
-    CLI's start, the candidates query, the blob sweep)."""
+    """`resplog gc --older-than` at the end of the oldest day with a partition of its own
+    (it goes whole) or, on a log without, at the created_at of the `count`-th oldest ended
+    response; then the same again, which finds nothing: what a run costs whatever it
+    deletes (the CLI's start, the candidates query, the blob sweep)."""
+    store = await open_store(log.url)
+    try:
+        async with store.engine.connect() as conn:
+            days = await partitions.days(conn)
+    finally:
+        await store.close()
     conn = await asyncpg.connect(_dsn(log.url))
     try:
         cutoff = await conn.fetchval(
@@ -572,15 +582,19 @@ async def gc(log: Log, count: int) -> dict[str, float]:
         )
     finally:
         await conn.close()
+    if days:
+        cutoff = (days[0] + 1) * partitions.PERIOD
     age = int(time.time() - cutoff) + 1
     report, took = cli(log.url, "gc", "--older-than", f"{age}s")
     empty, fixed = cli(log.url, "gc", "--older-than", f"{age}s")
     print(
-        f"     gc: {report['deleted']} responses, {report['events']} events in {took:.2f}s;"
+        f"     gc: {report['deleted']} responses, {report['events']} events,"
+        f" {report['days']} whole days in {took:.2f}s;"
         f" again ({empty['deleted']} responses) {fixed:.2f}s"
     )
     return {
         "gc: events/s (the whole run)": report["events"] / took,
+        "gc: a run s": took,
         "gc: an empty run s": fixed,
     }
 
@@ -591,7 +605,11 @@ async def disk(url: str) -> dict[str, float]:
         total = await conn.fetchval("SELECT count(*) FROM events")
         out: dict[str, float] = {}
         for table in TABLES:
-            size = await conn.fetchval("SELECT pg_total_relation_size($1::regclass)", table)
+            size = await conn.fetchval(  # a partitioned table's partitions (migration 0008)
+                "SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) "
+                "FROM pg_partition_tree($1::regclass)), pg_total_relation_size($1::regclass))",
+                table,
+            )
             out[f"disk: {table} MB per 1M events"] = size / 2**20 / (total / 1e6)
         out["disk: all tables MB per 1M events"] = sum(out.values())
         out["events in the log"] = float(total)
@@ -643,6 +661,20 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g}M"
 
 
+async def _partition_days(url: str, days: float) -> None:
+    """The partitions of each day the loaded log spans, as the server would have made
+    them while it grew (nothing before migration 0008)."""
+    store = await open_store(url, check_migrated=False)
+    try:
+        async with store.engine.connect() as conn:
+            since = partitions.day_of(time.time() - days * 86400)
+            made = await partitions.ensure(conn, time.time(), since=since)
+    finally:
+        await store.close()
+    if made:
+        print(f"  partitions: {len(made)} days, {made[0]}..{made[-1]}")
+
+
 async def prepare(size: int, args: argparse.Namespace, tmp: Path) -> Log:
     """A database of `size` loaded events (or the kept one `--reuse` names for it)."""
     reuse = dict(args.reuse)
@@ -658,6 +690,7 @@ async def prepare(size: int, args: argparse.Namespace, tmp: Path) -> Log:
             await downgrade_async(url, args.revision)
         for g in groups:
             print(f"  template {g.kind}: {g.events} events, weight {g.weight}")
+        await _partition_days(url, args.days)
         events, took = await load(url, groups, columns, size, args.days, args.load_ids)
         if args.fillfactor:  # for the rows written from now on: the bench's own
             await _sql(url, f"ALTER TABLE responses SET (fillfactor = {args.fillfactor})")

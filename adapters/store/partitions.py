@@ -52,11 +52,13 @@ _HEX = frozenset("0123456789abcdef")
 
 def period(stream_id: str) -> int:
     """`resplog_period(stream_id)` (migration 0008) computed here: the same day for every
-    id, so that a read can name the partition that holds a stream."""
-    if len(stream_id) != 55 or not stream_id.startswith("resp_"):
+    id, so that a read can name the partition that holds a stream. An id of 55 bytes that
+    begins `resp_` goes by its next 8 digits if they are hex (those of `service/ids.py`
+    are); every other id is day 0."""
+    if len(stream_id.encode()) != 55 or not stream_id.startswith("resp_"):
         return 0
-    digits = stream_id[5:]
-    return int(digits[:8], 16) // int(PERIOD) if _HEX.issuperset(digits) else 0
+    digits = stream_id[5:13]
+    return int(digits, 16) // int(PERIOD) if _HEX.issuperset(digits) else 0
 
 
 class Layout(msgspec.Struct, frozen=True):

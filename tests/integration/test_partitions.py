@@ -138,7 +138,8 @@ async def test_the_store_names_the_partition_it_knows_and_events_for_the_rest(
     assert store._table_of(f"resp_{secrets.token_hex(24)}") == "events_legacy"
     assert store._table_of(new_id("conv", time.time())) == "events_legacy"
     assert store._table_of(_on(today + 30)) is None  # the default partition, or a new day
-    for sid in (_on(today), f"resp_{'z' * 50}", "resp_" + "A" * 50, "x"):
+    odd = ("resp_" + "z" * 50, "resp_" + "A" * 50, "resp_0000000g" + "0" * 42, "resp_é" + "a" * 48)
+    for sid in (_on(today), *odd, _on(today)[:13] + "z" * 42, "x"):
         rows = await _sql(store, "SELECT resplog_period($1)", sid)
         assert rows[0][0] == partitions.period(sid)  # the database's day is ours
 
