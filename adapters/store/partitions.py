@@ -31,9 +31,12 @@ _NAME = re.compile(r"events_p(\d+)")
 _UPPER = re.compile(r"TO \((\d+)\)")
 # Serialises the processes that make or drop partitions (any 64-bit number of our own).
 _LOCK = 0x7265_7370_6C6F_6701
-# How long a partition's DDL waits for the locks it needs (it takes the whole table for a
-# moment) before giving up until the next time, rather than queueing every read behind it.
+# How long a partition's DDL waits for the locks it needs before giving up until the next
+# time. Making a day's partition takes `events` in a mode that lets reads and writes go on
+# (and the default partition, which nothing reads by name); dropping one takes all of
+# `events`, and every statement on it queues behind the drop while it waits: so briefly.
 _LOCK_TIMEOUT = "SET LOCAL lock_timeout = '5s'"
+_DROP_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '1s'"
 # Those of migration 0006 for `events`, which each partition needs of its own.
 _STORAGE = (
     "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.02, "
@@ -70,7 +73,7 @@ class Layout(msgspec.Struct, frozen=True):
     def table_of(self, stream_id: str) -> str | None:
         """The partition that holds `stream_id`'s rows, read by name: a statement on
         `events` itself costs PostgreSQL 15 a plan over, or an opening of, every partition
-        (3.4x a tail's page, 5.6x the catch-up read at 90 days: docs/performance.md). None
+        (about 3x a tail's page or a catch-up read at 90 days: docs/performance.md). None
         when this process cannot know (the default partition, or a day made since its
         last look): then `events`, whose pruning finds it whatever the partitions are."""
         day = period(stream_id)
@@ -221,11 +224,19 @@ async def expired(conn: AsyncConnection, cutoff: float) -> list[Day]:
 async def drop(conn: AsyncConnection, day: int) -> Day | None:
     """Delete `day`'s responses and drop its partition, in one transaction (`conn` is
     outside one); None, with nothing changed, if one of its responses has not ended (it
-    keeps the whole day) or the day has no partition. Never a `DELETE` of events."""
+    keeps the whole day), the day has no partition, or a long statement on `events` (an
+    export, `verify --all`) kept the drop from its lock for a second: the next run takes
+    it. Never a `DELETE` of events."""
     try:
         async with conn.begin():
             return await _drop(conn, day)
     except _Kept:
+        return None
+    except sa_exc.DBAPIError as exc:
+        codes = {getattr(e, "sqlstate", None) for e in (exc.orig, exc.orig.__cause__)}
+        if "55P03" not in codes:  # lock_not_available
+            raise
+        log.warning("day %d was not dropped: `events` was busy (%s); next run", day, exc.orig)
         return None
 
 
@@ -234,7 +245,7 @@ class _Kept(Exception):
 
 
 async def _drop(conn: AsyncConnection, day: int) -> Day:
-    await conn.execute(sa.text(_LOCK_TIMEOUT))
+    await conn.execute(sa.text(_DROP_LOCK_TIMEOUT))
     await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
     if day not in await days(conn):
         raise _Kept

@@ -257,3 +257,25 @@ async def test_the_gc_command_drops_the_days_past_the_retention_and_the_log_veri
     assert await store.get(running) is not None
     report = await asyncio.to_thread(ok_json, "verify", "--all", url=own_pg)
     assert report["ok"] is True
+
+
+async def test_a_drop_that_waits_for_a_long_reader_gives_up_and_the_next_run_drops(
+    today: int, store: SqlEventStore
+) -> None:
+    """The drop takes all of `events`, and every statement queues behind it while it
+    waits: it waits a second at most, leaves the day whole, and the next run takes it."""
+    first = today + 1
+    rid = await write(store, _script(_on(first), deltas=1))
+    reader = await asyncpg.connect(asyncpg_dsn(store.url))
+    try:
+        async with reader.transaction():  # an export, say, in the middle of its scan
+            await reader.fetch("SELECT count(*) FROM events")
+            started = time.monotonic()
+            assert await store_gc.drop_day(store, first) is None
+            assert time.monotonic() - started < 5
+        assert await store.get(rid) is not None
+        assert len(await store.read(rid)) > 0
+    finally:
+        await reader.close()
+    gone = await store_gc.drop_day(store, first)
+    assert gone is not None and gone.responses == 1
