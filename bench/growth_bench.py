@@ -610,7 +610,7 @@ async def disk(url: str) -> dict[str, float]:
                 "FROM pg_partition_tree($1::regclass)), pg_total_relation_size($1::regclass))",
                 table,
             )
-            out[f"disk: {table} MB per 1M events"] = size / 2**20 / (total / 1e6)
+            out[f"disk: {table} MB per 1M events"] = float(size) / 2**20 / (total / 1e6)
         out["disk: all tables MB per 1M events"] = sum(out.values())
         out["events in the log"] = float(total)
         return out
