@@ -233,7 +233,8 @@ async def drop(conn: AsyncConnection, day: int) -> Day | None:
     except _Kept:
         return None
     except sa_exc.DBAPIError as exc:
-        codes = {getattr(e, "sqlstate", None) for e in (exc.orig, exc.orig.__cause__)}
+        cause = exc.orig.__cause__ if exc.orig is not None else None
+        codes = {getattr(e, "sqlstate", None) for e in (exc.orig, cause)}
         if "55P03" not in codes:  # lock_not_available
             raise
         log.warning("day %d was not dropped: `events` was busy (%s); next run", day, exc.orig)
