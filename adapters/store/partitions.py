@@ -21,6 +21,7 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from adapters.store.transient import sqlstate
 from domain.objects import TERMINAL_STATUSES
 
 log = logging.getLogger(__name__)
@@ -233,9 +234,7 @@ async def drop(conn: AsyncConnection, day: int) -> Day | None:
     except _Kept:
         return None
     except sa_exc.DBAPIError as exc:
-        cause = exc.orig.__cause__ if exc.orig is not None else None
-        codes = {getattr(e, "sqlstate", None) for e in (exc.orig, cause)}
-        if "55P03" not in codes:  # lock_not_available
+        if sqlstate(exc) != "55P03":  # lock_not_available
             raise
         log.warning("day %d was not dropped: `events` was busy (%s); next run", day, exc.orig)
         return None

@@ -34,7 +34,7 @@ from adapters.store.rows import Append, leased, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
 from adapters.store.tables import events as t_events
-from adapters.store.transient import RAW, guarded, lost_under_operation
+from adapters.store.transient import RAW, guarded, lost_under_operation, sqlstate
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
@@ -204,14 +204,9 @@ def _partition_table(name: str) -> sa.Table:
     return t_events.to_metadata(sa.MetaData(), name=name)
 
 
-def _relation_gone(exc: BaseException | None) -> bool:
+def _relation_gone(exc: BaseException) -> bool:
     """A statement that named a table that no longer exists (SQLSTATE 42P01)."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if getattr(exc, "sqlstate", None) == "42P01":
-            return True
-        exc, seen = exc.__cause__ or getattr(exc, "orig", None), seen + 1
-    return False
+    return sqlstate(exc) == "42P01"
 
 
 _STATUS_VERSION = "SELECT status, version FROM responses WHERE id = $1"

@@ -48,7 +48,8 @@ _TRANSIENT_CLASSES = ("08", "53", "57")  # connection exception, resources, oper
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
 
 
-def _sqlstate(exc: BaseException) -> str | None:
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a driver error, raised by asyncpg or wrapped by SQLAlchemy."""
     orig = getattr(exc, "orig", None)
     for candidate in (exc, orig, getattr(orig, "__cause__", None)):
         code = getattr(candidate, "sqlstate", None)
@@ -98,7 +99,7 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
-    code = _sqlstate(exc)
+    code = sqlstate(exc)
     if code is not None:
         return code in _TRANSIENT_CODES or code.startswith(_TRANSIENT_CLASSES)
     orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
