@@ -32,11 +32,19 @@ if TYPE_CHECKING:
 
 @main.command()
 @database_option
-def migrate(database_url: str) -> None:
+@click.option(
+    "--lock-wait",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.001, max=600),
+    help="Seconds a step waits at a time for a lock that holds up writes while it waits, "
+    "before it gives way and tries again (PostgreSQL).",
+)
+def migrate(database_url: str, lock_wait: float) -> None:
     """Upgrade the database to the newest schema (PostgreSQL or SQLite)."""
     from adapters.store.migrate import upgrade
 
-    upgrade(database_url)
+    upgrade(database_url, lock_wait=lock_wait)
     click.echo(f"database at head: {redact(database_url)}")
 
 

@@ -36,11 +36,17 @@ def script_location() -> Path:
     return Path(migrations.__file__).resolve().parent
 
 
-def _config(connection: Connection | None = None) -> Config:
+# How long a step of a migration waits at a time for a lock that holds up the log's writes
+# while it waits (migration 0008), before it gives way to them and tries again.
+LOCK_WAIT = 1.0
+
+
+def _config(connection: Connection | None = None, lock_wait: float = LOCK_WAIT) -> Config:
     config = Config()
     config.set_main_option("script_location", str(script_location()))
     config.attributes["connection"] = connection
     config.attributes["configure_logging"] = False
+    config.attributes["lock_wait"] = lock_wait
     return config
 
 
@@ -54,9 +60,11 @@ def connection_is_head(connection: Connection) -> bool:
     return frozenset(current) == head_revisions()
 
 
-def _on_connection(action: Callable[[Config], None]) -> Callable[[Connection], None]:
+def _on_connection(
+    action: Callable[[Config], None], lock_wait: float = LOCK_WAIT
+) -> Callable[[Connection], None]:
     def run(connection: Connection) -> None:
-        action(_config(connection))
+        action(_config(connection, lock_wait))
 
     return run
 
@@ -75,8 +83,12 @@ async def _run(url: str | URL, work: Callable[[Connection], object]) -> object:
         await engine.dispose()
 
 
-async def upgrade_async(url: str | URL, revision: str = "head") -> None:
-    await _run(url, _on_connection(lambda config: command.upgrade(config, revision)))
+async def upgrade_async(
+    url: str | URL, revision: str = "head", *, lock_wait: float = LOCK_WAIT
+) -> None:
+    """`lock_wait`: seconds a step waits at a time for a lock that holds up writes."""
+    upgrade = _on_connection(lambda config: command.upgrade(config, revision), lock_wait)
+    await _run(url, upgrade)
 
 
 async def downgrade_async(url: str | URL, revision: str = "base") -> None:
@@ -87,9 +99,9 @@ async def current_is_head_async(url: str | URL) -> bool:
     return bool(await _run(url, connection_is_head))
 
 
-def upgrade(url: str | URL, revision: str = "head") -> None:
+def upgrade(url: str | URL, revision: str = "head", *, lock_wait: float = LOCK_WAIT) -> None:
     """Migrate the database at `url` up to `revision` (call from sync code, e.g. the CLI)."""
-    asyncio.run(upgrade_async(url, revision))
+    asyncio.run(upgrade_async(url, revision, lock_wait=lock_wait))
 
 
 def downgrade(url: str | URL, revision: str = "base") -> None:

@@ -19,8 +19,13 @@ partition, that is the same guard: no two rows of a stream share a position.
 
 What this does:
 - the existing table becomes the partition `events_legacy`, holding the days up to
-  tomorrow (a `CHECK` says so, which PostgreSQL proves once, by reading the table, under
-  a lock: docs/operations.md); in a new database, day 0 alone;
+  tomorrow; in a new database, day 0 alone. PostgreSQL attaches a table as a partition
+  without reading it when a valid `CHECK` already says its rows belong there. Adding that
+  `CHECK` validated would read the whole log under a lock that stops every write (about
+  5 s per million events). So it is added `NOT VALID` (a moment's lock), then validated
+  in a transaction of its own, which reads the log while writes go on; only the renaming
+  and the attach, which read nothing, hold the lock (docs/operations.md). An interrupted
+  run leaves the `CHECK` on `events`; the next run makes it again with a new bound;
 - `events_default` takes a row whose day has no partition yet (there should be none:
   the server makes each day's partition days ahead, `partitions.ensure`); it is never
   dropped, only collected row by row like the legacy one.
@@ -36,7 +41,7 @@ import time
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -51,7 +56,7 @@ depends_on: str | Sequence[str] | None = None
 # all 50 cost 3.5 µs a row, of 8 about 0.5 µs): an id of that length and prefix whose
 # first 8 digits are hex goes by them, whatever follows.
 _PERIOD = r"""
-CREATE FUNCTION resplog_period(stream_id text) RETURNS integer
+CREATE OR REPLACE FUNCTION resplog_period(stream_id text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN octet_length(stream_id) = 55 AND left(stream_id, 5) = 'resp_'
                      AND ltrim(substr(stream_id, 6, 8), '0123456789abcdef') = ''
@@ -68,8 +73,36 @@ _EVENTS = (
 )
 
 
+# How many times a step tries to take the lock that stops the log's reads and writes. Each
+# try waits at most the `lock_wait` that `resplog migrate --lock-wait` passes (1 s by
+# default): a lock request waiting behind a long transaction (an export) holds up every
+# write queued behind it for as long, so a step gives way after that and tries again.
+LOCK_TRIES = 120
+
+
 def _postgres() -> bool:
     return op.get_bind().dialect.name == "postgresql"
+
+
+def _lock_events() -> None:
+    """Take `events` for the rest of the transaction, waiting at most `lock_wait` at a time
+    so that the writes queued behind this lock are held up at most that long."""
+    bind = op.get_bind()
+    wait_ms = max(1, round(float(context.config.attributes.get("lock_wait", 1.0)) * 1000))
+    for _ in range(LOCK_TRIES):
+        try:
+            with bind.begin_nested():
+                bind.execute(sa.text(f"SET LOCAL lock_timeout = {wait_ms}"))
+                bind.execute(sa.text("LOCK TABLE events IN ACCESS EXCLUSIVE MODE"))
+            return
+        except sa.exc.DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) != "55P03":  # lock_not_available
+                raise
+        time.sleep(min(1.0, wait_ms / 1000))
+    raise RuntimeError(
+        f"could not lock the table events in {LOCK_TRIES} tries: a transaction holds it "
+        "(pg_locks names it); run `resplog migrate` again once it has ended"
+    )
 
 
 def upgrade() -> None:
@@ -84,16 +117,34 @@ def upgrade() -> None:
     empty = not bind.execute(sa.text("SELECT EXISTS (SELECT 1 FROM events)")).scalar()
     bound = 1 if empty else int(max(time.time(), newest) // 86400) + 2
     op.execute(_PERIOD)
+    # A run interrupted after the `CHECK` was committed left it, with a bound that may be
+    # past by now: it is made again.
+    _lock_events()
+    op.execute("ALTER TABLE events DROP CONSTRAINT IF EXISTS events_legacy_period")
+    check = (
+        "ALTER TABLE events ADD CONSTRAINT events_legacy_period "
+        # The partition's own constraint, word for word: a bare `< bound` would not imply
+        # its `IS NOT NULL` (a `CHECK` passes on NULL), and the attach would read it all again.
+        f"CHECK (resplog_period(stream_id) IS NOT NULL AND resplog_period(stream_id) < {bound})"
+    )
+    if empty:  # nothing to read: one transaction, as any migration
+        op.execute(check)
+    else:
+        # Until the attach, a row past the bound would be refused: the bound is tomorrow's
+        # end, and the validation takes minutes, not a day.
+        op.execute(f"{check} NOT VALID")
+        # The block commits what came before; the validation reads the log holding SHARE
+        # UPDATE EXCLUSIVE, which lets reads and writes go on.
+        with op.get_context().autocommit_block():
+            op.execute("ALTER TABLE events VALIDATE CONSTRAINT events_legacy_period")
+        _lock_events()
     op.execute("ALTER TABLE events RENAME TO events_legacy")
     op.execute("ALTER INDEX pk_events RENAME TO pk_events_legacy")
-    op.execute(
-        "ALTER TABLE events_legacy ADD CONSTRAINT events_legacy_period "
-        f"CHECK (resplog_period(stream_id) < {bound})"
-    )
     op.execute(
         "CREATE TABLE events (LIKE events_legacy INCLUDING DEFAULTS INCLUDING STORAGE) "
         "PARTITION BY RANGE (resplog_period(stream_id))"
     )
+    # The valid `CHECK` implies the partition's bound: PostgreSQL skips reading the table.
     op.execute(
         f"ALTER TABLE events ATTACH PARTITION events_legacy FOR VALUES FROM (MINVALUE) TO ({bound})"
     )

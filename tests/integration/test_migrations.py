@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -9,11 +10,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from setuptools import find_packages
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from adapters.store import GroupCommitWriter, NotMigrated, open_store
@@ -281,3 +284,127 @@ async def test_0008_partitions_the_log_by_day_keeping_its_rows_and_a_downgrade_j
     await upgrade_async(url)
     legacy = await _sql(url, "SELECT DISTINCT stream_id FROM events_legacy")
     assert {r[0] for r in legacy} == {*before, later}  # up to the newest response's day
+
+
+def _dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _event_row(sid: str) -> str:
+    return (
+        "INSERT INTO events (stream_id, position, type, data, recorded_at) "
+        f"VALUES ('{sid}', 0, 't', '{{}}', 1.0)"
+    )
+
+
+async def _until(conn: asyncpg.Connection, waiting_on: str) -> None:
+    """Until a backend waits on a lock in a statement that starts with `waiting_on`."""
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query ILIKE $1 AND pid <> pg_backend_pid()"
+    )
+    for _ in range(300):
+        if await conn.fetchval(sql, f"{waiting_on}%"):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"nothing waits in {waiting_on!r}")
+
+
+async def test_0008_reads_the_log_while_writes_go_on(empty_pg: str) -> None:
+    """The step that reads the whole log (the validation of the legacy partition's `CHECK`)
+    lets writes go on: here it waits on a lock that a write does not conflict with, and a
+    write is taken meanwhile. (Adding the `CHECK` validated, as before, read the log under
+    the lock of its transaction, which stops every write.)
+
+    The order is forced with locks: a reader holds the migration's first lock back (it
+    may wait a minute here); a session queues for SHARE UPDATE EXCLUSIVE behind it, and is
+    granted that lock when the migration's first transaction commits, before the
+    validation asks for it."""
+    url = empty_pg
+    await upgrade_async(url, "0007")
+    now = time.time()
+    first, during = new_id("resp", now), new_id("resp", now)
+    await _sql(url, _event_row(first))
+    reader, holder, writer = [await asyncpg.connect(_dsn(url)) for _ in range(3)]
+    tasks: list[asyncio.Task[object]] = []
+    try:
+        reading = reader.transaction()
+        await reading.start()
+        await reader.fetchval("SELECT count(*) FROM events")
+        migration = asyncio.create_task(upgrade_async(url, lock_wait=60))
+        tasks.append(migration)
+        await _until(writer, "LOCK TABLE events IN ACCESS EXCLUSIVE")
+        holding = holder.transaction()
+        await holding.start()
+        locking = asyncio.create_task(
+            holder.execute("LOCK TABLE events IN SHARE UPDATE EXCLUSIVE MODE")
+        )
+        tasks.append(locking)
+        await _until(writer, "LOCK TABLE events IN SHARE UPDATE EXCLUSIVE")
+        await reading.commit()
+        await asyncio.wait_for(locking, 30)
+        await _until(writer, "ALTER TABLE events VALIDATE CONSTRAINT")
+        await writer.execute("SET lock_timeout = '2s'")
+        await writer.execute(_event_row(during))  # not queued behind the migration
+        await holding.commit()
+        await asyncio.wait_for(migration, 30)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for conn in (reader, holder, writer):
+            await conn.close()
+    where = "SELECT stream_id, tableoid::regclass::text FROM events ORDER BY stream_id"
+    assert await _sql(url, where) == sorted((sid, "events_legacy") for sid in (first, during))
+    valid = "SELECT convalidated FROM pg_constraint WHERE conname = 'events_legacy_period'"
+    assert await _sql(url, valid) == [(True,)]
+
+
+async def test_0008_runs_again_after_an_interrupted_run(empty_pg: str) -> None:
+    """A run stopped after its `CHECK` was committed (by then unvalidated, its bound maybe
+    past) leaves it on `events`; the next run makes it again and finishes."""
+    url = empty_pg
+    await upgrade_async(url, "0007")
+    sid = new_id("resp", time.time())
+    await _sql(url, _event_row(sid))
+    await _sql(
+        url,
+        "ALTER TABLE events ADD CONSTRAINT events_legacy_period "
+        "CHECK (octet_length(stream_id) < 0) NOT VALID",
+    )
+    await upgrade_async(url)
+    where = "SELECT stream_id, tableoid::regclass::text FROM events"
+    assert await _sql(url, where) == [(sid, "events_legacy")]
+    assert await current_is_head_async(url)
+
+
+async def test_0008_gives_way_to_writes_while_a_long_transaction_holds_the_log(
+    empty_pg: str,
+) -> None:
+    """A step that waits for its lock behind a long transaction gives way after
+    `lock_wait` and tries again, so the writes queued behind it are held up that long at
+    most, not for as long as the transaction lasts; it finishes once that has ended."""
+    url = empty_pg
+    await upgrade_async(url, "0007")
+    now = time.time()
+    first, during = new_id("resp", now), new_id("resp", now)
+    await _sql(url, _event_row(first))
+    reader, writer = [await asyncpg.connect(_dsn(url)) for _ in range(2)]
+    migration: asyncio.Task[None] | None = None
+    try:
+        reading = reader.transaction()
+        await reading.start()
+        await reader.fetchval("SELECT count(*) FROM events")  # an export, say
+        migration = asyncio.create_task(upgrade_async(url, lock_wait=0.2))
+        await _until(writer, "LOCK TABLE events IN ACCESS EXCLUSIVE")
+        await writer.execute("SET lock_timeout = '2s'")
+        await writer.execute(_event_row(during))
+        assert not migration.done()
+        await reading.commit()
+        await asyncio.wait_for(migration, 30)
+    finally:
+        if migration is not None:
+            migration.cancel()
+        await reader.close()
+        await writer.close()
+    where = "SELECT stream_id, tableoid::regclass::text FROM events ORDER BY stream_id"
+    assert await _sql(url, where) == sorted((sid, "events_legacy") for sid in (first, during))
