@@ -157,6 +157,60 @@ async def test_gc_deletes_only_ended_responses_the_rule_selects_with_their_event
     assert [p async for p in store_gc.candidates(empty, nothing, page=10)] == []
 
 
+async def test_gc_pages_every_reason_oldest_first_each_response_once(
+    empty: SqlEventStore,
+) -> None:
+    """With every reason on, each response a reason selects comes once (one not stored and
+    old too), oldest first, whatever the page; the others stay."""
+    both = await write(empty, streams.script(deltas=0, store=False, created_at=100))
+    old = await write(empty, streams.script(deltas=0, created_at=200))
+    unstored = await write(empty, streams.script(deltas=0, store=False, created_at=5000))
+    deleted = await write(empty, streams.script(deltas=0, created_at=6000))
+    kept = await write(empty, streams.script(deltas=0, created_at=7000))
+    async with empty.engine.begin() as conn:
+        marked = sa.text("UPDATE responses SET deleted_at = 6500 WHERE id = :id")
+        await conn.execute(marked, {"id": deleted})
+    rule = store_gc.Rule(cutoff=1000.0, deleted=True)
+    for page in (1, 2, 10):
+        found = [c.id async for got in store_gc.candidates(empty, rule, page=page) for c in got]
+        assert found == [both, old, unstored, deleted], page
+    assert kept not in found
+
+
+@pytest.fixture
+def own_pg(fresh_pg: Callable[[], str]) -> str:
+    """A migrated PostgreSQL database of its own."""
+    url = fresh_pg()
+    upgrade(url)
+    return url
+
+
+async def test_gc_finds_each_reason_through_an_index_of_its_own(own_pg: str) -> None:
+    """Among many stored responses, the few not stored and those deleted are read through
+    their partial indexes (which hold only them), not found by walking every ended
+    response: a `gc` run that finds nothing costs the same on a log of any size."""
+    rule = store_gc.Rule(cutoff=1000.0, deleted=True)
+    query = store_gc._page(rule, (1.0, "resp_x"), 100)
+    store = await open_store(own_pg, listen=False)
+    try:
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO responses (id, owner, status, model, background, store, "
+                    "created_at, updated_at, version, snapshot_version, snapshot) "
+                    "SELECT 'resp_' || n, 'o', 'completed', 'm', false, n % 1000 <> 0, "
+                    "1000 + n, 1000 + n, 3, 3, '{}' FROM generate_series(1, 20000) AS n"
+                )
+            )
+            await conn.execute(sa.text("UPDATE responses SET deleted_at = 1 WHERE id = 'resp_7'"))
+            await conn.execute(sa.text("ANALYZE responses"))
+            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
+            plan = "\n".join(r[0] for r in await conn.execute(sa.text(f"EXPLAIN {compiled}")))
+    finally:
+        await store.close()
+    assert "ix_responses_unstored" in plan and "ix_responses_deleted" in plan, plan
+
+
 async def test_an_import_batch_is_written_whole_or_not_at_all(
     store: SqlEventStore, empty: SqlEventStore
 ) -> None:

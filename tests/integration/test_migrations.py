@@ -126,7 +126,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0008 (head)" in out.stdout
+    assert "0009 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
@@ -408,3 +408,26 @@ async def test_0008_gives_way_to_writes_while_a_long_transaction_holds_the_log(
         await writer.close()
     where = "SELECT stream_id, tableoid::regclass::text FROM events ORDER BY stream_id"
     assert await _sql(url, where) == sorted((sid, "events_legacy") for sid in (first, during))
+
+
+async def test_0009_builds_again_an_index_an_interrupted_run_left_invalid(empty_pg: str) -> None:
+    """`CREATE INDEX CONCURRENTLY` interrupted leaves an invalid index behind (here, one
+    marked so, as the interrupted build would have); the next run builds it anew."""
+    url = empty_pg
+    await upgrade_async(url, "0008")
+    await _sql(url, "CREATE INDEX ix_responses_unstored ON responses (created_at, id)")
+    await _sql(
+        url,
+        "UPDATE pg_index SET indisvalid = false "
+        "WHERE indexrelid = 'ix_responses_unstored'::regclass",
+    )
+    await upgrade_async(url)
+    state = (
+        "SELECT c.relname, i.indisvalid, pg_get_expr(i.indpred, i.indrelid) FROM pg_index i "
+        "JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indpred IS NOT NULL "
+        "ORDER BY c.relname"
+    )
+    assert await _sql(url, state) == [
+        ("ix_responses_deleted", True, "(deleted_at IS NOT NULL)"),
+        ("ix_responses_unstored", True, "(store IS FALSE)"),
+    ]
