@@ -23,6 +23,7 @@ with the rows', so `verify` finds them consistent). Kinds and weights (groups, n
   long          one response of 2,000 tokens                              2
   cancelled     a background response cancelled while generating          3
   live          a background response still generating (copied mid-way)  0.5
+                (each placed in the last hour: an older one would have been swept)
 
 Each size is its own database `resplog_bench_<hex>` on `--database-url`'s server, loaded
 once, VACUUM ANALYZEd (what autovacuum would have done as it grew), dropped at the end
@@ -300,6 +301,11 @@ def new_suffix(old: str, shift: int, ids: str = "time") -> str:
 # --- loading -----------------------------------------------------------------------------------
 
 
+# The loaded `live` responses began within this many seconds of the load (in the newest
+# day's partition), as many as their weight gives over the whole log.
+LIVE_WITHIN = 3600.0
+
+
 async def load(
     url: str,
     groups: list[Group],
@@ -325,6 +331,10 @@ async def load(
             while events < target and len(batch["events"]) < 50_000:
                 i = rng.choices(range(len(groups)), weights)[0]
                 when = now - days * 86400 * (1 - events / target)
+                if groups[i].kind == "live" and when < now - LIVE_WITHIN:
+                    # A response still generating began minutes ago: an older one would
+                    # have been ended by a sweeper (docs/invariants.md) long since.
+                    when = now - rng.uniform(0, LIVE_WITHIN)
                 shift = int(when - base)
                 owner = f"tenant{rng.randrange(100):03d}"
                 suffixes = [new_suffix(s, shift, ids) for s in groups[i].suffixes]
@@ -584,7 +594,8 @@ async def gc(log: Log, count: int) -> dict[str, float]:
         await conn.close()
     if days:
         cutoff = (days[0] + 1) * partitions.PERIOD
-    age = int(time.time() - cutoff) + 1
+    # The CLI's cutoff is its own clock less `age`: a second past this one's, whenever it starts.
+    age = int(time.time() - cutoff) - 1
     report, took = cli(log.url, "gc", "--older-than", f"{age}s")
     empty, fixed = cli(log.url, "gc", "--older-than", f"{age}s")
     print(
