@@ -81,20 +81,13 @@ responses = sa.Table(
 # What `gc` takes whatever its age (migration 0009): the responses not stored, and those
 # deleted through the API. Each holds only such rows, which `gc` deletes, so each stays
 # small however long the log, and `gc` finds them without reading every response.
-sa.Index(
-    "ix_responses_unstored",
-    responses.c.created_at,
-    responses.c.id,
-    postgresql_where=responses.c.store.is_(False),
-    sqlite_where=responses.c.store.is_(False),
-)
-sa.Index(
-    "ix_responses_deleted",
-    responses.c.created_at,
-    responses.c.id,
-    postgresql_where=responses.c.deleted_at.is_not(None),
-    sqlite_where=responses.c.deleted_at.is_not(None),
-)
+for _name, _where in (
+    ("ix_responses_unstored", responses.c.store.is_(False)),
+    ("ix_responses_deleted", responses.c.deleted_at.is_not(None)),
+):
+    sa.Index(
+        _name, responses.c.created_at, responses.c.id, postgresql_where=_where, sqlite_where=_where
+    )
 
 
 def row_of(row: sa.Row[Any]) -> ResponseRow:
