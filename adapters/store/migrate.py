@@ -8,9 +8,11 @@ from a checkout; `alembic.ini` at the repository root is only for developers.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -60,10 +62,32 @@ def connection_is_head(connection: Connection) -> bool:
     return frozenset(current) == head_revisions()
 
 
+# Serialises the runs of `resplog migrate` on one PostgreSQL database (several pods that
+# each migrate as they start): the second waits for the first, then finds it at head. A
+# session's lock, since migration 0008 commits between its steps; the session ends with the
+# run (`_run`'s engine keeps no connection), and the lock with it.
+_MIGRATE_LOCK = 0x7265_7370_6C6F_6702
+
+
+def _take_turn(connection: Connection) -> None:
+    """Wait for `_MIGRATE_LOCK`, trying every half second: not by `pg_advisory_lock`, since
+    a run that waits in a statement holds a snapshot, which the other run's `CREATE INDEX
+    CONCURRENTLY` (migration 0009) waits for in turn."""
+    take = sa.text("SELECT pg_try_advisory_lock(:key)")
+    while True:
+        got = connection.execute(take, {"key": _MIGRATE_LOCK}).scalar()
+        connection.commit()  # idle between tries; Alembic then runs its own transactions
+        if got:
+            return
+        time.sleep(0.5)
+
+
 def _on_connection(
     action: Callable[[Config], None], lock_wait: float = LOCK_WAIT
 ) -> Callable[[Connection], None]:
     def run(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            _take_turn(connection)
         action(_config(connection, lock_wait))
 
     return run

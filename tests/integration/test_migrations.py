@@ -431,3 +431,29 @@ async def test_0009_builds_again_an_index_an_interrupted_run_left_invalid(empty_
         ("ix_responses_deleted", True, "(deleted_at IS NOT NULL)"),
         ("ix_responses_unstored", True, "(store IS FALSE)"),
     ]
+
+
+async def test_two_migrations_at_once_take_turns(empty_pg: str) -> None:
+    """Several processes that each migrate as they start (pods of one deployment): the
+    runs take turns, and the later one finds the database at head. Migration 0008 commits
+    between its steps, so two at once would trip over each other's."""
+    url = empty_pg
+    await upgrade_async(url, "0007")
+    await _sql(url, _event_row(new_id("resp", time.time())))
+    resplog = str(Path(sys.executable).with_name("resplog"))
+    runs = [
+        await asyncio.create_subprocess_exec(
+            resplog, "migrate", "--database-url", url, stdout=subprocess.DEVNULL
+        )
+        for _ in range(2)
+    ]
+    try:
+        assert await asyncio.wait_for(asyncio.gather(*(r.wait() for r in runs)), 60) == [0, 0]
+    finally:
+        for run in runs:
+            if run.returncode is None:
+                run.kill()
+                await run.wait()
+    assert await current_is_head_async(url)
+    where = "SELECT tableoid::regclass::text FROM events"
+    assert await _sql(url, where) == [("events_legacy",)]
