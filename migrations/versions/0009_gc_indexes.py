@@ -30,16 +30,19 @@ down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Literal, not imported: a migration describes its revision, forever.
+# Literal, not imported: a migration describes its revision, forever. Each predicate is
+# written as the queries write it: SQLite uses a partial index only for a query whose
+# condition is the index's, term for term (its `store IS false` does not serve `IS 0`).
 _INDEXES = {
     "ix_responses_unstored": "store IS false",
     "ix_responses_deleted": "deleted_at IS NOT NULL",
 }
+_SQLITE = {**_INDEXES, "ix_responses_unstored": "store IS 0"}
 
 
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
-        for name, where in _INDEXES.items():
+        for name, where in _SQLITE.items():
             op.create_index(name, "responses", ["created_at", "id"], sqlite_where=sa.text(where))
         return
     with op.get_context().autocommit_block():

@@ -177,37 +177,28 @@ async def test_gc_pages_every_reason_oldest_first_each_response_once(
     assert kept not in found
 
 
-@pytest.fixture
-def own_pg(fresh_pg: Callable[[], str]) -> str:
-    """A migrated PostgreSQL database of its own."""
-    url = fresh_pg()
-    upgrade(url)
-    return url
-
-
-async def test_gc_finds_each_reason_through_an_index_of_its_own(own_pg: str) -> None:
+async def test_gc_finds_each_reason_through_an_index_of_its_own(empty: SqlEventStore) -> None:
     """Among many stored responses, the few not stored and those deleted are read through
     their partial indexes (which hold only them), not found by walking every ended
     response: a `gc` run that finds nothing costs the same on a log of any size."""
     rule = store_gc.Rule(cutoff=1000.0, deleted=True)
     query = store_gc._page(rule, (1.0, "resp_x"), 100)
-    store = await open_store(own_pg, listen=False)
-    try:
-        async with store.engine.begin() as conn:
-            await conn.execute(
-                sa.text(
-                    "INSERT INTO responses (id, owner, status, model, background, store, "
-                    "created_at, updated_at, version, snapshot_version, snapshot) "
-                    "SELECT 'resp_' || n, 'o', 'completed', 'm', false, n % 1000 <> 0, "
-                    "1000 + n, 1000 + n, 3, 3, '{}' FROM generate_series(1, 20000) AS n"
-                )
+    postgres = empty.engine.dialect.name == "postgresql"
+    async with empty.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 20000) "
+                "INSERT INTO responses (id, owner, status, model, background, store, "
+                "created_at, updated_at, version, snapshot_version, snapshot) "
+                "SELECT 'resp_' || x, 'o', 'completed', 'm', false, x % 1000 <> 0, "
+                "1000 + x, 1000 + x, 3, 3, '{}' FROM n"
             )
-            await conn.execute(sa.text("UPDATE responses SET deleted_at = 1 WHERE id = 'resp_7'"))
-            await conn.execute(sa.text("ANALYZE responses"))
-            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
-            plan = "\n".join(r[0] for r in await conn.execute(sa.text(f"EXPLAIN {compiled}")))
-    finally:
-        await store.close()
+        )
+        await conn.execute(sa.text("UPDATE responses SET deleted_at = 1 WHERE id = 'resp_7'"))
+        await conn.execute(sa.text("ANALYZE responses" if postgres else "ANALYZE"))
+        compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
+        explain = "EXPLAIN" if postgres else "EXPLAIN QUERY PLAN"
+        plan = "\n".join(str(r[-1]) for r in await conn.execute(sa.text(f"{explain} {compiled}")))
     assert "ix_responses_unstored" in plan and "ix_responses_deleted" in plan, plan
 
 
