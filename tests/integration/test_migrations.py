@@ -301,7 +301,7 @@ async def _until(conn: asyncpg.Connection, waiting_on: str) -> None:
     """Until a backend waits on a lock in a statement that starts with `waiting_on`."""
     sql = (
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query ILIKE $1 AND pid <> pg_backend_pid()"
+        "AND query ILIKE $1 AND pid <> pg_backend_pid() AND datname = current_database()"
     )
     for _ in range(300):
         if await conn.fetchval(sql, f"{waiting_on}%"):
