@@ -22,6 +22,15 @@ log = logging.getLogger("resplog.memory")
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 THRESHOLD = 128 * 1024
+# The cyclic collector's thresholds once started: a young collection after 10,000 new
+# containers rather than 700. A create allocates a few thousand containers, nearly all
+# freed by their reference counts within the request; at 700 the collector ran several
+# times a create and walked whatever was alive just then (the in-flight streams' frames,
+# events and futures), 6-7 % of a burst's CPU in `perf`. At 10,000 most of them are gone
+# before it looks: 0.93x the CPU per create in a burst of 64 (docs/performance.md, "The
+# collector"). The older generations keep their ratios (10, 10); what a young collection
+# walks is bounded by what is alive, not by the threshold.
+COLLECT_AFTER = (10_000, 10, 10)
 
 
 def return_freed_memory() -> bool:
@@ -41,7 +50,7 @@ def return_freed_memory() -> bool:
 
 def freeze_startup_heap() -> None:
     """Put what the process holds once started (modules, pools, the app: some 90,000
-    objects) out of the cyclic collector's sight. A full collection otherwise walks all of
+    objects) out of the cyclic collector's sight, and set its thresholds (`COLLECT_AFTER`). A full collection otherwise walks all of
     it, 50-190 ms on the 2-core box, and meanwhile nothing in the process runs: every live
     tail waits, which made the floor of the remote tail's p99 (docs/performance.md, "The
     remote tail"), and a worker's generations and flushes wait. Frozen objects are still
@@ -49,3 +58,4 @@ def freeze_startup_heap() -> None:
     none (collected first)."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*COLLECT_AFTER)

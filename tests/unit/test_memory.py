@@ -9,7 +9,7 @@ import platform
 
 import pytest
 
-from adapters.cli.memory import freeze_startup_heap, return_freed_memory
+from adapters.cli.memory import COLLECT_AFTER, freeze_startup_heap, return_freed_memory
 
 
 @pytest.mark.skipif(
@@ -25,8 +25,13 @@ def test_the_startup_heap_is_frozen() -> None:
     (full collections walked it while every tail of the process waited:
     docs/performance.md)."""
     before = gc.get_freeze_count()
+    thresholds = gc.get_threshold()
     try:
         freeze_startup_heap()
         assert gc.get_freeze_count() > before
+        # and the young generation is collected less often than Python's default (700)
+        assert gc.get_threshold() == COLLECT_AFTER
+        assert COLLECT_AFTER[0] > thresholds[0]
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
