@@ -50,12 +50,13 @@ def return_freed_memory() -> bool:
 
 def freeze_startup_heap() -> None:
     """Put what the process holds once started (modules, pools, the app: some 90,000
-    objects) out of the cyclic collector's sight, and set its thresholds (`COLLECT_AFTER`). A full collection otherwise walks all of
-    it, 50-190 ms on the 2-core box, and meanwhile nothing in the process runs: every live
-    tail waits, which made the floor of the remote tail's p99 (docs/performance.md, "The
-    remote tail"), and a worker's generations and flushes wait. Frozen objects are still
-    freed by their reference counts; only cycles among them would stay, and startup leaves
-    none (collected first)."""
+    objects) out of the cyclic collector's sight, and set its thresholds
+    (`COLLECT_AFTER`). A full collection otherwise walks all of it, 50-190 ms on the
+    2-core box, and meanwhile nothing in the process runs: every live tail waits, which
+    made the floor of the remote tail's p99 (docs/performance.md, "The remote tail"), and
+    a worker's generations and flushes wait. Frozen objects are still freed by their
+    reference counts; only cycles among them would stay, and startup leaves none
+    (collected first)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*COLLECT_AFTER)

@@ -7,11 +7,21 @@ uvicorn answers a request it cannot parse (conflicting `Content-Length` and
 any size (1 MiB of headers, 10,000 of them). Here a URL past `MAX_URL_BYTES` is 414, headers
 past `MAX_HEADER_BYTES` or `MAX_HEADERS` are 431, and every such refusal, like the parse
 errors, is a JSON body `{"error": {...}}` with an `x-request-id`, as every other error.
+
+A response's writes made in one turn of the event loop go to the socket together
+(`_Coalesced`): uvicorn writes a response's head as soon as the app starts it, and its
+body in writes of its own, one system call each, where the head and the first body are
+nearly always sent in the same turn (a JSON response; a create's stream, whose first events
+are committed before its head: adapters/http/streaming.py). On loopback a send costs the
+sender the receiver's side of TCP too, so a write less is a visible part of a small
+response's CPU (docs/performance.md, "One write for the head and the first body").
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from typing import Any
 
 import msgspec
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -30,11 +40,76 @@ class _Refused(Exception):
     error, which uvicorn answers through `send_400_response`."""
 
 
+class _Coalesced:
+    """A connection's transport as its responses see it: what they write in one turn of the
+    loop is handed to the socket in one write at the end of that turn (or before a close or
+    an abort); everything else is the transport's own. The bytes and their order are the
+    same; only the number of writes changes. uvicorn's flow control still sees the
+    transport's buffer, a turn later."""
+
+    __slots__ = ("_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        if not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's protocol, bounded, with OpenAI-shaped refusals (see the module's doc)."""
+    """uvicorn's protocol, bounded, with OpenAI-shaped refusals, and each response's writes
+    of a turn coalesced (see the module's doc)."""
 
     _refusal: tuple[int, str, str] | None = None
     _header_bytes = 0
+    _coalesced: _Coalesced | None = None
+
+    def on_headers_complete(self) -> None:
+        before = self.cycle
+        super().on_headers_complete()
+        if self.cycle is not before and self.cycle is not None:  # a request, not an upgrade
+            if self._coalesced is None:  # one per connection: its responses write in order
+                self._coalesced = _Coalesced(self.transport)
+            self.cycle.transport = self._coalesced  # type: ignore[assignment]
+
+    # What the protocol itself writes or closes goes after what its responses wrote.
+    def data_received(self, data: bytes) -> None:
+        self._flush()  # a pipelined request's refusal (400) follows the response before it
+        super().data_received(data)
+
+    def shutdown(self) -> None:
+        self._flush()
+        super().shutdown()
+
+    def timeout_keep_alive_handler(self) -> None:
+        self._flush()
+        super().timeout_keep_alive_handler()
+
+    def _flush(self) -> None:
+        if self._coalesced is not None:
+            self._coalesced.flush()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

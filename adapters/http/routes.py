@@ -97,17 +97,28 @@ def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
     return Response(data, status_code=status, media_type=JSON)
 
 
-def _stream(body: AsyncIterator[bytes], slot: Slot, media_type: str = SSE) -> EventStream:
+def _stream(
+    body: AsyncIterator[bytes], slot: Slot, media_type: str = SSE, *, created: bool = False
+) -> EventStream:
+    """`created`: a create's stream, whose first events are committed already (its head
+    goes out with them: adapters/http/streaming.py)."""
     return EventStream(
         body,
         slot,
         media_type=media_type,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        head_with_first=created,
     )
 
 
-def _sse(events: AsyncGenerator[StoredEvent, None], slot: Slot, settings: Settings) -> EventStream:
-    return _stream(frames(events, keepalive_s=settings.keepalive_s), slot)
+def _sse(
+    events: AsyncGenerator[StoredEvent, None],
+    slot: Slot,
+    settings: Settings,
+    *,
+    created: bool = False,
+) -> EventStream:
+    return _stream(frames(events, keepalive_s=settings.keepalive_s), slot, created=created)
 
 
 @post(
@@ -129,7 +140,7 @@ async def create_response(
         except BaseException:
             slot.release()
             raise
-        return _sse(events, slot, settings)  # type: ignore[return-value]
+        return _sse(events, slot, settings, created=True)  # type: ignore[return-value]
     if req.background:
         return _json((await responses.create_response(bundle, req, owner)).response)
     gone = partial(_disconnected, request)

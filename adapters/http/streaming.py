@@ -9,6 +9,12 @@ an ASGI body of our own that does two things litestar's does not.
   `send`. The final write waits until the body's generator has finished, so that the
   stream's cleanup (its tail dropped, its stream slot released) is done before the client
   sees the end, as it was before.
+- **A create's stream sends its head with its first events** (`head_with_first`): they
+  are committed before the create's handler returns, so they are ready at once, and the
+  head and the first write leave in the same turn of the loop, which the connection
+  coalesces into one write (adapters/cli/protocol.py). Other streams (a replay, a resume,
+  a conversation) send their head at once, as before: their first event may be a while
+  coming, and a client waits for the head before it reads.
 - **One plain asyncio task watches for the client's disconnect**, where litestar runs the
   body in an anyio task group beside a listener (a cancel scope, a task group and a task
   handle for every stream). The body runs in the request's own task; the watcher cancels
@@ -42,11 +48,25 @@ from service.quotas import Slot
 class _Body(ASGIStreamingResponse):
     """The ASGI response: see the module's doc."""
 
-    __slots__ = ("slot",)
+    __slots__ = ("head_with_first", "slot", "unstarted")
 
-    def __init__(self, *, slot: Slot, **kwargs: Any) -> None:
+    def __init__(self, *, slot: Slot, head_with_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slot = slot
+        self.head_with_first = head_with_first and not self.is_head_response
+        self.unstarted = False  # the head is held until the first write
+
+    async def start_response(self, send: Send) -> None:
+        if self.head_with_first:
+            self.unstarted = True
+            return
+        await super().start_response(send)
+
+    async def _send(self, send: Send, body: HTTPResponseBodyEvent) -> None:
+        if self.unstarted:
+            self.unstarted = False
+            await super().start_response(send)
+        await send(body)
 
     async def send_body(self, send: Send, receive: Receive) -> None:
         task = asyncio.current_task()
@@ -74,7 +94,7 @@ class _Body(ASGIStreamingResponse):
                     "body": chunk if isinstance(chunk, bytes) else chunk.encode(self.encoding),
                     "more_body": True,
                 }
-                await send(body)
+                await self._send(send, body)
             self.slot.release()
             ending = True
             end: HTTPResponseBodyEvent = {
@@ -82,7 +102,7 @@ class _Body(ASGIStreamingResponse):
                 "body": last,
                 "more_body": False,
             }
-            await send(end)
+            await self._send(send, end)
         except asyncio.CancelledError:
             if gone and task.uncancel() == 0:
                 return  # the client went away: the stream ends here, as litestar's would
@@ -94,15 +114,24 @@ class _Body(ASGIStreamingResponse):
 
 class EventStream(Stream):
     """A stream of events that holds `slot` (the key's stream quota) until it ends, or
-    until it is dropped unsent (a client that left before the body began)."""
+    until it is dropped unsent (a client that left before the body began).
+    `head_with_first`: its first events are ready (a create's), so the head waits for them
+    (see the module's doc)."""
 
-    __slots__ = ("slot",)
+    __slots__ = ("head_with_first", "slot")
 
     def __init__(
-        self, body: AsyncIterator[bytes], slot: Slot, *, media_type: str, headers: dict[str, str]
+        self,
+        body: AsyncIterator[bytes],
+        slot: Slot,
+        *,
+        media_type: str,
+        headers: dict[str, str],
+        head_with_first: bool = False,
     ) -> None:
         super().__init__(body, media_type=media_type, headers=headers)
         self.slot = slot
+        self.head_with_first = head_with_first
         weakref.finalize(body, slot.release)
 
     def to_asgi_response(
@@ -123,6 +152,7 @@ class EventStream(Stream):
         merged = {**headers, **self.headers} if headers is not None else self.headers
         return _Body(
             slot=self.slot,
+            head_with_first=self.head_with_first,
             background=self.background or background,
             content_length=0,
             cookies=self.cookies if cookies is None else itertools.chain(self.cookies, cookies),

@@ -130,3 +130,39 @@ async def test_a_stream_dropped_before_its_body_began_lets_its_slot_go() -> None
     del asgi
     gc.collect()
     slots.acquire("key")
+
+
+async def gated(events: list[StoredEvent], gate: asyncio.Event) -> AsyncIterator[StoredEvent]:
+    await gate.wait()  # the first event is a while coming
+    for e in events:
+        yield e
+
+
+@pytest.mark.parametrize("head_with_first", [True, False])
+async def test_a_creates_stream_sends_its_head_with_its_first_write(head_with_first: bool) -> None:
+    """A create's stream (its first events committed already) holds its head until its
+    first write, so that both leave in one turn of the loop (one write on the socket:
+    adapters/cli/protocol.py); any other stream sends its head at once, whenever its first
+    event comes."""
+    slots, closed = StreamSlots(1), []
+    client, gate = Client(slots), asyncio.Event()
+    body = frames(
+        gated([event(0, "response.created"), event(1, "response.completed")], gate),
+        keepalive_s=None,
+        on_close=closed.append,
+    )
+    response = EventStream(
+        body,
+        slots.acquire("key"),
+        media_type="text/event-stream",
+        headers={},
+        head_with_first=head_with_first,
+    )
+    asgi = response.to_asgi_response(None, None)  # type: ignore[arg-type]
+    sending = asyncio.create_task(asgi({"type": "http"}, client.receive, client.send))
+    await asyncio.sleep(0.05)
+    assert [m["type"] for m in client.sent] == ([] if head_with_first else ["http.response.start"])
+    gate.set()
+    await asyncio.wait_for(sending, 5)
+    assert [m["type"] for m in client.sent[:2]] == ["http.response.start", "http.response.body"]
+    assert client.sent[0]["status"] == 200 and closed == [True]

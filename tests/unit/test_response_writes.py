@@ -1,0 +1,112 @@
+"""What `serve`'s connection protocol writes to the socket (adapters/cli/protocol.py): a
+response's writes made in one turn of the loop leave in one write, in order. A real
+uvicorn server on a real socket; the server's writes are read off its transports'
+`write`."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from asyncio import selector_events
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from adapters.cli.protocol import BoundedHttpToolsProtocol
+from tests.e2e.conftest import free_port
+
+
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    """A JSON answer (its head and its body sent together, as every JSON response is), or
+    at `/slow` a body written a turn after its head."""
+    if scope["type"] != "http":
+        return
+    body = b'{"path":"%s"}' % scope["path"].encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
+        }
+    )
+    if scope["path"] == "/slow":
+        await asyncio.sleep(0.05)
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture
+async def server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[int, list[bytes]]]:
+    writes: list[bytes] = []
+    write = selector_events._SelectorSocketTransport.write
+
+    def recorded(self: Any, data: Any) -> None:
+        writes.append(bytes(data))
+        write(self, data)
+
+    monkeypatch.setattr(selector_events._SelectorSocketTransport, "write", recorded)
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http=BoundedHttpToolsProtocol,
+        lifespan="off",
+        log_level="warning",
+    )
+    srv = uvicorn.Server(config)
+    task = asyncio.create_task(srv.serve())
+    for _ in range(1000):  # up in a few ms; `serve` itself would fail the test otherwise
+        if srv.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    assert srv.started
+    yield port, writes
+    srv.should_exit = True
+    await task
+
+
+def exchange(port: int, request: bytes, answers: int) -> bytes:
+    """Send `request` at once; read until `answers` whole JSON bodies came back."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        got = b""
+        while got.count(b"}") < answers:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        return got
+
+
+def get(path: str) -> bytes:
+    return b"GET %s HTTP/1.1\r\nhost: x\r\n\r\n" % path.encode()
+
+
+async def test_a_response_sent_in_one_turn_is_one_write(server: tuple[int, list[bytes]]) -> None:
+    port, writes = server
+    answer = await asyncio.to_thread(exchange, port, get("/fast"), 1)
+    assert answer.endswith(b'{"path":"/fast"}')
+    assert writes == [answer]  # the head and the body: one write, the bytes as they are
+
+
+async def test_a_body_sent_a_turn_later_is_a_write_of_its_own(
+    server: tuple[int, list[bytes]],
+) -> None:
+    port, writes = server
+    answer = await asyncio.to_thread(exchange, port, get("/slow"), 1)
+    assert len(writes) == 2 and b"".join(writes) == answer
+    assert writes[1] == b'{"path":"/slow"}'
+
+
+async def test_pipelined_requests_are_answered_in_order(server: tuple[int, list[bytes]]) -> None:
+    port, writes = server
+    paths = ["/one", "/slow", "/three"]
+    answer = await asyncio.to_thread(exchange, port, b"".join(get(p) for p in paths), 3)
+    bodies = [b'{"path":"%s"}' % p.encode() for p in paths]
+    assert [answer.index(b) for b in bodies] == sorted(answer.index(b) for b in bodies)
+    assert b"".join(writes) == answer
