@@ -1,5 +1,6 @@
 """The long-running processes' (`serve`, `worker`) memory: freed memory given back to the
-system, and the startup heap kept out of the cyclic collector's way (`freeze_startup_heap`).
+system, and the startup heap kept out of the cyclic collector's way, which runs less often
+(`freeze_startup_heap`).
 
 glibc serves a large allocation with its own mmap, which goes back to the system when
 freed, but it raises that threshold to the size of every such block freed (up to 32 MiB),
@@ -22,14 +23,15 @@ log = logging.getLogger("resplog.memory")
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 THRESHOLD = 128 * 1024
-# The cyclic collector's thresholds once started: a young collection after 10,000 new
-# containers rather than 700. A create allocates a few thousand containers, nearly all
-# freed by their reference counts within the request; at 700 the collector ran several
-# times a create and walked whatever was alive just then (the in-flight streams' frames,
-# events and futures), 6-7 % of a burst's CPU in `perf`. At 10,000 most of them are gone
-# before it looks: 0.93x the CPU per create in a burst of 64 (docs/performance.md, "The
-# collector"). The older generations keep their ratios (10, 10); what a young collection
-# walks is bounded by what is alive, not by the threshold.
+# The cyclic collector's thresholds once started: a young collection once 10,000 more
+# containers were allocated than freed, rather than 700. A create allocates many
+# short-lived containers, nearly all freed by their reference counts within the request;
+# at 700 the collector ran often and walked whatever was alive just then (the in-flight
+# streams' frames, events and futures), 6-7 % of a burst's CPU in `perf`. At 10,000 most
+# of them are gone before it looks: 0.93x the CPU per create in a burst of 64
+# (docs/performance.md, "Fewer collections, and one write for a head and its first
+# body"). The older generations keep their ratios (10, 10); what a young collection walks
+# is bounded by what is alive, not by the threshold.
 COLLECT_AFTER = (10_000, 10, 10)
 
 

@@ -14,7 +14,8 @@ body in writes of its own, one system call each, where the head and the first bo
 nearly always sent in the same turn (a JSON response; a create's stream, whose first events
 are committed before its head: adapters/http/streaming.py). On loopback a send costs the
 sender the receiver's side of TCP too, so a write less is a visible part of a small
-response's CPU (docs/performance.md, "One write for the head and the first body").
+response's CPU (docs/performance.md, "Fewer collections, and one write for a head and
+its first body").
 """
 
 from __future__ import annotations
