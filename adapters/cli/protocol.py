@@ -41,29 +41,43 @@ class _Refused(Exception):
     error, which uvicorn answers through `send_400_response`."""
 
 
+# What a connection holds back for the end of a turn, at most; a larger write goes to the
+# transport at once, uncopied. So a stream of large events (written in pieces of up to
+# `MAX_WRITE`, adapters/http/sse.py) still meets uvicorn's flow control write by write,
+# and a client that stopped reading pins no more than before (bench/stalled_bench.py).
+HOLD_BYTES = 64 * 1024
+
+
 class _Coalesced:
     """A connection's transport as its responses see it: what they write in one turn of the
-    loop is handed to the socket in one write at the end of that turn (or before a close or
-    an abort); everything else is the transport's own. The bytes and their order are the
-    same; only the number of writes changes. uvicorn's flow control still sees the
-    transport's buffer, a turn later."""
+    loop is handed to the socket in one write at the end of that turn (or sooner: before a
+    close or an abort, and once `HOLD_BYTES` are held); everything else is the transport's
+    own. The bytes and their order are the same; only the number of writes changes."""
 
-    __slots__ = ("_pending", "_transport")
+    __slots__ = ("_held", "_pending", "_transport")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._pending: list[bytes] = []
+        self._held = 0
 
     def write(self, data: bytes) -> None:
+        if len(data) >= HOLD_BYTES:
+            self.flush()
+            self._transport.write(data)
+            return
         if not self._pending:
             asyncio.get_running_loop().call_soon(self.flush)
         self._pending.append(data)
+        self._held += len(data)
+        if self._held >= HOLD_BYTES:
+            self.flush()
 
     def flush(self) -> None:
         pending = self._pending
         if not pending:
             return
-        self._pending = []
+        self._pending, self._held = [], 0
         if not self._transport.is_closing():
             self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
@@ -72,7 +86,7 @@ class _Coalesced:
         self._transport.close()
 
     def abort(self) -> None:
-        self._pending = []
+        self._pending, self._held = [], 0
         self._transport.abort()
 
     def __getattr__(self, name: str) -> Any:

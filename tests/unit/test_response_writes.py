@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from adapters.cli.protocol import BoundedHttpToolsProtocol
+from adapters.cli.protocol import HOLD_BYTES, BoundedHttpToolsProtocol
 from tests.e2e.conftest import free_port
 
 
@@ -24,18 +24,23 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     body = b'{"path":"%s"}' % scope["path"].encode()
+    large = scope["path"].startswith("/large/")  # chunked: bodies of this many bytes first
     await send(
         {
             "type": "http.response.start",
             "status": 200,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-            ],
+            "headers": [(b"content-type", b"application/json")]
+            + ([] if large else [(b"content-length", b"%d" % len(body))]),
         }
     )
     if scope["path"] == "/slow":
         await asyncio.sleep(0.05)
+    if large:  # in one turn
+        size = int(scope["path"].split("/")[2])
+        for piece in range(6):
+            await send(
+                {"type": "http.response.body", "body": b"%d" % piece * size, "more_body": True}
+            )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -70,12 +75,13 @@ async def server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[int, li
     await task
 
 
-def exchange(port: int, request: bytes, answers: int) -> bytes:
-    """Send `request` at once; read until `answers` whole JSON bodies came back."""
+def exchange(port: int, request: bytes, answers: int, end: bytes = b"}") -> bytes:
+    """Send `request` at once; read until `answers` whole JSON bodies came back, and what
+    came ends with `end` (a chunked body's last chunk)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
         got = b""
-        while got.count(b"}") < answers:
+        while got.count(b"}") < answers or not got.endswith(end):
             chunk = sock.recv(65536)
             if not chunk:
                 break
@@ -110,3 +116,16 @@ async def test_pipelined_requests_are_answered_in_order(server: tuple[int, list[
     bodies = [b'{"path":"%s"}' % p.encode() for p in paths]
     assert [answer.index(b) for b in bodies] == sorted(answer.index(b) for b in bodies)
     assert b"".join(writes) == answer
+
+
+@pytest.mark.parametrize("size", [HOLD_BYTES // 4, HOLD_BYTES])
+async def test_what_is_held_back_is_bounded(server: tuple[int, list[bytes]], size: int) -> None:
+    """Writes of one turn are held only up to `HOLD_BYTES`, and a write that large goes to
+    the socket as it is: a stream of large events meets flow control write by write."""
+    port, writes = server
+    answer = await asyncio.to_thread(exchange, port, get(f"/large/{size}"), 1, b"0\r\n\r\n")
+    assert b"".join(writes) == answer
+    assert len(writes) > 1
+    assert max(len(w) for w in writes) < HOLD_BYTES + size + 64  # + a chunk's framing
+    if size == HOLD_BYTES:  # each piece a write of its own, after what was held
+        assert len(writes) >= 6
