@@ -48,23 +48,20 @@ from service.quotas import Slot
 class _Body(ASGIStreamingResponse):
     """The ASGI response: see the module's doc."""
 
-    __slots__ = ("head_with_first", "slot", "unstarted")
+    __slots__ = ("held", "slot")
 
     def __init__(self, *, slot: Slot, head_with_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slot = slot
-        self.head_with_first = head_with_first and not self.is_head_response
-        self.unstarted = False  # the head is held until the first write
+        self.held = head_with_first and not self.is_head_response  # the head, until a write
 
     async def start_response(self, send: Send) -> None:
-        if self.head_with_first:
-            self.unstarted = True
-            return
-        await super().start_response(send)
+        if not self.held:
+            await super().start_response(send)
 
     async def _send(self, send: Send, body: HTTPResponseBodyEvent) -> None:
-        if self.unstarted:
-            self.unstarted = False
+        if self.held:
+            self.held = False
             await super().start_response(send)
         await send(body)
 
