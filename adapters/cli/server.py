@@ -241,6 +241,9 @@ async def _serve(
                 # URL is made from them), so uvicorn's rewriting of them from
                 # `X-Forwarded-*` headers would be one more layer for every request.
                 proxy_headers=False,
+                # The request log (adapters/cli/requestlog.py) is the access log; uvicorn's
+                # own would format a line per response for a level that drops it.
+                access_log=False,
                 timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
                 **_websocket_options(settings),
             )

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
-import uuid
 from typing import Any
 
 import msgspec
@@ -158,7 +158,9 @@ def _answer(refused: Refusal) -> Response[bytes]:
 
 
 def new_request_id() -> str:
-    return f"req_{uuid.uuid4().hex}"
+    # 128 random bits in hex, as a uuid4's hex (less its six fixed bits), at a fifth of its
+    # cost: every request gets one.
+    return "req_" + os.urandom(16).hex()
 
 
 def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:

@@ -7,7 +7,10 @@ stream), and a write holds at most `MAX_WRITE` bytes, so a client that stops rea
 little memory. A frame that fits in one write goes out in one write (writes are packed
 with whole frames); only a frame larger than `MAX_WRITE` is cut, into capped writes. A
 pump task reads the tail into a small bounded queue, so the writer can send keep-alive
-comments while the stream is idle without cancelling the tail mid-read.
+comments while the stream is idle without cancelling the tail mid-read. One timer a stream
+says when a keep-alive is due (`keepalive_s` after the last write), re-armed only when it
+fires: a wait for the next event arms no timer of its own, since most streams end long
+before one would fire.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ MAX_WRITE = 64 * 1024
 MAX_QUEUED = 64
 MAX_QUEUED_BYTES = 256 * 1024
 _END = object()
+_NUDGE = object()  # from `_Pipe.get`: the keep-alive timer fired
+# A loop may run a timer a little before its time (uvloop's are in whole milliseconds).
+_EARLY = 0.005
 
 
 class Last(bytes):
@@ -51,6 +57,7 @@ class _Pipe:
         self._max_items, self._max_bytes = max_items, max_bytes
         self._readable = asyncio.Event()
         self._writable = asyncio.Event()
+        self._nudged = False  # the writer is to wake without an item (a keep-alive is due)
 
     def _full(self) -> bool:
         return bool(self._items) and (
@@ -66,10 +73,19 @@ class _Pipe:
         self._readable.set()
 
     async def get(self) -> object:
+        """The next item, or `_NUDGE` if `nudge` was called while none was queued."""
         while not self._items:
+            if self._nudged:
+                self._nudged = False
+                return _NUDGE
             self._readable.clear()
             await self._readable.wait()
+        self._nudged = False  # an item goes out: no keep-alive is needed with it
         return self.get_nowait()
+
+    def nudge(self) -> None:
+        self._nudged = True
+        self._readable.set()
 
     def get_nowait(self) -> object:
         item = self._items.popleft()
@@ -129,6 +145,37 @@ def pack(frames: list[bytes], cap: int = MAX_WRITE) -> Iterator[bytes]:
         yield b"".join(batch)
 
 
+class _KeepAlive:
+    """When a stream's next keep-alive is due: `seconds` after its last write. One timer,
+    armed for that moment; when it fires early (a write came meanwhile) it re-arms for
+    the new moment, and when it fires on time it nudges the writer, which sends the
+    keep-alive. A write costs a clock read, where a timer per wait cost a timer handle made
+    and cancelled for every write (docs/performance.md)."""
+
+    def __init__(self, queue: _Pipe, seconds: float) -> None:
+        self._queue = queue
+        self._seconds = seconds
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self._timer = self._loop.call_at(self._last + seconds, self._fire)
+
+    def wrote(self) -> None:
+        self._last = self._loop.time()
+
+    def due(self) -> bool:
+        return self._loop.time() >= self._last + self._seconds - _EARLY
+
+    def _fire(self) -> None:
+        at = self._last + self._seconds
+        if self._loop.time() >= at - _EARLY:
+            self._queue.nudge()
+            at = self._loop.time() + self._seconds  # until the writer has sent it
+        self._timer = self._loop.call_at(at, self._fire)
+
+    def stop(self) -> None:
+        self._timer.cancel()
+
+
 async def _pump(source: AsyncIterator[StoredEvent], queue: _Pipe) -> None:
     try:
         async for event in source:
@@ -150,18 +197,17 @@ async def frames(
     """Frame a tail for the wire; `on_close(finished)` runs however the stream ends."""
     queue = _Pipe()
     pump = asyncio.create_task(_pump(source, queue))
+    keepalive = None if keepalive_s is None else _KeepAlive(queue, keepalive_s)
     finished = ended = False
     try:
         while not ended:
-            if not queue.empty():  # events came while the last write went out: no timer
-                item = queue.get_nowait()
-            else:
-                try:  # `timeout`, not `wait_for`: no task per wait (one per write of a stream)
-                    async with asyncio.timeout(keepalive_s):
-                        item = await queue.get()
-                except TimeoutError:
+            item = queue.get_nowait() if not queue.empty() else await queue.get()
+            if item is _NUDGE:
+                assert keepalive is not None
+                if keepalive.due():
                     yield KEEPALIVE
-                    continue
+                    keepalive.wrote()
+                continue
             chunk: list[bytes] = []
             size = 0
             while True:
@@ -191,7 +237,11 @@ async def frames(
                 yield write
             if writes:
                 yield Last(writes[-1]) if ended else writes[-1]
+            if keepalive is not None:
+                keepalive.wrote()
     finally:
+        if keepalive is not None:
+            keepalive.stop()
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await pump

@@ -125,6 +125,7 @@ class Metrics:
         # below lives in this process's files in that directory.
         self._shared = os.environ.get(_SHARED) or None
         self._probes: tuple[Callable[[], int], ...] = ()
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
             "resplog_http_requests",
@@ -352,10 +353,23 @@ class Metrics:
             self.in_flight.dec()
             if exchange.streaming:
                 self.connections.labels("sse").dec()
-            self.requests.labels(scope["method"], route, str(exchange.status)).inc()
-            self.duration.labels(scope["method"], route).observe(
-                time.perf_counter() - exchange.began
+            counted, timed = self._children(scope["method"], route, exchange.status)
+            counted.inc()
+            timed.observe(time.perf_counter() - exchange.began)
+
+    def _children(self, method: str, route: str, status: int) -> tuple[Any, Any]:
+        """The request counter's and the duration histogram's series of these labels,
+        kept: `labels()` takes a lock and builds its key on every call. Few keys: httptools
+        parses only the methods HTTP defines, `route_of` names the API's routes, and a status
+        is one of the few the API answers."""
+        key = (method, route, status)
+        children = self._series.get(key)
+        if children is None:
+            children = self._series[key] = (
+                self.requests.labels(method, route, str(status)),
+                self.duration.labels(method, route),
             )
+        return children
 
     async def _scrape(self, scope: Any, send: Any, access: Access, key: str | None) -> None:
         if access == "off":

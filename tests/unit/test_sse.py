@@ -143,3 +143,20 @@ async def test_a_large_event_goes_out_in_pieces_of_its_own_bytes() -> None:
     assert chunks[0] == sse_frame(events[0]) and chunks[-1] == sse_frame(events[2])
     lines = await collect(frames(source(events), keepalive_s=None, framing=JSONL, done=None))
     assert b"".join(lines) == b"".join(jsonl_line(e) for e in events)
+
+
+async def test_a_stream_that_keeps_writing_gets_no_keepalive() -> None:
+    """The keep-alive is due `keepalive_s` after the last write, not after each wait."""
+    events = [event(i) for i in range(12)] + [event(12, "response.completed")]
+    chunks = await collect(frames(source(events, pause=0.02), keepalive_s=0.06))
+    assert KEEPALIVE not in chunks
+    assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE
+
+
+async def test_keepalives_repeat_while_idle_and_the_timer_ends_with_the_stream() -> None:
+    events = [event(0), event(1, "response.completed")]
+    loop = asyncio.get_running_loop()
+    chunks = await collect(frames(source(events, pause=0.2), keepalive_s=0.03))
+    assert chunks.count(KEEPALIVE) >= 6  # about one each 30 ms of each 200 ms pause
+    timers = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+    assert not [h for h in timers if "_KeepAlive" in repr(h)]
