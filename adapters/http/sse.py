@@ -49,14 +49,16 @@ def _size(item: object) -> int:
 
 class _Pipe:
     """A queue from the pump to the writer, bounded by count and by bytes; one item always
-    fits, however large."""
+    fits, however large. Each side sets the other's event only when the other waits on it:
+    a stream's events pass one at a time, and most find the other side busy."""
 
     def __init__(self, max_items: int = MAX_QUEUED, max_bytes: int = MAX_QUEUED_BYTES) -> None:
-        self._items: collections.deque[object] = collections.deque()
+        self._items: collections.deque[tuple[object, int]] = collections.deque()
         self._bytes = 0
         self._max_items, self._max_bytes = max_items, max_bytes
         self._readable = asyncio.Event()
         self._writable = asyncio.Event()
+        self._reading = self._writing = False  # a side waits on its event
         self._nudged = False  # the writer is to wake without an item (a keep-alive is due)
 
     def _full(self) -> bool:
@@ -67,10 +69,16 @@ class _Pipe:
     async def put(self, item: object) -> None:
         while self._full():
             self._writable.clear()
-            await self._writable.wait()
-        self._items.append(item)
-        self._bytes += _size(item)
-        self._readable.set()
+            self._writing = True
+            try:
+                await self._writable.wait()
+            finally:
+                self._writing = False
+        size = _size(item)
+        self._items.append((item, size))
+        self._bytes += size
+        if self._reading:
+            self._readable.set()
 
     async def get(self) -> object:
         """The next item, or `_NUDGE` if `nudge` was called while none was queued."""
@@ -79,7 +87,11 @@ class _Pipe:
                 self._nudged = False
                 return _NUDGE
             self._readable.clear()
-            await self._readable.wait()
+            self._reading = True
+            try:
+                await self._readable.wait()
+            finally:
+                self._reading = False
         self._nudged = False  # an item goes out: no keep-alive is needed with it
         return self.get_nowait()
 
@@ -88,9 +100,10 @@ class _Pipe:
         self._readable.set()
 
     def get_nowait(self) -> object:
-        item = self._items.popleft()
-        self._bytes -= _size(item)
-        self._writable.set()
+        item, size = self._items.popleft()
+        self._bytes -= size
+        if self._writing:
+            self._writable.set()
         return item
 
     def empty(self) -> bool:

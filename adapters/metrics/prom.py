@@ -235,6 +235,7 @@ class Metrics:
         )
         for kind in ("sse", "websocket"):
             self.connections.labels(kind).set(0)
+        self.sse = self.connections.labels("sse")  # every stream's, kept (see `_children`)
 
     def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None:
         """Read the leases held and the live tails at each scrape (called on the process's
@@ -352,7 +353,7 @@ class Metrics:
         finally:
             self.in_flight.dec()
             if exchange.streaming:
-                self.connections.labels("sse").dec()
+                self.sse.dec()
             counted, timed = self._children(scope["method"], route, exchange.status)
             counted.inc()
             timed.observe(time.perf_counter() - exchange.began)
@@ -416,7 +417,7 @@ class _Exchange:
             kind = dict(message.get("headers") or []).get(b"content-type", b"")
             if kind.startswith(b"text/event-stream"):
                 self.streaming = True
-                self.metrics.connections.labels("sse").inc()
+                self.metrics.sse.inc()
             return self.streaming
         if not message.get("body"):
             return True  # the first event is in a later body

@@ -18,11 +18,13 @@ from domain.events import (
     LIFECYCLE_TAGS,
     LIFECYCLE_TYPES,
     AnyEvent,
+    LifecycleEvent,
     ResponseCreated,
     encode,
     encode_json,
+    tag_of,
 )
-from domain.objects import TERMINAL_STATUSES, ResponseObject
+from domain.objects import TERMINAL_STATUSES
 from service.ports import ResponseRow, StoredEvent
 
 # The events that carry the whole response object; the last one in a batch is the snapshot.
@@ -73,11 +75,22 @@ def leased(batch: Append) -> bool:
     return batch.lease or status == "in_progress"
 
 
-def _snapshot(response: ResponseObject) -> str:
-    return encode_json(response).decode()
+def response_json(event: LifecycleEvent, wire: bytes) -> bytes:
+    """The JSON of `event.response`, cut from the event's wire bytes (`wire`, from
+    `encode`) rather than encoded again: a lifecycle event goes on the wire as
+    `{"type":…,"sequence_number":…,"response":{…}}`, the response its last member (its
+    facts are kept apart). What comes before it is checked; a layout that differs is
+    encoded afresh. Three lifecycle events a create, each with the whole response."""
+    head = b'{"type":"%s","sequence_number":%d,"response":' % (
+        tag_of(type(event)).encode(),
+        event.sequence_number,
+    )
+    if wire.startswith(head) and wire.endswith(b"}"):
+        return wire[len(head) : -1]
+    return encode_json(event.response)
 
 
-def _new_row(stream_id: str, event: AnyEvent, recorded_at: float) -> ResponseRow:
+def _new_row(stream_id: str, event: AnyEvent, recorded_at: float, wire: bytes) -> ResponseRow:
     """The row as `response.created` makes it; `row_insert` brings its status, snapshot and
     version up to the end of the batch that creates it."""
     if not isinstance(event, ResponseCreated):
@@ -99,7 +112,7 @@ def _new_row(stream_id: str, event: AnyEvent, recorded_at: float) -> ResponseRow
         updated_at=recorded_at,
         version=0,
         snapshot_version=0,
-        snapshot=encode_json(r),
+        snapshot=response_json(event, wire),
     )
 
 
@@ -121,7 +134,7 @@ def encode_append(
     now = time.time() if recorded_at is None else recorded_at
     rows: list[Row] = []
     stored: list[StoredEvent] = []
-    lifecycle: Lifecycle | None = None
+    last_lifecycle: tuple[int, LifecycleEvent, bytes] | None = None
     created: ResponseRow | None = None
     blobs: dict[str, str] = {}
     for offset, event in enumerate(events):
@@ -134,15 +147,23 @@ def encode_append(
         enc = encode(event)
         facts = None if enc.facts is None else blob_store.extract(enc.facts.decode(), blobs)
         data = enc.data.decode()
-        if isinstance(event, _LIFECYCLE) and len(enc.data) >= blob_store.PART_THRESHOLD:
-            parts = blob_store.large_parts(event.response)
-            data = blob_store.extract_parts(data, parts, blobs)
+        if isinstance(event, _LIFECYCLE):
+            if len(enc.data) >= blob_store.PART_THRESHOLD:
+                parts = blob_store.large_parts(event.response)
+                data = blob_store.extract_parts(data, parts, blobs)
+            if enc.type in LIFECYCLE_TAGS:
+                last_lifecycle = (position, event, enc.data)
+            if position == 0:
+                created = _new_row(stream_id, event, now, enc.data)
+        elif position == 0:
+            created = _new_row(stream_id, event, now, enc.data)  # refuses it
         rows.append((position, enc.type, data, facts, now))
         stored.append(StoredEvent(stream_id, position, enc.type, enc.data, enc.facts, now))
-        if enc.type in LIFECYCLE_TAGS and isinstance(event, _LIFECYCLE):
-            lifecycle = Lifecycle(position, event.response.status, _snapshot(event.response))
-        if position == 0:
-            created = _new_row(stream_id, event, now)
+    lifecycle = None
+    if last_lifecycle is not None:  # the batch's last: the row's snapshot
+        position, event, wire = last_lifecycle
+        snapshot = response_json(event, wire).decode()
+        lifecycle = Lifecycle(position, event.response.status, snapshot)
     return Append(
         stream_id=stream_id,
         expected_version=expected_version,
