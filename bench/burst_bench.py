@@ -32,14 +32,28 @@ batches, `--batch`/10 streaming creates each, one at a time, with the engine at 
 a token (the first one included, as a GPU's prefill): their time to the first delta.
 
     .venv/bin/python bench/burst_bench.py --against /tmp/before --batches 10 --batch 40
+
+With `--profile`, the server instead runs its bursts under Python's deterministic profiler
+(`cProfile`, switched on by a signal once the server is warm, through a `sitecustomize`
+the bench puts on the server's path; no resplog code knows of it) and the bench prints
+what a create in a burst is made of: the function calls a create, by part of the code
+(each resumption of a coroutine or generator counts as a call), and the functions with the
+most time of their own. The profiler multiplies the time a call takes, so the shares are
+of the profiled time; CPU per create is the plain run's figure.
+
+    .venv/bin/python bench/burst_bench.py --profile --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
+import pstats
+import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -54,6 +68,21 @@ from bench.databases import PG, drop_postgres, fresh_postgres
 from tests.e2e.conftest import Server, start_server, stop_server
 
 TICKS = os.sysconf("SC_CLK_TCK")
+ROOT = Path(__file__).resolve().parents[1]
+
+# Put on the profiled server's path as `sitecustomize.py`: SIGUSR1 starts the profiler in
+# the main thread (the event loop's), SIGUSR2 stops it and writes its figures.
+_PROFILER = """
+import os, signal
+if os.environ.get("RESPLOG_BENCH_PROFILE"):
+    import cProfile
+    _profile = cProfile.Profile()
+    signal.signal(signal.SIGUSR1, lambda *_: _profile.enable())
+    def _dump(*_):
+        _profile.disable()
+        _profile.dump_stats(os.environ["RESPLOG_BENCH_PROFILE"])
+    signal.signal(signal.SIGUSR2, _dump)
+"""
 
 
 def _stat(pid: str) -> list[str]:
@@ -353,6 +382,85 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
         )
 
 
+def part_of(path: str) -> str:
+    """The part of the code a profiled function is in."""
+    if path.startswith("~") or path.startswith("<built-in"):
+        return "builtins and C methods"
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0]
+    if path.startswith(str(ROOT)):
+        rel = Path(path).relative_to(ROOT).parts
+        if rel[0] == "adapters" and rel[1] in ("http", "store", "engines"):
+            return {
+                "http": "adapters/http (API, SSE)",
+                "store": "adapters/store (log, writer)",
+                "engines": "adapters/engines (the scripted engine)",
+            }[rel[1]]
+        if rel[0] == "adapters":
+            return "adapters (cli, metrics, audit view)"
+        return rel[0]
+    if path.startswith("<frozen "):  # e.g. abc: isinstance against an abstract class
+        return path.removeprefix("<frozen ").removesuffix(">")
+    stdlib = re.search(r"/lib/python3\.\d+/([^/]+)", path)  # the module or package
+    return stdlib.group(1).removesuffix(".py") if stdlib else path
+
+
+def report_profile(stats: pstats.Stats, creates: int) -> None:
+    """Calls a create by part, and the functions with the most time of their own."""
+    entries = stats.stats  # type: ignore[attr-defined]
+    calls = collections.Counter[str]()
+    own = collections.Counter[str]()
+    total = sum(v[2] for v in entries.values())
+    for (path, _line, _name), (_prim, count, tottime, _cum, _callers) in entries.items():
+        calls[part_of(path)] += count
+        own[part_of(path)] += tottime
+    print(f"\nprofiled: {creates} streaming creates in bursts")
+    print(f"function calls a create: {sum(calls.values()) / creates:,.0f}")
+    print("| part | calls a create | share of the profiled time |")
+    print("|---|---|---|")
+    rest = [0.0, 0.0]
+    for part, count in calls.most_common():
+        if count / creates < 1 and own[part] / total < 0.005:
+            rest[0] += count
+            rest[1] += own[part]
+            continue
+        print(f"| {part} | {count / creates:,.0f} | {own[part] / total:.1%} |")
+    print(f"| everything else | {rest[0] / creates:,.0f} | {rest[1] / total:.1%} |")
+    top = sorted(entries.items(), key=lambda kv: -kv[1][2])[:15]
+    print("\n| function | calls a create | share of the profiled time |")
+    print("|---|---|---|")
+    for (path, line, name), (_prim, count, tottime, _cum, _callers) in top:
+        where = path.removeprefix(str(ROOT) + "/").split("site-packages/")[-1]
+        print(f"| `{name}` ({where}:{line}) | {count / creates:,.1f} | {tottime / total:.1%} |")
+
+
+async def profile(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "sitecustomize.py").write_text(_PROFILER)
+        out = Path(tmp) / "server.prof"
+        env = {**os.environ, "PYTHONPATH": tmp, "RESPLOG_BENCH_PROFILE": str(out)}
+        url, name = await fresh_postgres(PG)
+        server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg, env=env)
+        try:
+            raw = RawBurst(server.base_url, args.tokens)
+            for _ in range(3):  # warm up: connections, pools, caches
+                await raw.burst(args.burst)
+            await asyncio.sleep(0.5)
+            server.process.send_signal(signal.SIGUSR1)
+            await asyncio.sleep(0.2)
+            for _ in range(args.rounds):
+                await raw.burst(args.burst)
+                await asyncio.sleep(0.3)  # the group commit that follows the last reply
+            server.process.send_signal(signal.SIGUSR2)
+            await asyncio.sleep(2.0)  # the server writes its figures (well under a second)
+            if not out.exists():
+                raise RuntimeError(f"the server wrote no profile: {server.log_text()[-2000:]}")
+            report_profile(pstats.Stats(str(out)), args.rounds * args.burst)
+        finally:
+            stop_server(server)
+            await drop_postgres(PG, name)
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--creates", type=int, default=300)
@@ -372,7 +480,13 @@ async def main() -> None:
         default=20,
         help="the engine's ms a token for the creates timed alone (--against)",
     )
+    p.add_argument(
+        "--profile", action="store_true", help="what a create is made of (see the module's doc)"
+    )
     args = p.parse_args()
+    if args.profile:
+        await profile(args)
+        return
     if args.against:
         await against(args)
         return
