@@ -15,7 +15,6 @@ import msgspec
 from adapters.store import blobs as blob_store
 from adapters.store.tables import values_of
 from domain.events import (
-    LIFECYCLE_TAGS,
     LIFECYCLE_TYPES,
     AnyEvent,
     LifecycleEvent,
@@ -151,12 +150,9 @@ def encode_append(
             if len(enc.data) >= blob_store.PART_THRESHOLD:
                 parts = blob_store.large_parts(event.response)
                 data = blob_store.extract_parts(data, parts, blobs)
-            if enc.type in LIFECYCLE_TAGS:
-                last_lifecycle = (position, event, enc.data)
-            if position == 0:
-                created = _new_row(stream_id, event, now, enc.data)
-        elif position == 0:
-            created = _new_row(stream_id, event, now, enc.data)  # refuses it
+            last_lifecycle = (position, event, enc.data)
+        if position == 0:
+            created = _new_row(stream_id, event, now, enc.data)
         rows.append((position, enc.type, data, facts, now))
         stored.append(StoredEvent(stream_id, position, enc.type, enc.data, enc.facts, now))
     lifecycle = None
