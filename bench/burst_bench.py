@@ -53,11 +53,15 @@ import json
 import os
 import pstats
 import re
+import shutil
 import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -65,7 +69,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.databases import PG, drop_postgres, fresh_postgres
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.e2e.conftest import Server, free_port, start_server, stop_server
 
 TICKS = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,16 +229,22 @@ class RawBurst:
             await reader.readexactly(length)
             return time.perf_counter() - t0
         seen = 0.0
-        while True:  # the chunked body: one chunk per server write, whole SSE frames
-            size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
-            chunk = await reader.readexactly(size + 2)
-            if not size:
-                break
+        async for chunk in _chunks(reader):
             if not seen and b'.delta"' in chunk:
                 seen = time.perf_counter() - t0
         if not seen:
             raise RuntimeError("a stream ended without a delta")
         return seen
+
+    async def writes(self) -> list[bytes]:
+        """The body of one streaming create's reply, write by write."""
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            writer.write(self.request)
+            await reader.readuntil(b"\r\n\r\n")
+            return [chunk async for chunk in _chunks(reader)]
+        finally:
+            writer.close()
 
     async def burst(self, size: int) -> list[float]:
         """Seconds from each request's write to its first content delta."""
@@ -248,6 +258,16 @@ class RawBurst:
         finally:
             for _, writer in streams:
                 writer.close()
+
+
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """A chunked body's chunks: one per server write, whole SSE frames."""
+    while True:
+        size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
+        chunk = await reader.readexactly(size + 2)
+        if not size:
+            return
+        yield chunk[:-2]
 
 
 async def raw_bursts(
@@ -456,9 +476,168 @@ async def profile(args: argparse.Namespace) -> None:
             if not out.exists():
                 raise RuntimeError(f"the server wrote no profile: {server.log_text()[-2000:]}")
             report_profile(pstats.Stats(str(out)), args.rounds * args.burst)
+            if args.profile_out:
+                shutil.copyfile(out, args.profile_out)
         finally:
             stop_server(server)
             await drop_postgres(PG, name)
+
+
+def sampled_part(path: str) -> str:
+    """`part_of` for py-spy's paths (shortened to the import path: `asyncio/tasks.py`)."""
+    if path == "asyncio/runners.py":  # only `Runner.run`, under which uvloop runs in C
+        return "the event loop (uvloop, in C: polling, sockets, handles)"
+    root = path.split("/", 1)[0]
+    if root in ("domain", "service", "adapters"):
+        return part_of(str(ROOT / path))
+    return root.removesuffix(".py") or "unnamed"
+
+
+def report_samples(raw: Path, cpu_us: float) -> None:
+    """Where the sampled time was, by the part of the code running (the stack's innermost
+    frame: a C function counts to the Python line that called it), and the busiest lines."""
+    parts = collections.Counter[str]()
+    lines = collections.Counter[str]()
+    for row in raw.read_text().splitlines():
+        stack, _, count = row.rpartition(" ")
+        leaf = stack.split(";")[-1]
+        found = re.fullmatch(r"(.*) \((.*):(\d+)\)", leaf)
+        path = found.group(2) if found else ""
+        parts[sampled_part(path)] += int(count)
+        lines[leaf] += int(count)
+    total = sum(parts.values())
+    print(f"\n{total:,} samples; a create costs {cpu_us:,.0f} µs of CPU in these bursts")
+    print("| part (innermost frame) | share of the samples | µs a create |")
+    print("|---|---|---|")
+    for part, count in parts.most_common(16):
+        print(f"| {part} | {count / total:.1%} | {count / total * cpu_us:,.0f} |")
+    print("\n| line | share of the samples | µs a create |")
+    print("|---|---|---|")
+    for line, count in lines.most_common(15):
+        print(f"| `{line}` | {count / total:.1%} | {count / total * cpu_us:,.0f} |")
+
+
+async def sample(args: argparse.Namespace) -> None:
+    """Bursts for `args.sample` seconds under py-spy (sampling, so every line costs what it
+    costs: no profiler's cost a call), and the server's CPU a create over the same bursts."""
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.defpath}")
+    if spy is None:
+        raise SystemExit("--sample needs py-spy: .venv/bin/pip install py-spy")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "samples.txt"
+        url, name = await fresh_postgres(PG)
+        server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg)
+        pid = server.process.pid
+        try:
+            raw = RawBurst(server.base_url, args.tokens)
+            for _ in range(3):  # warm up: connections, pools, caches
+                await raw.burst(args.burst)
+            command = [spy, "record", "-p", str(pid), "--nonblocking", "-r", "1000"]
+            command += ["-f", "raw", "-o", str(out), "-d", str(int(args.sample) + 3)]
+            spy_process = await asyncio.create_subprocess_exec(
+                *command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            await asyncio.sleep(1.0)  # py-spy attaches
+            cpu: list[float] = []
+            began = time.monotonic()
+            while time.monotonic() - began < args.sample:
+                cpu += (await raw_bursts(pid, raw, args.burst, 1))[1]
+            await spy_process.wait()
+            report_samples(out, statistics.median(cpu))
+        finally:
+            stop_server(server)
+            await drop_postgres(PG, name)
+
+
+# The reference servers `--floors` measures resplog against (bench/reference_apps.py).
+REFERENCES = {
+    "asgi": "uvicorn alone: a bare ASGI app",
+    "litestar": "litestar: an app of two routes (the create's reply a `Stream`)",
+}
+
+
+def start_reference(kind: str, writes: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    script = Path(__file__).with_name("reference_apps.py")
+    process = subprocess.Popen([sys.executable, str(script), kind, str(port), str(writes)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the {kind} reference server exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the {kind} reference server did not listen")
+
+
+async def floors(args: argparse.Namespace) -> None:
+    """Bursts of the same reply from resplog and from the reference servers, alternating
+    round by round, and bursts of `GET /health` the same way: what the HTTP platform alone
+    costs of resplog's CPU a request."""
+    refs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        url, name = await fresh_postgres(PG)
+        server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg)
+        try:
+            writes = await RawBurst(server.base_url, args.tokens).writes()
+            recorded = Path(tmp) / "writes.json"
+            recorded.write_text(json.dumps([w.decode() for w in writes]))
+            bases = {"resplog (`serve`, PostgreSQL)": (server.process.pid, server.base_url)}
+            for kind, label in REFERENCES.items():
+                process, base = start_reference(kind, recorded)
+                refs.append(process)
+                bases[label] = (process.pid, base)
+            creates = await _alternate(bases, args, health=False)
+            health = await _alternate(bases, args, health=True)
+        finally:
+            for process in refs:
+                process.terminate()
+                process.wait()
+            stop_server(server)
+            await drop_postgres(PG, name)
+    sizes = ", ".join(f"{len(w):,}" for w in writes)
+    print(
+        f"\nthe same reply ({len(writes)} writes of {sizes} bytes), {args.rounds} bursts of "
+        f"{args.burst} from each server, alternating:"
+    )
+    _floor_table(creates, "first delta")
+    print(f"\n`GET /health`, {args.rounds * 4} bursts of {args.burst} from each, alternating:")
+    _floor_table(health, "reply")
+
+
+async def _alternate(
+    bases: dict[str, tuple[int, str]], args: argparse.Namespace, *, health: bool
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Each server's first deltas (or replies) and CPU a request, over bursts that take
+    turns between the servers."""
+    targets = {
+        label: (pid, RawBurst(base, args.tokens, health=health))
+        for label, (pid, base) in bases.items()
+    }
+    got: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in targets}
+    for _pid, target in targets.values():
+        for _ in range(3):  # warm up: connections, pools, caches
+            await target.burst(args.burst)
+    for _ in range(args.rounds * (4 if health else 1)):  # a burst of GETs is short
+        for label, (pid, target) in targets.items():
+            firsts, cpu = await raw_bursts(pid, target, args.burst, 1)
+            got[label][0].extend(firsts)
+            got[label][1].extend(cpu)
+    return got
+
+
+def _floor_table(figures: dict[str, tuple[list[float], list[float]]], what: str) -> None:
+    print(f"| server | {what} p50 ms | p99 ms | CPU a request | of resplog's |")
+    print("|---|---|---|---|---|")
+    ours = statistics.median(next(iter(figures.values()))[1])
+    for label, (firsts, cpu) in figures.items():
+        print(
+            f"| {label} | {statistics.median(firsts) * 1e3:.1f} | {pct(firsts, 99) * 1e3:.1f} "
+            f"| {statistics.median(cpu):,.0f} µs | {statistics.median(cpu) / ours:.0%} |"
+        )
 
 
 async def main() -> None:
@@ -483,7 +662,27 @@ async def main() -> None:
     p.add_argument(
         "--profile", action="store_true", help="what a create is made of (see the module's doc)"
     )
+    p.add_argument(
+        "--profile-out", metavar="PATH", help="with --profile: keep the raw pstats file there"
+    )
+    p.add_argument(
+        "--floors",
+        action="store_true",
+        help="resplog beside servers that send the same reply and do nothing else",
+    )
+    p.add_argument(
+        "--sample",
+        type=float,
+        metavar="SECONDS",
+        help="bursts for SECONDS under py-spy: where a create's CPU goes, line by line",
+    )
     args = p.parse_args()
+    if args.sample:
+        await sample(args)
+        return
+    if args.floors:
+        await floors(args)
+        return
     if args.profile:
         await profile(args)
         return

@@ -1,0 +1,102 @@
+"""Two servers that answer a streaming create with bytes recorded from resplog and do nothing
+else: what the platform under resplog costs for the same reply (`burst_bench.py --floors`).
+
+- `asgi`: a bare ASGI function under uvicorn. It reads the request's body, sends the head,
+  then each recorded write, with a turn of the event loop before each (resplog's writes
+  are separated by commits), and ends the body.
+- `litestar`: a litestar app with one `POST /v1/responses` route that reads the body and
+  returns the same writes as a litestar `Stream`.
+
+Any other request (the bench sends `GET /health`) is answered as resplog answers
+`GET /health`: `{"status":"ok"}`, by the ASGI function itself or by a litestar route.
+
+Both run as `serve` runs: uvicorn with uvloop and httptools, its access log off.
+
+    .venv/bin/python bench/reference_apps.py asgi|litestar PORT WRITES.json
+
+`WRITES.json`: a list of the reply's writes, as text (`burst_bench.py` records them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import uvicorn
+from litestar import Litestar, Request, get, post
+from litestar.response import Stream
+
+# The headers resplog's create sends (its `x-request-id` is made per request there).
+HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+SSE = "text/event-stream; charset=utf-8"
+HEALTH = b'{"status":"ok"}'
+JSON_HEAD = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(HEALTH))]
+
+
+class Health(msgspec.Struct):
+    status: str
+
+
+def asgi_app(writes: list[bytes]) -> Any:
+    head = [(b"content-type", SSE.encode())]
+    head += [(k.encode(), v.encode()) for k, v in HEADERS.items()]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # the lifespan: nothing to start
+            return
+        while (await receive()).get("more_body"):
+            pass
+        if scope["method"] == "GET":
+            await send({"type": "http.response.start", "status": 200, "headers": JSON_HEAD})
+            await send({"type": "http.response.body", "body": HEALTH, "more_body": False})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        for chunk in writes:
+            await asyncio.sleep(0)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def litestar_app(writes: list[bytes]) -> Litestar:
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in writes:
+            await asyncio.sleep(0)
+            yield chunk
+
+    @post("/v1/responses", status_code=200)
+    async def create(request: Request[Any, Any, Any]) -> Stream:
+        await request.body()
+        return Stream(body(), media_type=SSE, headers=HEADERS)
+
+    @get("/health")
+    async def health() -> Health:
+        return Health(status="ok")
+
+    return Litestar([create, health], logging_config=None)
+
+
+def main() -> None:
+    kind, port, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    writes = [w.encode() for w in json.loads(path.read_text())]
+    app = asgi_app(writes) if kind == "asgi" else litestar_app(writes)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+        lifespan="off",
+    )
+
+
+if __name__ == "__main__":
+    main()
