@@ -15,6 +15,7 @@ import msgspec
 from adapters.store import blobs as blob_store
 from adapters.store.tables import values_of
 from domain.events import (
+    LIFECYCLE_TAGS,
     LIFECYCLE_TYPES,
     AnyEvent,
     LifecycleEvent,
@@ -146,7 +147,9 @@ def encode_append(
         enc = encode(event)
         facts = None if enc.facts is None else blob_store.extract(enc.facts.decode(), blobs)
         data = enc.data.decode()
-        if isinstance(event, _LIFECYCLE):
+        # By tag first: `isinstance` against the tuple costs 0.5 µs for each of the many
+        # events that are none of them; it stays, to narrow the type.
+        if enc.type in LIFECYCLE_TAGS and isinstance(event, _LIFECYCLE):
             if len(enc.data) >= blob_store.PART_THRESHOLD:
                 parts = blob_store.large_parts(event.response)
                 data = blob_store.extract_parts(data, parts, blobs)
