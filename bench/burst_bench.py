@@ -42,6 +42,18 @@ most time of their own. The profiler multiplies the time a call takes, so the sh
 of the profiled time; CPU per create is the plain run's figure.
 
     .venv/bin/python bench/burst_bench.py --profile --rounds 5
+
+With `--sample SECONDS`, the bursts run that long under py-spy instead (a sampler: it adds
+nothing to each call; `pip install py-spy`), and the bench prints the share of the samples,
+as µs of a create's CPU, by the part of the code in the innermost frame and by line.
+
+With `--floors`, the bench records one streaming create's reply, write by write, and sends
+bursts of it from two reference servers that do nothing else (bench/reference_apps.py: a
+bare ASGI app under uvicorn, a minimal litestar app), taking turns with resplog's bursts,
+then the same with `GET /health`: what the HTTP platform alone costs of a create.
+
+    .venv/bin/python bench/burst_bench.py --sample 30
+    .venv/bin/python bench/burst_bench.py --floors --rounds 12
 """
 
 from __future__ import annotations
