@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import pstats
@@ -466,14 +467,26 @@ def report_profile(stats: pstats.Stats, creates: int) -> None:
         print(f"| `{name}` ({where}:{line}) | {count / creates:,.1f} | {tottime / total:.1%} |")
 
 
+@contextlib.asynccontextmanager
+async def serving(
+    tmp: str, args: argparse.Namespace, env: dict[str, str] | None = None
+) -> AsyncIterator[Server]:
+    """A `serve` on a fresh PostgreSQL database, its log in `tmp`; stopped and dropped after."""
+    url, name = await fresh_postgres(PG)
+    server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg, env=env)
+    try:
+        yield server
+    finally:
+        stop_server(server)
+        await drop_postgres(PG, name)
+
+
 async def profile(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "sitecustomize.py").write_text(_PROFILER)
         out = Path(tmp) / "server.prof"
         env = {**os.environ, "PYTHONPATH": tmp, "RESPLOG_BENCH_PROFILE": str(out)}
-        url, name = await fresh_postgres(PG)
-        server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg, env=env)
-        try:
+        async with serving(tmp, args, env) as server:
             raw = RawBurst(server.base_url, args.tokens)
             for _ in range(3):  # warm up: connections, pools, caches
                 await raw.burst(args.burst)
@@ -490,9 +503,6 @@ async def profile(args: argparse.Namespace) -> None:
             report_profile(pstats.Stats(str(out)), args.rounds * args.burst)
             if args.profile_out:
                 shutil.copyfile(out, args.profile_out)
-        finally:
-            stop_server(server)
-            await drop_postgres(PG, name)
 
 
 def sampled_part(path: str) -> str:
@@ -537,10 +547,8 @@ async def sample(args: argparse.Namespace) -> None:
         raise SystemExit("--sample needs py-spy: .venv/bin/pip install py-spy")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "samples.txt"
-        url, name = await fresh_postgres(PG)
-        server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg)
-        pid = server.process.pid
-        try:
+        async with serving(tmp, args) as server:
+            pid = server.process.pid
             raw = RawBurst(server.base_url, args.tokens)
             for _ in range(3):  # warm up: connections, pools, caches
                 await raw.burst(args.burst)
@@ -556,9 +564,6 @@ async def sample(args: argparse.Namespace) -> None:
                 cpu += (await raw_bursts(pid, raw, args.burst, 1))[1]
             await spy_process.wait()
             report_samples(out, statistics.median(cpu))
-        finally:
-            stop_server(server)
-            await drop_postgres(PG, name)
 
 
 # The reference servers `--floors` measures resplog against (bench/reference_apps.py).
@@ -591,25 +596,22 @@ async def floors(args: argparse.Namespace) -> None:
     costs of resplog's CPU a request."""
     refs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        url, name = await fresh_postgres(PG)
-        server = start_server(url, "bench", Path(tmp) / "server.log", *args.serve_arg)
-        try:
+        async with serving(tmp, args) as server:
             writes = await RawBurst(server.base_url, args.tokens).writes()
             recorded = Path(tmp) / "writes.json"
             recorded.write_text(json.dumps([w.decode() for w in writes]))
             bases = {"resplog (`serve`, PostgreSQL)": (server.process.pid, server.base_url)}
-            for kind, label in REFERENCES.items():
-                process, base = start_reference(kind, recorded)
-                refs.append(process)
-                bases[label] = (process.pid, base)
-            creates = await _alternate(bases, args, health=False)
-            health = await _alternate(bases, args, health=True)
-        finally:
-            for process in refs:
-                process.terminate()
-                process.wait()
-            stop_server(server)
-            await drop_postgres(PG, name)
+            try:
+                for kind, label in REFERENCES.items():
+                    process, base = start_reference(kind, recorded)
+                    refs.append(process)
+                    bases[label] = (process.pid, base)
+                creates = await _alternate(bases, args, health=False)
+                health = await _alternate(bases, args, health=True)
+            finally:
+                for process in refs:
+                    process.terminate()
+                    process.wait()
     sizes = ", ".join(f"{len(w):,}" for w in writes)
     print(
         f"\nthe same reply ({len(writes)} writes of {sizes} bytes), {args.rounds} bursts of "

@@ -179,10 +179,11 @@ class _KeepAlive:
         return self._loop.time() >= self._last + self._seconds - _EARLY
 
     def _fire(self) -> None:
-        at = self._last + self._seconds
-        if self._loop.time() >= at - _EARLY:
+        if self.due():
             self._queue.nudge()
             at = self._loop.time() + self._seconds  # until the writer has sent it
+        else:
+            at = self._last + self._seconds
         self._timer = self._loop.call_at(at, self._fire)
 
     def stop(self) -> None:
