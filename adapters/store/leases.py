@@ -12,6 +12,12 @@ LOCKED`, so concurrent claimers skip each other's rows instead of queueing behin
 Renewal also skips rows locked at that moment (by this process's own flush, which holds
 them for a few milliseconds): waiting could deadlock against the flush, which locks many
 rows in another order, and a skipped renewal is simply repeated by the next pass.
+
+Claiming, which every process's worker polls for once a second, is one statement of its own
+on PostgreSQL, sent on the store's asyncpg pool (rawpool.py): through SQLAlchemy each poll
+built its statement and cache key again and ran three round trips (BEGIN, the UPDATE,
+COMMIT), about a third of what an idle server spent (docs/performance.md, "An idle
+server").
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from adapters.store.postgres import PostgresEventStore
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t
 from adapters.store.transient import guarded
@@ -32,6 +39,22 @@ from service.ports import CancelBell, Claim, Renewal
 _UNFINISHED = ("queued", "in_progress")
 _CHUNK = 500  # ids per IN (...) list on SQLite, far below its bound-parameter limit
 c = t.c
+
+# `claim` on PostgreSQL: the statement SQLAlchemy built from the expressions of `claim`
+# (SQLite's path), with `FOR UPDATE SKIP LOCKED`, written out once.
+_CLAIM_PG = """
+UPDATE responses
+SET lease_owner = $1,
+    lease_expires_at = CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) + $2
+WHERE id IN (
+    SELECT id FROM responses
+    WHERE status = 'queued' AND (lease_owner IS NULL
+        OR lease_expires_at < CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION))
+    ORDER BY created_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+RETURNING id, cancel_reason
+"""
 
 
 def _reason(row: Any) -> CancelReason | None:
@@ -50,6 +73,7 @@ class SqlLeases:
         self.ttl = store.settings.lease_ttl
         self._store = store
         self._pg = store.dialect == "postgresql"
+        self._raw = store.raw if isinstance(store, PostgresEventStore) else None
 
     # --- Leases -------------------------------------------------------------------------
 
@@ -57,6 +81,10 @@ class SqlLeases:
     async def claim(self, limit: int) -> list[Claim]:
         if limit <= 0:
             return []
+        if self._raw is not None:
+            async with self._raw.connection() as raw:
+                records = await raw.fetch(_CLAIM_PG, self.owner, self.ttl, limit)
+            return [Claim(r[0], None if r[1] is None else CancelReason(r[1])) for r in records]
         now = self._now()
         pick = (
             sa.select(c.id)
@@ -64,8 +92,6 @@ class SqlLeases:
             .order_by(c.created_at, c.id)
             .limit(limit)
         )
-        if self._pg:
-            pick = pick.with_for_update(skip_locked=True)
         return await self._take(c.id.in_(pick.scalar_subquery()), now)
 
     @guarded
