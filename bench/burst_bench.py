@@ -299,6 +299,21 @@ async def raw_bursts(
     return firsts, cpu
 
 
+async def idle_cpu(pids: list[int], windows: int = 3, seconds: float = 5.0) -> list[float]:
+    """Each server's CPU while nobody asks it anything (ms a second, the median of `windows`
+    windows measured on all of them at once): its polls, timers and the event loop."""
+    await asyncio.sleep(2.0)  # what the last request left (the group commit, closes) is done
+    figures: list[list[float]] = [[] for _ in pids]
+    for _ in range(windows):
+        before = [cpu_seconds(pid) for pid in pids]
+        began = time.monotonic()
+        await asyncio.sleep(seconds)
+        took = time.monotonic() - began
+        for i, pid in enumerate(pids):
+            figures[i].append((cpu_seconds(pid) - before[i]) / took * 1e3)
+    return [statistics.median(each) for each in figures]
+
+
 async def measure(server: Server, args: argparse.Namespace) -> None:
     pid = server.process.pid
     limits = httpx.Limits(max_connections=args.burst + 4, max_keepalive_connections=args.burst + 4)
@@ -313,6 +328,8 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         print(f"| baseline: GET /health | {health:,.0f} | 1.00x |")
         print(f"| create, stream: false | {plain:,.0f} | {plain / health:.2f}x |")
         print(f"| create, stream: true | {streamed:,.0f} | {streamed / health:.2f}x |")
+        (idle,) = await idle_cpu([pid])
+        print(f"\nserver CPU while idle: {idle:.2f} ms a second")
 
         alone = [await first_delta(client, args.tokens) for _ in range(args.rounds * 10)]
         raw = RawBurst(server.base_url, args.tokens)
@@ -385,6 +402,7 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
                 firsts, cpu_each = await raw_bursts(server.process.pid, raws[name], args.burst, 1)
                 bursts[name] += firsts
                 burst_cpu[name] += cpu_each
+        idle = await idle_cpu([server.process.pid for server in servers.values()])
     finally:
         for client in clients.values():
             await client.aclose()
@@ -400,6 +418,8 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
     for kind in kinds:
         b, a = (statistics.median(cpu[n][kind]) for n in (before, after))
         print(f"| CPU per request, {names[kind]} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
+    b, a = idle
+    print(f"| CPU a second, idle (ms; both measured at once) | {b:.2f} | {a:.2f} | {a / b:.2f} |")
     b, a = (statistics.median(burst_cpu[n]) for n in (before, after))
     print(f"| CPU per create in a burst of {args.burst} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
     b, a = (statistics.median(alone[n]) * 1e3 for n in (before, after))
