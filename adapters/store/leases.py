@@ -57,9 +57,9 @@ RETURNING id, cancel_reason
 """
 
 
-def _reason(row: Any) -> CancelReason | None:
-    """Why a flagged response must stop, as the flag says (None if it was not flagged)."""
-    return None if row.cancel_reason is None else CancelReason(row.cancel_reason)
+def _reason(flag: str | None) -> CancelReason | None:
+    """Why a flagged response must stop, as its `cancel_reason` says (None if not flagged)."""
+    return None if flag is None else CancelReason(flag)
 
 
 class SqlLeases:
@@ -84,7 +84,7 @@ class SqlLeases:
         if self._raw is not None:
             async with self._raw.connection() as raw:
                 records = await raw.fetch(_CLAIM_PG, self.owner, self.ttl, limit)
-            return [Claim(r[0], None if r[1] is None else CancelReason(r[1])) for r in records]
+            return [Claim(r[0], _reason(r[1])) for r in records]
         now = self._now()
         pick = (
             sa.select(c.id)
@@ -130,7 +130,7 @@ class SqlLeases:
                         self._among(skipped), c.lease_owner == self.owner
                     )
                     held.update({row.id: row for row in await conn.execute(query)})
-        cancel = {i: r for i, row in held.items() if (r := _reason(row)) is not None}
+        cancel = {i: r for i, row in held.items() if (r := _reason(row.cancel_reason)) is not None}
         return Renewal(held=frozenset(held), cancel=cancel)
 
     @guarded
@@ -170,7 +170,7 @@ class SqlLeases:
         )
         async with self._store._begin_write() as conn:
             rows = (await conn.execute(stmt)).all()
-        return [Claim(row.id, _reason(row)) for row in rows]
+        return [Claim(row.id, _reason(row.cancel_reason)) for row in rows]
 
     def _now(self) -> sa.ColumnElement[float]:
         """Now, in unix seconds: the database's clock on PostgreSQL, ours on SQLite (one
