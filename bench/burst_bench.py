@@ -33,6 +33,13 @@ a token (the first one included, as a GPU's prefill): their time to the first de
 
     .venv/bin/python bench/burst_bench.py --against /tmp/before --batches 10 --batch 40
 
+With `--against-venv VENV` instead, both servers run this tree's code, the other one from
+VENV (a virtual environment of another interpreter or build, this project installed in it
+with `VENV/bin/pip install -e .`): what the interpreter under resplog changes.
+
+    /usr/bin/python3.11 -m venv /tmp/deb && /tmp/deb/bin/pip install -e .
+    .venv/bin/python bench/burst_bench.py --against-venv /tmp/deb --batches 4 --batch 60
+
 With `--profile`, the server instead runs its bursts under Python's deterministic profiler
 (`cProfile`, switched on by a signal once the server is warm, through a `sitecustomize`
 the bench puts on the server's path; no resplog code knows of it) and the bench prints
@@ -50,7 +57,10 @@ as µs of a create's CPU, by the part of the code in the innermost frame and by 
 With `--floors`, the bench records one streaming create's reply, write by write, and sends
 bursts of it from two reference servers that do nothing else (bench/reference_apps.py: a
 bare ASGI app under uvicorn, a minimal litestar app), taking turns with resplog's bursts,
-then the same with `GET /health`: what the HTTP platform alone costs of a create.
+then the same with `GET /health`: what the HTTP platform alone costs of a create. Where
+granian is installed (`.venv/bin/pip install granian`; not a dependency), the same two apps
+under granian, an HTTP server in Rust, take their turns too: what a front end outside
+Python would save.
 
     .venv/bin/python bench/burst_bench.py --sample 30
     .venv/bin/python bench/burst_bench.py --floors --rounds 12
@@ -62,6 +72,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import importlib.util
 import json
 import os
 import pstats
@@ -541,12 +552,12 @@ def report_samples(raw: Path, cpu_us: float) -> None:
     parts = collections.Counter[str]()
     lines = collections.Counter[str]()
     for row in raw.read_text().splitlines():
-        stack, _, count = row.rpartition(" ")
+        stack, _, samples = row.rpartition(" ")
         leaf = stack.split(";")[-1]
         found = re.fullmatch(r"(.*) \((.*):(\d+)\)", leaf)
         path = found.group(2) if found else ""
-        parts[sampled_part(path)] += int(count)
-        lines[leaf] += int(count)
+        parts[sampled_part(path)] += int(samples)
+        lines[leaf] += int(samples)
     total = sum(parts.values())
     print(f"\n{total:,} samples; a create costs {cpu_us:,.0f} µs of CPU in these bursts")
     print("| part (innermost frame) | share of the samples | µs a create |")
@@ -586,28 +597,32 @@ async def sample(args: argparse.Namespace) -> None:
             report_samples(out, statistics.median(cpu))
 
 
-# The reference servers `--floors` measures resplog against (bench/reference_apps.py).
+# The reference servers `--floors` measures resplog against (bench/reference_apps.py), by
+# app and HTTP server; granian's only where it is installed (not a dependency).
 REFERENCES = {
-    "asgi": "uvicorn alone: a bare ASGI app",
-    "litestar": "litestar: an app of two routes (the create's reply a `Stream`)",
+    ("asgi", "uvicorn"): "uvicorn alone: a bare ASGI app",
+    ("litestar", "uvicorn"): "litestar: an app of two routes (the create's reply a `Stream`)",
+    ("asgi", "granian"): "granian (Rust) alone: the bare ASGI app",
+    ("litestar", "granian"): "litestar under granian: the same app of two routes",
 }
 
 
-def start_reference(kind: str, writes: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_reference(kind: str, server: str, writes: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     script = Path(__file__).with_name("reference_apps.py")
-    process = subprocess.Popen([sys.executable, str(script), kind, str(port), str(writes)])
+    command = [sys.executable, str(script), kind, str(port), str(writes)]
+    process = subprocess.Popen([*command, *([server] if server != "uvicorn" else [])])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the {kind} reference server exited")
+            raise RuntimeError(f"the {kind} reference server ({server}) exited")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return process, f"http://127.0.0.1:{port}"
         except OSError:
             time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"the {kind} reference server did not listen")
+    raise RuntimeError(f"the {kind} reference server ({server}) did not listen")
 
 
 async def floors(args: argparse.Namespace) -> None:
@@ -621,9 +636,14 @@ async def floors(args: argparse.Namespace) -> None:
             recorded = Path(tmp) / "writes.json"
             recorded.write_text(json.dumps([w.decode() for w in writes]))
             bases = {"resplog (`serve`, PostgreSQL)": (server.process.pid, server.base_url)}
+            granian = importlib.util.find_spec("granian") is not None
+            if not granian:
+                print("granian is not installed: its rows are left out (pip install granian)")
             try:
-                for kind, label in REFERENCES.items():
-                    process, base = start_reference(kind, recorded)
+                for (kind, http), label in REFERENCES.items():
+                    if http == "granian" and not granian:
+                        continue
+                    process, base = start_reference(kind, http, recorded)
                     refs.append(process)
                     bases[label] = (process.pid, base)
                 creates = await _alternate(bases, args, health=False)
@@ -685,6 +705,12 @@ async def main() -> None:
     p.add_argument(
         "--against", type=_tree, metavar="TREE", help="compare with a server of TREE's code"
     )
+    p.add_argument(
+        "--against-venv",
+        type=_tree,
+        metavar="VENV",
+        help="compare with this tree's server run from VENV (another interpreter or build)",
+    )
     p.add_argument("--batches", type=int, default=10, help="alternating batches (--against)")
     p.add_argument("--batch", type=int, default=40, help="requests per batch (--against)")
     p.add_argument(
@@ -720,7 +746,7 @@ async def main() -> None:
     if args.profile:
         await profile(args)
         return
-    if args.against:
+    if args.against or args.against_venv:
         await against(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -745,18 +771,30 @@ def _tree(value: str) -> Path:
 
 
 async def against(args: argparse.Namespace) -> None:
-    tree: Path = args.against
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    """This tree's server beside another tree's (`--against`), or beside itself run from
+    another virtual environment (`--against-venv`: another interpreter or build)."""
+    ours = str(Path(sys.executable).with_name("resplog"))
+    env: dict[str, str] | None = None
+    if args.against_venv:
+        venv: Path = args.against_venv
+        theirs, label = str(venv / "bin" / "resplog"), f"{venv.name} (venv)"
+        mine = f"this venv ({Path(sys.executable).parents[1].name})"
+    else:
+        tree: Path = args.against
+        theirs, label, mine = ours, tree.name, "this tree"
+        env = {**os.environ, "PYTHONPATH": str(tree)}
     made: list[str] = []
     servers: dict[str, Server] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            for name, server_env in ((tree.name, env), ("this tree", None)):
+            for name, command, server_env in ((label, theirs, env), (mine, ours, None)):
                 url, db = await fresh_postgres(PG)
                 made.append(db)
                 log = Path(tmp) / f"{len(made)}.log"
-                servers[name] = start_server(url, "bench", log, *args.serve_arg, env=server_env)
-            print(f"store: postgres, tokens per answer: {args.tokens}, against {tree}")
+                servers[name] = start_server(
+                    url, "bench", log, *args.serve_arg, env=server_env, resplog=command
+                )
+            print(f"store: postgres, tokens per answer: {args.tokens}, against {label}")
             await compare(servers, args)
         finally:
             for server in servers.values():

@@ -10,9 +10,13 @@ else: what the platform under resplog costs for the same reply (`burst_bench.py 
 Any other request (the bench sends `GET /health`) is answered as resplog answers
 `GET /health`: `{"status":"ok"}`, by the ASGI function itself or by a litestar route.
 
-Both run as `serve` runs: uvicorn with uvloop and httptools, its access log off.
+Both run as `serve` runs: uvicorn with uvloop and httptools, its access log off. With
+`granian` as a fourth argument they run under granian instead (an HTTP server in Rust that
+serves ASGI: one worker process, its Rust runtime on one thread, uvloop, no access log;
+not a dependency: `.venv/bin/pip install granian`), to see what a front end that parses
+and writes HTTP outside Python would save.
 
-    .venv/bin/python bench/reference_apps.py asgi|litestar PORT WRITES.json
+    .venv/bin/python bench/reference_apps.py asgi|litestar PORT WRITES.json [granian]
 
 `WRITES.json`: a list of the reply's writes, as text (`burst_bench.py` records them).
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,10 +87,41 @@ def litestar_app(writes: list[bytes]) -> Litestar:
     return Litestar([create, health], logging_config=None)
 
 
+def app_of(kind: str, path: Path) -> Any:
+    writes = [w.encode() for w in json.loads(path.read_text())]
+    return asgi_app(writes) if kind == "asgi" else litestar_app(writes)
+
+
+def from_environment() -> Any:
+    """The app granian's worker builds (it imports its app by name, in a process of its
+    own): the kind and the recorded writes `main` put in the environment."""
+    return app_of(os.environ["REFERENCE_KIND"], Path(os.environ["REFERENCE_WRITES"]))
+
+
 def main() -> None:
     kind, port, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    writes = [w.encode() for w in json.loads(path.read_text())]
-    app = asgi_app(writes) if kind == "asgi" else litestar_app(writes)
+    if sys.argv[4:] == ["granian"]:
+        from granian import Granian
+        from granian.constants import Interfaces, Loops
+        from granian.log import LogLevels
+
+        os.environ.update(REFERENCE_KIND=kind, REFERENCE_WRITES=str(path.resolve()))
+        sys.path.insert(0, str(Path(__file__).parent))  # its workers import this module
+        Granian(
+            "reference_apps:from_environment",
+            factory=True,
+            address="127.0.0.1",
+            port=port,
+            interface=Interfaces.ASGI,
+            loop=Loops.uvloop,
+            workers=1,
+            runtime_threads=1,
+            websockets=False,
+            log_level=LogLevels.warning,
+            log_access=False,
+        ).serve()
+        return
+    app = app_of(kind, path)
     uvicorn.run(
         app,
         host="127.0.0.1",

@@ -82,10 +82,12 @@ def start_server(
     *extra: str,
     engine: tuple[str, ...] = ("--engine", "scripted", "--scripted-delay-ms", "0"),
     env: dict[str, str] | None = None,
+    resplog: str = RESPLOG,
 ) -> Server:
-    """`env`: the server's whole environment (the benches run another tree's code with it)."""
+    """`env`: the server's whole environment (the benches run another tree's code with it);
+    `resplog`: the command (a bench runs another virtual environment's)."""
     subprocess.run(
-        [RESPLOG, "migrate", "--database-url", database_url],
+        [resplog, "migrate", "--database-url", database_url],
         check=True,
         capture_output=True,
         env=env,
@@ -94,7 +96,7 @@ def start_server(
     log = log_path.open("wb")
     process = subprocess.Popen(
         [
-            RESPLOG,
+            resplog,
             "serve",
             "--host",
             "127.0.0.1",
