@@ -702,12 +702,13 @@ async def main() -> None:
     p.add_argument("--tokens", type=int, default=8, help="scripted answer length")
     p.add_argument("--sqlite", action="store_true")
     p.add_argument("--serve-arg", action="append", default=[], help="extra `serve` argument")
-    p.add_argument(
+    other = p.add_mutually_exclusive_group()
+    other.add_argument(
         "--against", type=_tree, metavar="TREE", help="compare with a server of TREE's code"
     )
-    p.add_argument(
+    other.add_argument(
         "--against-venv",
-        type=_tree,
+        type=_venv,
         metavar="VENV",
         help="compare with this tree's server run from VENV (another interpreter or build)",
     )
@@ -768,6 +769,15 @@ async def main() -> None:
 
 def _tree(value: str) -> Path:
     return Path(value).resolve()
+
+
+def _venv(value: str) -> Path:
+    venv = Path(value).resolve()
+    if not (venv / "bin" / "resplog").is_file():
+        raise argparse.ArgumentTypeError(
+            f"{venv}/bin/resplog not found: install resplog there ({value}/bin/pip install -e .)"
+        )
+    return venv
 
 
 async def against(args: argparse.Namespace) -> None:

@@ -99,6 +99,12 @@ def from_environment() -> Any:
 
 
 def main() -> None:
+    if (
+        len(sys.argv) not in (4, 5)
+        or sys.argv[1] not in ("asgi", "litestar")
+        or sys.argv[4:] not in ([], ["granian"])
+    ):
+        raise SystemExit(f"usage: {sys.argv[0]} asgi|litestar PORT WRITES.json [granian]")
     kind, port, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     if sys.argv[4:] == ["granian"]:
         from granian import Granian
