@@ -126,6 +126,7 @@ class Metrics:
         self._shared = os.environ.get(_SHARED) or None
         self._probes: tuple[Callable[[], int], ...] = ()
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._kept: dict[tuple[object, ...], Any] = {}  # `_child`'s series
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
             "resplog_http_requests",
@@ -314,12 +315,22 @@ class Metrics:
             reason = _end.decode(event.facts).reason if event.facts else ""
         except msgspec.DecodeError:
             return
-        self.ended.labels(final.status, reason or final.status).inc()
+        self._child(self.ended, final.status, reason or final.status).inc()
         usage = final.usage or {}
         for kind in ("input", "output"):
             count = usage.get(f"{kind}_tokens")
             if isinstance(count, int) and count > 0:
-                self.tokens.labels(final.model, kind).inc(count)
+                self._child(self.tokens, final.model, kind).inc(count)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, kept, as `_children` keeps the requests' series: a
+        response's end counts three series. Their values are bounded (statuses, resplog's
+        reasons, the engine's models), as the metric's own series are."""
+        key = (metric, *labels)
+        child = self._kept.get(key)
+        if child is None:
+            child = self._kept[key] = metric.labels(*labels)
+        return child
 
     # --- HTTP -----------------------------------------------------------------------------
 
