@@ -6,6 +6,7 @@ only the composition roots (the app factory and the CLI) pick which.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, Protocol
 
@@ -130,6 +131,16 @@ class EventWriter(Protocol):
         it; `lease` asks the same for a queued (background) one this process will run, so
         that no other process's worker can claim it first. Ignored unless it creates.
         """
+        ...
+
+    def create(
+        self, stream_id: str, events: Sequence[AnyEvent], *, lease: bool = False
+    ) -> asyncio.Future[None]:
+        """Queue a new stream's first events before returning, as `append(stream_id, -1,
+        events, lease=lease)` would, and return the future of their commit, without a task
+        to await it in (a create starts its generation while its first events commit:
+        service/responses.py). A refusal known at once (the writer closed, the database
+        unreachable, a stream this writer already carries) raises here."""
         ...
 
 

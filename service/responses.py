@@ -143,8 +143,8 @@ async def _run_now(svc: Bundle, decision: Decision, prompt: Prompt) -> Generatio
     raises why not, and the generation stops); a caller that goes away meanwhile cancels
     the generation (`client_disconnected`), since nobody could read or cancel it."""
     rid = prompt.response_id
-    # Its first step queues the events; the runner's task, created after it, steps after it.
-    commit = asyncio.ensure_future(svc.writer.append(rid, -1, decision.events))
+    # Queued before the runner's task is even created: the generation's events follow them.
+    commit = svc.writer.create(rid, decision.events)
     generation = svc.runner.launch(decision.state, prompt, created=commit)
     try:
         await asyncio.shield(commit)
@@ -160,7 +160,11 @@ async def _run_here(svc: Bundle, decision: Decision, prompt: Prompt) -> Generati
     they commit (they are the response's, accepted and leased here: nobody else may run
     it until that lease lapses); one whose events do not commit gives the slot back."""
     rid = prompt.response_id
-    commit = asyncio.ensure_future(svc.writer.append(rid, -1, decision.events, lease=True))
+    try:
+        commit = svc.writer.create(rid, decision.events, lease=True)
+    except BaseException:
+        svc.keeper.release(rid)
+        raise
     launched: list[Generation] = []
 
     def settle(done: asyncio.Future[None]) -> None:

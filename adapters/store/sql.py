@@ -335,6 +335,15 @@ class SqlEventStore(ReadModel):
         if stream_id in failed:
             raise failed[stream_id]
 
+    def create(
+        self, stream_id: str, events: Sequence[AnyEvent], *, lease: bool = False
+    ) -> asyncio.Future[None]:
+        """`append` of a new stream's first events, in a task of its own (this store has no
+        queue to put them in before it returns)."""
+        if not events:
+            raise ValueError("a stream is created by its first events")
+        return asyncio.ensure_future(self.append(stream_id, -1, events, lease=lease))
+
     @guarded
     async def commit(self, batches: Sequence[Append], *, recheck: bool = False) -> Failures:
         """Commit the batches (one per stream) in one transaction; returns those that failed.

@@ -162,14 +162,41 @@ class GroupCommitWriter:
         lease: bool = False,
     ) -> None:
         """Queue `events` after `expected_version`; see `service.ports.EventWriter`."""
-        if self._closing:
-            raise RuntimeError("the writer is closed")
         if not events:
+            if self._closing:
+                raise RuntimeError("the writer is closed")
             return
-        if self._outage and expected_version == -1:
-            raise StoreUnavailable("the database cannot be reached; retry shortly")
         # Queue before the first await: a caller cancelled anywhere inside this call still
         # has its events queued, so its idea of the stream's version stays true.
+        stream, pending = self._queue(stream_id, expected_version, events, durable, lease)
+        await self._room(stream)
+        if pending.waiter is not None:
+            await pending.waiter
+
+    def create(
+        self, stream_id: str, events: Sequence[AnyEvent], *, lease: bool = False
+    ) -> asyncio.Future[None]:
+        """Queue a new stream's first events now; see `service.ports.EventWriter`."""
+        if not events:
+            raise ValueError("a stream is created by its first events")
+        waiter = self._queue(stream_id, -1, events, True, lease)[1].waiter
+        assert waiter is not None
+        # Nothing else is queued on a new stream, so no backpressure applies: the commit
+        # of these events is the only thing to wait for.
+        return waiter
+
+    def _queue(
+        self,
+        stream_id: str,
+        expected_version: int,
+        events: Sequence[AnyEvent],
+        durable: bool,
+        lease: bool,
+    ) -> tuple[_Stream, _Pending]:
+        if self._closing:
+            raise RuntimeError("the writer is closed")
+        if self._outage and expected_version == -1:
+            raise StoreUnavailable("the database cannot be reached; retry shortly")
         append = encode_append(stream_id, expected_version, events, lease=lease)
         stream = self._admit(append)
         pending = _Pending(append, asyncio.get_running_loop().create_future() if durable else None)
@@ -182,9 +209,7 @@ class GroupCommitWriter:
         self._work.set()
         if self._queued_events >= self.max_batch_events:
             self._full.set()
-        await self._room(stream)
-        if pending.waiter is not None:
-            await pending.waiter
+        return stream, pending
 
     async def _room(self, stream: _Stream) -> None:
         """Backpressure: wait while this stream has too many uncommitted events."""

@@ -404,3 +404,53 @@ async def test_a_creation_caught_by_an_outage_fails_within_its_short_budget_and_
         await queue_all(writer, second, durable=True)
     assert await store.read_events(rid_of(second)) == streams.events_of(second)
     assert await store.read_events(rid_of(first)) == []
+
+
+async def test_create_queues_a_new_stream_at_once_and_its_future_resolves_at_the_commit(
+    store: SqlEventStore,
+) -> None:
+    """`create` returns with the events queued (what follows may be appended at once, and
+    commits after them) and a future that is done only once they are committed."""
+    appends = streams.script(deltas=2)
+    rid = rid_of(appends)
+    writer = GroupCommitWriter(store)
+    created = writer.create(rid, appends[0][1])
+    assert isinstance(created, asyncio.Future)
+    await queue_all(writer, appends[1:], rid=rid)  # follows the queued head
+    await asyncio.sleep(0.05)
+    assert not created.done()
+    assert await store.read(rid) == []
+    await writer.start()
+    async with asyncio.timeout(20):
+        await created
+    await writer.flush()
+    assert await store.read_events(rid) == streams.events_of(appends)
+    await writer.close()
+
+
+async def test_create_refuses_at_once_what_cannot_be_queued(store: SqlEventStore) -> None:
+    """A stream this writer already carries conflicts, and a closed writer refuses, before
+    anything is queued: nothing commits of the refused events."""
+    appends = streams.script(deltas=1)
+    rid = rid_of(appends)
+    async with GroupCommitWriter(store) as writer:
+        await writer.create(rid, appends[0][1])
+        await writer.append(rid, *appends[1], durable=False)  # still queued: carried
+        with pytest.raises(Conflict):
+            writer.create(rid, appends[0][1])
+        with pytest.raises(ValueError, match="first events"):
+            writer.create(rid_of(streams.script()), [])
+    with pytest.raises(RuntimeError):
+        writer.create(rid_of(streams.script()), streams.script()[0][1])
+    assert await store.read_events(rid) == streams.events_of(appends[:2])
+
+
+async def test_the_store_creates_a_stream_as_its_append_does(store: SqlEventStore) -> None:
+    """The store is an `EventWriter` too (one commit an append): `create` commits in a task
+    of its own, and a stream that exists conflicts there."""
+    appends = streams.script(deltas=1)
+    rid = rid_of(appends)
+    await store.create(rid, appends[0][1])
+    assert await store.read_events(rid) == appends[0][1]
+    with pytest.raises(Conflict):
+        await store.create(rid, appends[0][1])

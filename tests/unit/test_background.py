@@ -82,13 +82,18 @@ async def test_no_other_worker_can_claim_it_between_its_create_and_its_launch(
     api = await processes.start()
     other = Worker(await processes.start(owner="proc-b"))
     claimed: list[int] = []
-    commit = api.writer.append
+    create = api.writer.create
 
-    async def append_then_poll(*args: Any, **kwargs: Any) -> None:
-        await commit(*args, **kwargs)
-        claimed.append(await other.claim_once())
+    def create_then_poll(*args: Any, **kwargs: Any) -> asyncio.Future[None]:
+        committed = create(*args, **kwargs)
 
-    api.writer.append = append_then_poll  # type: ignore[method-assign]
+        async def then_poll() -> None:
+            await committed
+            claimed.append(await other.claim_once())
+
+        return asyncio.ensure_future(then_poll())
+
+    api.writer.create = create_then_poll  # type: ignore[method-assign]
     started = await uc.create_response(api, request(input="x", background=True), OWNER)
     assert claimed == [0]
     assert started.generation is not None
@@ -103,14 +108,18 @@ async def test_a_background_create_whose_caller_goes_away_still_runs_it_here(
     must run here (nobody else may until that lease lapses), not wait out the lease."""
     api = await processes.start(slots=1)
     ids: list[str] = []
-    commit = api.writer.append
+    create_stream = api.writer.create
 
-    async def slow_commit(rid: str, *args: Any, **kwargs: Any) -> None:
+    def slow_create(rid: str, *args: Any, **kwargs: Any) -> asyncio.Future[None]:
         ids.append(rid)
-        await asyncio.sleep(0.05)  # the caller is gone before this commits
-        await commit(rid, *args, **kwargs)
 
-    api.writer.append = slow_commit  # type: ignore[method-assign]
+        async def later() -> None:
+            await asyncio.sleep(0.05)  # the caller is gone before this commits
+            await create_stream(rid, *args, **kwargs)
+
+        return asyncio.ensure_future(later())
+
+    api.writer.create = slow_create  # type: ignore[method-assign]
     create = asyncio.create_task(
         uc.create_response(api, request(input="x", background=True), OWNER)
     )
@@ -134,13 +143,22 @@ async def test_a_background_create_whose_caller_goes_away_still_runs_it_here(
     await until(slot_free)
 
 
-async def test_a_create_that_fails_to_commit_gives_its_slot_back(processes: Processes) -> None:
+@pytest.mark.parametrize("when", ["at_once", "at_commit"])
+async def test_a_create_that_fails_to_commit_gives_its_slot_back(
+    processes: Processes, when: str
+) -> None:
+    """Refused when queued (the writer knows the database is down) or at the commit."""
     api = await processes.start(slots=1)
 
-    async def unavailable(*_args: Any, **_kwargs: Any) -> None:
-        raise StoreUnavailable("the database cannot be reached; retry shortly")
+    def unavailable(*_args: Any, **_kwargs: Any) -> asyncio.Future[None]:
+        refusal = StoreUnavailable("the database cannot be reached; retry shortly")
+        if when == "at_once":
+            raise refusal
+        failed = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(failed.set_exception, refusal)  # as a flush would
+        return failed
 
-    api.writer.append = unavailable  # type: ignore[method-assign]
+    api.writer.create = unavailable  # type: ignore[method-assign]
     with pytest.raises(StoreUnavailable):
         await uc.create_response(api, request(input="x", background=True), OWNER)
     assert api.keeper.free() == 1
