@@ -16,16 +16,23 @@ are committed before its head: adapters/http/streaming.py). On loopback a send c
 sender the receiver's side of TCP too, so a write less is a visible part of a small
 response's CPU (docs/performance.md, "Fewer collections, and one write for a head and
 its first body").
+
+A response that must stop when its client goes away registers a callback in its scope
+(`ON_GONE`), run when the connection is lost before the response is complete; without it
+such a response would need a task of its own waiting on `receive` for `http.disconnect`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from adapters.http.streaming import ON_GONE
 
 # Far above what any client of the API sends (ids are in paths, and query strings are short)
 # and what proxies commonly allow (8-16 KiB of request line, 8-64 KiB of headers).
@@ -108,6 +115,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if self._coalesced is None:  # one per connection: its responses write in order
                 self._coalesced = _Coalesced(self.transport)
             self.cycle.transport = self._coalesced  # type: ignore[assignment]
+            self.cycle.scope[ON_GONE] = []  # type: ignore[literal-required]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The callbacks a response registered (adapters/http/streaming.py): the client went
+        # away before it was complete, as `http.disconnect` from `receive` would say.
+        cycle = self.cycle
+        gone: list[Callable[[], None]] = []
+        if cycle is not None and not cycle.response_complete:
+            gone = cycle.scope.get(ON_GONE, gone)  # type: ignore[assignment]
+        super().connection_lost(exc)
+        for callback in list(gone):
+            callback()
 
     # What the protocol itself writes or closes goes after what its responses wrote.
     def data_received(self, data: bytes) -> None:

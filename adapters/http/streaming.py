@@ -15,12 +15,15 @@ an ASGI body of our own that does two things litestar's does not.
   coalesces into one write (adapters/cli/protocol.py). Other streams (a replay, a resume,
   a conversation) send their head at once, as before: their first event may be a while
   coming, and a client waits for the head before it reads.
-- **One plain asyncio task watches for the client's disconnect**, where litestar runs the
-  body in an anyio task group beside a listener (a cancel scope, a task group and a task
-  handle for every stream). The body runs in the request's own task; the watcher cancels
-  it when the client goes away, and that cancellation ends the body as litestar's did (the
-  generator's `finally` runs, the request's task goes on). Any other cancellation of the
-  task is not absorbed (`Task.uncancel`, as `asyncio.timeout` does it).
+- **The connection says when the client goes away**, where litestar runs the body in an
+  anyio task group beside a listener (a cancel scope, a task group and a task handle for
+  every stream). The body runs in the request's own task, and a callback registered in
+  the scope (`ON_GONE`, run by `serve`'s connection protocol when the connection is lost
+  before the response is complete: adapters/cli/protocol.py) cancels it; that
+  cancellation ends the body as litestar's did (the generator's `finally` runs, the
+  request's task goes on). Any other cancellation of the task is not absorbed
+  (`Task.uncancel`, as `asyncio.timeout` does it). Under a server that does not offer the
+  callback, one plain asyncio task waits on `receive` for `http.disconnect` instead.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from litestar.background_tasks import BackgroundTask, BackgroundTasks
@@ -38,22 +41,31 @@ from litestar.enums import MediaType
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
-from litestar.types import HTTPResponseBodyEvent, Receive, Send, TypeEncodersMap
+from litestar.types import HTTPResponseBodyEvent, Receive, Scope, Send, TypeEncodersMap
 from litestar.utils.helpers import get_enum_string_value
 
 from adapters.http.sse import Last
 from service.quotas import Slot
 
+# The scope's list of callbacks to run when the connection is lost before the response is
+# complete (filled by a response, run by the server's protocol: adapters/cli/protocol.py).
+ON_GONE = "resplog.on_gone"
+
 
 class _Body(ASGIStreamingResponse):
     """The ASGI response: see the module's doc."""
 
-    __slots__ = ("held", "slot")
+    __slots__ = ("held", "on_gone", "slot")
 
     def __init__(self, *, slot: Slot, head_with_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slot = slot
         self.held = head_with_first and not self.is_head_response  # the head, until a write
+        self.on_gone: list[Callable[[], None]] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.on_gone = scope.get(ON_GONE)  # type: ignore[assignment]
+        await super().__call__(scope, receive, send)
 
     async def start_response(self, send: Send) -> None:
         if not self.held:
@@ -70,16 +82,23 @@ class _Body(ASGIStreamingResponse):
         assert task is not None
         gone = ending = False
 
-        async def watch() -> None:
+        def went() -> None:
             nonlocal gone
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            # uvicorn also answers `http.disconnect` once the response is complete
             if not ending:
                 gone = True
                 task.cancel()
 
-        watcher = asyncio.create_task(watch())
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            went()  # uvicorn also answers `http.disconnect` once the response is complete
+
+        on_gone = self.on_gone
+        watcher = None
+        if on_gone is not None:
+            on_gone.append(went)
+        else:
+            watcher = asyncio.create_task(watch())
         last = b""
         try:
             async for chunk in self.iterator:
@@ -105,7 +124,11 @@ class _Body(ASGIStreamingResponse):
                 return  # the client went away: the stream ends here, as litestar's would
             raise
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
+            else:
+                assert on_gone is not None
+                on_gone.remove(went)
             self.slot.release()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.http.sse import DONE, frames
-from adapters.http.streaming import EventStream
+from adapters.http.streaming import ON_GONE, EventStream
 from service.ports import StoredEvent
 from service.quotas import StreamSlots
 
@@ -105,6 +105,38 @@ async def test_a_client_that_goes_away_ends_the_body_quietly() -> None:
     assert await asyncio.wait_for(sending, 5) is None  # no CancelledError out of the request
     assert closed == [False]
     assert all(m["more_body"] for m in client.bodies)  # uvicorn ends a dropped connection itself
+    slots.acquire("key")
+
+
+async def test_a_server_that_says_when_the_client_goes_away_needs_no_watcher() -> None:
+    """Under `serve` (its protocol runs the scope's `ON_GONE` callbacks: adapters/cli/
+    protocol.py) the body registers one callback instead of waiting on `receive`; the
+    callback ends the body as quietly, and a body that ends takes its callback back."""
+    slots, closed = StreamSlots(2), []
+    client = Client(slots)
+    received: list[None] = []
+
+    async def receive() -> Message:
+        received.append(None)
+        return await client.receive()
+
+    gate = asyncio.Event()
+    asgi = stream(
+        tail([event(0, "response.created"), event(1, "response.completed")], gate), slots, closed
+    )
+    on_gone: list[Any] = []
+    scope = {"type": "http", ON_GONE: on_gone}
+    sending = asyncio.create_task(asgi(scope, receive, client.send))
+    await client.started()
+    assert len(on_gone) == 1 and received == []
+    on_gone[0]()  # the connection was lost
+    assert await asyncio.wait_for(sending, 5) is None
+    assert closed == [False] and on_gone == []
+
+    whole = stream(tail([event(0, "response.created"), event(1, "response.completed")]), slots, [])
+    await asyncio.wait_for(whole(scope, receive, client.send), 5)
+    assert on_gone == [] and received == []
+    slots.acquire("key")
     slots.acquire("key")
 
 

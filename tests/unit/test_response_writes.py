@@ -15,13 +15,27 @@ import pytest
 import uvicorn
 
 from adapters.cli.protocol import HOLD_BYTES, BoundedHttpToolsProtocol
+from adapters.http.streaming import ON_GONE
 from tests.e2e.conftest import free_port
+
+
+GONE: list[str] = []  # the `/stream/...` responses whose client went away, by path
 
 
 async def app(scope: Any, receive: Any, send: Any) -> None:
     """A JSON answer (its head and its body sent together, as every JSON response is), or
-    at `/slow` a body written a turn after its head."""
+    at `/slow` a body written a turn after its head; at `/stream/...` a body that does not
+    end until its client goes away (what `ON_GONE` says)."""
     if scope["type"] != "http":
+        return
+    if scope["path"].startswith("/stream/"):
+        went = asyncio.Event()
+        scope[ON_GONE].append(lambda: (GONE.append(scope["path"]), went.set()))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        complete = scope["path"] == "/stream/complete"
+        await send({"type": "http.response.body", "body": b"first", "more_body": not complete})
+        if not complete:
+            await asyncio.wait_for(went.wait(), 10)
         return
     body = b'{"path":"%s"}' % scope["path"].encode()
     large = scope["path"].startswith("/large/")  # chunked: bodies of this many bytes first
@@ -129,3 +143,29 @@ async def test_what_is_held_back_is_bounded(server: tuple[int, list[bytes]], siz
     assert max(len(w) for w in writes) < HOLD_BYTES + size + 64  # + a chunk's framing
     if size == HOLD_BYTES:  # each piece a write of its own, after what was held
         assert len(writes) >= 6
+
+
+async def test_a_response_is_told_when_its_client_goes_away(
+    server: tuple[int, list[bytes]],
+) -> None:
+    """The callbacks a response put in its scope's `ON_GONE` run when the connection is lost
+    before the response is complete (a stream's body stops without a task of its own
+    waiting on `receive`: adapters/http/streaming.py); a complete response's do not."""
+    port, _ = server
+    GONE.clear()
+
+    def read_the_head_and_leave() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(get("/stream/left"))
+            assert b"first" in sock.recv(65536)
+
+    await asyncio.to_thread(read_the_head_and_leave)
+    for _ in range(500):
+        if GONE:
+            break
+        await asyncio.sleep(0.01)
+    assert GONE == ["/stream/left"]
+    answer = await asyncio.to_thread(exchange, port, get("/stream/complete"), 0, b"0\r\n\r\n")
+    assert answer.endswith(b"first\r\n0\r\n\r\n")  # complete; then the client leaves
+    await asyncio.sleep(0.1)
+    assert GONE == ["/stream/left"]
