@@ -32,7 +32,6 @@ MAX_WRITE = 64 * 1024
 MAX_QUEUED = 64
 MAX_QUEUED_BYTES = 256 * 1024
 _END = object()
-_NUDGE = object()  # from `_Pipe.get`: the keep-alive timer fired
 # A loop may run a timer a little before its time (uvloop's are in whole milliseconds).
 _EARLY = 0.005
 
@@ -41,16 +40,11 @@ class Last(bytes):
     """A stream's final write (the end of the body goes out with it: adapters/http/streaming.py)."""
 
 
-def _size(item: object) -> int:
-    if isinstance(item, StoredEvent):
-        return len(item.data) + len(item.facts or b"")
-    return 0
-
-
 class _Pipe:
     """A queue from the pump to the writer, bounded by count and by bytes; one item always
     fits, however large. Each side sets the other's event only when the other waits on it:
-    a stream's events pass one at a time, and most find the other side busy."""
+    a stream's events pass one at a time, and most find the other side busy. The writer
+    takes a write's worth of items at once (`take`)."""
 
     def __init__(self, max_items: int = MAX_QUEUED, max_bytes: int = MAX_QUEUED_BYTES) -> None:
         self._items: collections.deque[tuple[object, int]] = collections.deque()
@@ -66,26 +60,32 @@ class _Pipe:
             len(self._items) >= self._max_items or self._bytes >= self._max_bytes
         )
 
-    async def put(self, item: object) -> None:
-        while self._full():
+    def offer(self, item: object, size: int = 0) -> bool:
+        """Queue `item` (`size` bytes) unless the pipe is full; whether it was queued. The
+        pump's way for each event: no coroutine a put while there is room."""
+        if self._full():
+            return False
+        self._items.append((item, size))
+        self._bytes += size
+        if self._reading:
+            self._readable.set()
+        return True
+
+    async def put(self, item: object, size: int = 0) -> None:
+        while not self.offer(item, size):
             self._writable.clear()
             self._writing = True
             try:
                 await self._writable.wait()
             finally:
                 self._writing = False
-        size = _size(item)
-        self._items.append((item, size))
-        self._bytes += size
-        if self._reading:
-            self._readable.set()
 
-    async def get(self) -> object:
-        """The next item, or `_NUDGE` if `nudge` was called while none was queued."""
+    async def wait(self) -> bool:
+        """Until an item is queued (True), or `nudge` was called while none was (False)."""
         while not self._items:
             if self._nudged:
                 self._nudged = False
-                return _NUDGE
+                return False
             self._readable.clear()
             self._reading = True
             try:
@@ -93,18 +93,26 @@ class _Pipe:
             finally:
                 self._reading = False
         self._nudged = False  # an item goes out: no keep-alive is needed with it
-        return self.get_nowait()
+        return True
 
     def nudge(self) -> None:
         self._nudged = True
         self._readable.set()
 
-    def get_nowait(self) -> object:
-        item, size = self._items.popleft()
+    def take(self, max_bytes: int = MAX_WRITE) -> list[object]:
+        """The queued items, in order, up to the first that brings them to `max_bytes` (one
+        write's worth; at least one item)."""
+        items = self._items
+        taken: list[object] = []
+        size = 0
+        while items and size < max_bytes:
+            item, n = items.popleft()
+            taken.append(item)
+            size += n
         self._bytes -= size
         if self._writing:
             self._writable.set()
-        return item
+        return taken
 
     def empty(self) -> bool:
         return not self._items
@@ -193,7 +201,9 @@ class _KeepAlive:
 async def _pump(source: AsyncIterator[StoredEvent], queue: _Pipe) -> None:
     try:
         async for event in source:
-            await queue.put(event)
+            size = len(event.data) + len(event.facts or b"")
+            if not queue.offer(event, size):
+                await queue.put(event, size)
     except Exception as exc:  # handed to the writer, which ends the stream
         await queue.put(exc)
     finally:
@@ -212,38 +222,36 @@ async def frames(
     queue = _Pipe()
     pump = asyncio.create_task(_pump(source, queue))
     keepalive = None if keepalive_s is None else _KeepAlive(queue, keepalive_s)
+    head, tail = framing.head, framing.tail
     finished = ended = False
     try:
         while not ended:
-            item = queue.get_nowait() if not queue.empty() else await queue.get()
-            if item is _NUDGE:
-                assert keepalive is not None
+            if queue.empty() and not await queue.wait():
+                assert keepalive is not None  # nudged: a keep-alive may be due
                 if keepalive.due():
                     yield KEEPALIVE
                     keepalive.wrote()
                 continue
             chunk: list[bytes] = []
-            size = 0
-            while True:
-                if item is _END:
-                    ended = True
-                    break
-                if isinstance(item, Exception):
+            last: StoredEvent | None = None
+            for item in queue.take():
+                if type(item) is not StoredEvent:
+                    if item is _END:
+                        ended = True
+                        break
+                    assert isinstance(item, Exception)  # the tail's error
                     raise item
-                assert isinstance(item, StoredEvent)
-                finished = item.terminal
+                last = item
                 if len(item.data) > MAX_WRITE:  # alone, in pieces, after what is packed
                     for write in pack(chunk):
                         yield write
-                    chunk, size = [], 0
+                    chunk = []
                     for write in framing.pieces(item):
                         yield write
                 else:
-                    chunk.append(framing.whole(item))
-                    size += len(chunk[-1])
-                if queue.empty() or size >= MAX_WRITE:
-                    break
-                item = queue.get_nowait()
+                    chunk.append(head(item) + item.data + tail)
+            if last is not None:
+                finished = last.terminal
             if ended and done is not None:
                 chunk.append(done)
             writes = list(pack(chunk))
