@@ -20,6 +20,7 @@ its first body").
 A response that must stop when its client goes away registers a callback in its scope
 (`ON_GONE`), run when the connection is lost before the response is complete; without it
 such a response would need a task of its own waiting on `receive` for `http.disconnect`.
+Once the connection is lost the scope holds None there instead of a list.
 """
 
 from __future__ import annotations
@@ -119,13 +120,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # The callbacks a response registered (adapters/http/streaming.py): the client went
-        # away before it was complete, as `http.disconnect` from `receive` would say.
+        # away before it was complete, as `http.disconnect` from `receive` would say. The
+        # list is taken away, so that a response that looks only now finds none and asks
+        # `receive`, which answers `http.disconnect` at once.
         cycle = self.cycle
-        gone: list[Callable[[], None]] = []
+        gone: list[Callable[[], None]] | None = None
         if cycle is not None and not cycle.response_complete:
-            gone = cycle.scope.get(ON_GONE, gone)  # type: ignore[assignment]
+            gone = cycle.scope.get(ON_GONE)  # type: ignore[assignment]
+            cycle.scope[ON_GONE] = None  # type: ignore[literal-required]
         super().connection_lost(exc)
-        for callback in list(gone):
+        for callback in list(gone or ()):
             callback()
 
     # What the protocol itself writes or closes goes after what its responses wrote.

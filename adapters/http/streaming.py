@@ -48,23 +48,24 @@ from adapters.http.sse import Last
 from service.quotas import Slot
 
 # The scope's list of callbacks to run when the connection is lost before the response is
-# complete (filled by a response, run by the server's protocol: adapters/cli/protocol.py).
+# complete (filled by a response, run by the server's protocol: adapters/cli/protocol.py);
+# None once it was lost, or absent under another server: then `receive` says it.
 ON_GONE = "resplog.on_gone"
 
 
 class _Body(ASGIStreamingResponse):
     """The ASGI response: see the module's doc."""
 
-    __slots__ = ("held", "on_gone", "slot")
+    __slots__ = ("held", "scope", "slot")
 
     def __init__(self, *, slot: Slot, head_with_first: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.slot = slot
         self.held = head_with_first and not self.is_head_response  # the head, until a write
-        self.on_gone: list[Callable[[], None]] | None = None
+        self.scope: Scope | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.on_gone = scope.get(ON_GONE)  # type: ignore[assignment]
+        self.scope = scope
         await super().__call__(scope, receive, send)
 
     async def start_response(self, send: Send) -> None:
@@ -93,7 +94,10 @@ class _Body(ASGIStreamingResponse):
                 pass
             went()  # uvicorn also answers `http.disconnect` once the response is complete
 
-        on_gone = self.on_gone
+        # Looked up now, not when the response began: the client may have gone meanwhile.
+        on_gone: list[Callable[[], None]] | None = (
+            None if self.scope is None else self.scope.get(ON_GONE)  # type: ignore[assignment]
+        )
         watcher = None
         if on_gone is not None:
             on_gone.append(went)

@@ -140,6 +140,22 @@ async def test_a_server_that_says_when_the_client_goes_away_needs_no_watcher() -
     slots.acquire("key")
 
 
+async def test_a_body_that_begins_after_its_client_went_away_ends_at_once() -> None:
+    """`serve`'s protocol leaves None in the scope's `ON_GONE` once the connection is lost
+    (adapters/cli/protocol.py): the body asks `receive`, which says so at once."""
+    slots, closed = StreamSlots(1), []
+    client = Client(slots)
+    client.gone.set()
+    gate = asyncio.Event()  # never set: only the disconnect ends this stream
+    asgi = stream(
+        tail([event(0, "response.created"), event(1, "response.completed")], gate), slots, closed
+    )
+    scope = {"type": "http", ON_GONE: None}
+    assert await asyncio.wait_for(asgi(scope, client.receive, client.send), 5) is None
+    assert closed == [False]
+    slots.acquire("key")
+
+
 async def test_a_cancellation_from_elsewhere_is_not_swallowed() -> None:
     slots, closed = StreamSlots(1), []
     client = Client(slots)

@@ -18,7 +18,6 @@ from adapters.cli.protocol import HOLD_BYTES, BoundedHttpToolsProtocol
 from adapters.http.streaming import ON_GONE
 from tests.e2e.conftest import free_port
 
-
 GONE: list[str] = []  # the `/stream/...` responses whose client went away, by path
 
 
@@ -27,6 +26,13 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     at `/slow` a body written a turn after its head; at `/stream/...` a body that does not
     end until its client goes away (what `ON_GONE` says)."""
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/stream/late":  # looks only once its client has gone
+        for _ in range(1000):
+            if scope[ON_GONE] is None:
+                GONE.append("/stream/late")
+                return
+            await asyncio.sleep(0.01)
         return
     if scope["path"].startswith("/stream/"):
         went = asyncio.Event()
@@ -169,3 +175,24 @@ async def test_a_response_is_told_when_its_client_goes_away(
     assert answer.endswith(b"first\r\n0\r\n\r\n")  # complete; then the client leaves
     await asyncio.sleep(0.1)
     assert GONE == ["/stream/left"]
+
+
+async def test_a_response_that_looks_after_its_client_went_away_is_told_so(
+    server: tuple[int, list[bytes]],
+) -> None:
+    """Once the connection is lost the scope's `ON_GONE` is None: a stream that begins only
+    then (a create's, whose first events were still committing) asks `receive`, which
+    says `http.disconnect` at once, rather than register a callback nothing will run."""
+    port, _ = server
+    GONE.clear()
+
+    def send_and_leave() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(get("/stream/late"))
+
+    await asyncio.to_thread(send_and_leave)
+    for _ in range(500):
+        if GONE:
+            break
+        await asyncio.sleep(0.01)
+    assert GONE == ["/stream/late"]
