@@ -27,7 +27,10 @@ With `--against TREE` (a checkout of another commit, e.g. `git worktree add /tmp
 HEAD~1`), a second server runs that tree's code (`PYTHONPATH=TREE`, same venv) on its own
 database, and the two are measured side by side: batches of `--batch` requests of each kind,
 and the bursts, alternate between them, so that both meet the same load on a shared box.
-Figures are medians over the batches, with the ratio this tree / that tree. Between the
+Figures are medians over the batches, with the ratio this tree / that tree; for the bursts
+also the median of the burst-by-burst ratios (each burst beside the other server's next to
+it) with a 95 % bootstrap interval: a change whose interval holds 1.00 is not told apart
+from what a run moves by. Between the
 batches, `--batch`/10 streaming creates each, one at a time, with the engine at `--paced-ms`
 a token (the first one included, as a GPU's prefill): their time to the first delta.
 
@@ -76,6 +79,7 @@ import importlib.util
 import json
 import os
 import pstats
+import random
 import re
 import shutil
 import signal
@@ -433,6 +437,12 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
     print(f"| CPU a second, idle (ms; both measured at once) | {b:.2f} | {a:.2f} | {a / b:.2f} |")
     b, a = (statistics.median(burst_cpu[n]) for n in (before, after))
     print(f"| CPU per create in a burst of {args.burst} (µs) | {b:,.0f} | {a:,.0f} | {a / b:.2f} |")
+    paired = [x / y for y, x in zip(burst_cpu[before], burst_cpu[after], strict=True)]
+    low, mid, high = ratio_interval(paired)
+    print(
+        f"| the same, burst by burst (each beside the other's next to it): median ratio and"
+        f" its 95 % interval | | | {mid:.2f} ({low:.2f} to {high:.2f}) |"
+    )
     b, a = (statistics.median(alone[n]) * 1e3 for n in (before, after))
     print(
         f"| 1 streaming create alone, engine at {args.paced_ms:g} ms a token, first delta"
@@ -444,6 +454,21 @@ async def compare(servers: dict[str, Server], args: argparse.Namespace) -> None:
             f"| {args.burst} streams together, first delta {label} (ms) | {b:.1f} | {a:.1f} "
             f"| {a / b:.2f} |"
         )
+
+
+def ratio_interval(ratios: list[float], resamples: int = 2000) -> tuple[float, float, float]:
+    """The median of `ratios` and a 95 % bootstrap interval of it (the 2.5th and 97.5th
+    percentiles of the medians of `resamples` resamplings, seeded: the same ratios print the
+    same interval). A change whose interval holds 1.00 is not told apart from noise."""
+    rng = random.Random(0)
+    medians = sorted(
+        statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples)
+    )
+    return (
+        medians[int(0.025 * resamples)],
+        statistics.median(ratios),
+        medians[int(0.975 * resamples) - 1],
+    )
 
 
 def part_of(path: str) -> str:
