@@ -151,6 +151,14 @@ async def test_what_is_held_back_is_bounded(server: tuple[int, list[bytes]], siz
         assert len(writes) >= 6
 
 
+async def gone_noted() -> None:
+    """Until the app noted a response whose client went away (5 s at most)."""
+    for _ in range(500):
+        if GONE:
+            return
+        await asyncio.sleep(0.01)
+
+
 async def test_a_response_is_told_when_its_client_goes_away(
     server: tuple[int, list[bytes]],
 ) -> None:
@@ -166,10 +174,7 @@ async def test_a_response_is_told_when_its_client_goes_away(
             assert b"first" in sock.recv(65536)
 
     await asyncio.to_thread(read_the_head_and_leave)
-    for _ in range(500):
-        if GONE:
-            break
-        await asyncio.sleep(0.01)
+    await gone_noted()
     assert GONE == ["/stream/left"]
     answer = await asyncio.to_thread(exchange, port, get("/stream/complete"), 0, b"0\r\n\r\n")
     assert answer.endswith(b"first\r\n0\r\n\r\n")  # complete; then the client leaves
@@ -191,8 +196,5 @@ async def test_a_response_that_looks_after_its_client_went_away_is_told_so(
             sock.sendall(get("/stream/late"))
 
     await asyncio.to_thread(send_and_leave)
-    for _ in range(500):
-        if GONE:
-            break
-        await asyncio.sleep(0.01)
+    await gone_noted()
     assert GONE == ["/stream/late"]
