@@ -222,7 +222,6 @@ async def frames(
     queue = _Pipe()
     pump = asyncio.create_task(_pump(source, queue))
     keepalive = None if keepalive_s is None else _KeepAlive(queue, keepalive_s)
-    head, tail = framing.head, framing.tail
     finished = ended = False
     try:
         while not ended:
@@ -249,7 +248,7 @@ async def frames(
                     for write in framing.pieces(item):
                         yield write
                 else:
-                    chunk.append(head(item) + item.data + tail)
+                    chunk.append(framing.whole(item))
             if last is not None:
                 finished = last.terminal
             if ended and done is not None:

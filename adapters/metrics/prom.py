@@ -125,7 +125,6 @@ class Metrics:
         # below lives in this process's files in that directory.
         self._shared = os.environ.get(_SHARED) or None
         self._probes: tuple[Callable[[], int], ...] = ()
-        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._kept: dict[tuple[object, ...], Any] = {}  # `_child`'s series
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -236,7 +235,7 @@ class Metrics:
         )
         for kind in ("sse", "websocket"):
             self.connections.labels(kind).set(0)
-        self.sse = self.connections.labels("sse")  # every stream's, kept (see `_children`)
+        self.sse = self.connections.labels("sse")  # every stream's, kept (see `_child`)
 
     def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None:
         """Read the leases held and the live tails at each scrape (called on the process's
@@ -323,9 +322,10 @@ class Metrics:
                 self._child(self.tokens, final.model, kind).inc(count)
 
     def _child(self, metric: Any, *labels: str) -> Any:
-        """`metric.labels(*labels)`, kept, as `_children` keeps the requests' series: a
-        response's end counts three series. Their values are bounded (statuses, resplog's
-        reasons, the engine's models), as the metric's own series are."""
+        """`metric.labels(*labels)`, kept: `labels()` takes a lock and builds its key on
+        every call, and a request counts two series, a response's end three. Only for
+        labels whose values are bounded (methods, routes, statuses, resplog's reasons, the
+        engine's models), as the metric's own series are."""
         key = (metric, *labels)
         child = self._kept.get(key)
         if child is None:
@@ -365,23 +365,11 @@ class Metrics:
             self.in_flight.dec()
             if exchange.streaming:
                 self.sse.dec()
-            counted, timed = self._children(scope["method"], route, exchange.status)
-            counted.inc()
-            timed.observe(time.perf_counter() - exchange.began)
-
-    def _children(self, method: str, route: str, status: int) -> tuple[Any, Any]:
-        """The request counter's and the duration histogram's series of these labels,
-        kept: `labels()` takes a lock and builds its key on every call. Few keys: httptools
-        parses only the methods HTTP defines, `route_of` names the API's routes, and a status
-        is one of the few the API answers."""
-        key = (method, route, status)
-        children = self._series.get(key)
-        if children is None:
-            children = self._series[key] = (
-                self.requests.labels(method, route, str(status)),
-                self.duration.labels(method, route),
-            )
-        return children
+            # Few series: httptools parses only the methods HTTP defines, `route_of` names
+            # the API's routes, and a status is one of the few the API answers.
+            method = scope["method"]
+            self._child(self.requests, method, route, str(exchange.status)).inc()
+            self._child(self.duration, method, route).observe(time.perf_counter() - exchange.began)
 
     async def _scrape(self, scope: Any, send: Any, access: Access, key: str | None) -> None:
         if access == "off":
