@@ -23,8 +23,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.environ.get("PYTHONPATH") or str(Path(__file__).resolve().parents[1]))
 
@@ -52,11 +53,12 @@ async def _ended(_stream: str, _after: int) -> bool:
     raise AssertionError("a new stream's tail is handed its events; it reads nothing")
 
 
-async def wrapped(tail: AsyncGenerator[StoredEvent, None]) -> AsyncIterator[StoredEvent]:
-    """As `service.responses.tail_new` wraps a create's tail."""
+async def wrapped(tail: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    """As `service.responses.tail_new` wraps a create's tail: what the tail yields, a batch
+    of events (or, in a tree before the tail gave batches, an event) at a time."""
     try:
-        async for event in tail:
-            yield event
+        async for item in tail:
+            yield item
     finally:
         await tail.aclose()
 
@@ -67,7 +69,7 @@ async def one_stream(hub: Hub, rid: str) -> int:
     tail = follow(
         rid, -1, hub=hub, read=_read, ended=_ended, poll_interval=5.0, page=100, opened=sub
     )
-    body = frames(wrapped(tail), keepalive_s=15.0)  # type: ignore[arg-type]
+    body = frames(wrapped(tail), keepalive_s=15.0)
     count = sum(DELIVERIES)
     events = [stored(rid, p, p == count - 1) for p in range(count)]
 

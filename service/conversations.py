@@ -8,7 +8,7 @@ server's (`<prefix>_<conversation suffix>_<random>`) unless the client named the
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -36,7 +36,8 @@ from domain.objects import (
 )
 from service.bundle import Bundle
 from service.ids import new_id
-from service.ports import ConversationItems, ConversationRow, StoredEvent
+from service.ports import Batches, ConversationItems, ConversationRow
+from service.reads import stored_now
 from service.references import response_of
 
 _PREFIX = {
@@ -211,17 +212,11 @@ async def _approvals_asked(
 
 async def read_events(
     svc: Bundle, conversation_id: str, owner: str, *, after: int, follow: bool
-) -> AsyncGenerator[StoredEvent, None]:
-    """The conversation's own log after `after`: with `follow`, a tail that goes on as it
-    grows (a conversation has no end; new events arrive within the store's poll interval)."""
+) -> Batches:
+    """The conversation's own log after `after`, in batches: with `follow`, a tail that
+    goes on as it grows (a conversation has no end; new events arrive within the store's
+    poll interval)."""
     await visible(svc, conversation_id, owner)
     if follow:
-        return svc.store.subscribe(conversation_id, after)
-    return _stored(svc, conversation_id, after)
-
-
-async def _stored(
-    svc: Bundle, conversation_id: str, after: int
-) -> AsyncGenerator[StoredEvent, None]:
-    for event in await svc.store.read(conversation_id, after):
-        yield event
+        return svc.store.subscribe_batches(conversation_id, after)
+    return stored_now(svc, conversation_id, after)

@@ -81,6 +81,10 @@ class ResponseRow(msgspec.Struct, frozen=True, kw_only=True):
         return self.status in TERMINAL_STATUSES
 
 
+# A tail's events in the batches they arrive in (`EventStore.subscribe_batches`).
+Batches = AsyncGenerator[list[StoredEvent], None]
+
+
 class EventStore(Protocol):
     """Reads of the log; the same contract on PostgreSQL and SQLite."""
 
@@ -96,6 +100,11 @@ class EventStore(Protocol):
         """Every committed event with position > `after`, exactly once, in order, live;
         the iterator ends after the terminal event. `new`: the stream has no event yet
         and the tail is taken before its first append (which lets the store skip a read)."""
+        ...
+
+    def subscribe_batches(self, stream_id: str, after: int = -1, *, new: bool = False) -> Batches:
+        """`subscribe`'s events in the batches they arrive in (a page read, a commit handed
+        over; never an empty one), for a writer to the wire: one step a batch."""
         ...
 
 

@@ -17,7 +17,7 @@ from domain.fold import project, replay
 from domain.objects import InputItem, ResponseObject
 from domain.state import ResponseState
 from service.bundle import Bundle
-from service.ports import ResponseRow, StoredEvent
+from service.ports import Batches, ResponseRow
 from service.wire import SET_ASIDE
 
 _snapshot = msgspec.json.Decoder(ResponseObject)
@@ -71,21 +71,24 @@ async def retrieve_raw(svc: Bundle, response_id: str, owner: str) -> bytes:
 
 async def read_events(
     svc: Bundle, response_id: str, owner: str, *, after: int, follow: bool = True
-) -> AsyncGenerator[StoredEvent, None]:
-    """The response's events after position `after`: with `follow`, a live tail that ends
-    after the terminal event (what a stream of it shows); else only those stored now."""
+) -> Batches:
+    """The response's events after position `after`, in batches: with `follow`, a live
+    tail that ends after the terminal event (what a stream of it shows); else only those
+    stored now."""
     await visible_row(svc, response_id, owner)
     if follow:
-        return svc.store.subscribe(response_id, after)
-    return _stored(svc, response_id, after)
+        return svc.store.subscribe_batches(response_id, after)
+    return stored_now(svc, response_id, after)
 
 
-async def _stored(svc: Bundle, response_id: str, after: int) -> AsyncGenerator[StoredEvent, None]:
-    for event in await svc.store.read(response_id, after):
-        yield event
+async def stored_now(svc: Bundle, stream_id: str, after: int) -> Batches:
+    """What a stream holds after `after` now, as one batch (none if nothing)."""
+    events = await svc.store.read(stream_id, after)
+    if events:
+        yield events
 
 
-async def close_tail(tail: AsyncGenerator[StoredEvent, None]) -> None:
+async def close_tail(tail: AsyncGenerator[Any, None]) -> None:
     """End a tail early, so the store drops its subscription now rather than when the
     tail is collected."""
     await tail.aclose()

@@ -8,7 +8,7 @@ by mode, the new response's object, its final object, or its events as they are 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -45,7 +45,7 @@ from service.bundle import Bundle
 from service.context import fit
 from service.history import history_for
 from service.ids import new_id
-from service.ports import Claim, StoredEvent
+from service.ports import Batches, Claim
 from service.reads import close_tail
 from service.references import resolve_references
 from service.runner import Generation
@@ -300,10 +300,8 @@ async def create_and_wait(
         waiting.cancel()  # only the wait: the generation is shielded from it
 
 
-async def create_and_stream(
-    svc: Bundle, req: CreateRequest, owner: str
-) -> AsyncGenerator[StoredEvent, None]:
-    """Create a response and tail its log from the first event.
+async def create_and_stream(svc: Bundle, req: CreateRequest, owner: str) -> Batches:
+    """Create a response and tail its log from the first event, in batches.
 
     A client that stops reading before the end stops a plain response's generation (it
     ends `cancelled`, reason `client_disconnected`): nobody could ever read it otherwise.
@@ -316,12 +314,12 @@ async def create_and_stream(
 
 async def create_tailed(
     svc: Bundle, req: CreateRequest, owner: str, *, history: list[Turn] | None = None
-) -> tuple[Started, AsyncGenerator[StoredEvent, None]]:
+) -> tuple[Started, Batches]:
     """`create_response`, with a tail of the new stream taken before its first append, so
     that the store hands it what this process commits rather than reading it back (one
     read less per streaming create; see `EventStore.subscribe`'s `new`)."""
     rid = new_response_id(svc.clock())
-    tail = svc.store.subscribe(rid, -1, new=True)
+    tail = svc.store.subscribe_batches(rid, -1, new=True)
     try:
         started = await create_response(svc, req, owner, history=history, rid=rid)
     except BaseException:
@@ -330,17 +328,15 @@ async def create_tailed(
     return started, tail
 
 
-async def tail_new(
-    svc: Bundle, rid: str, *, background: bool, tail: AsyncGenerator[StoredEvent, None]
-) -> AsyncGenerator[StoredEvent, None]:
+async def tail_new(svc: Bundle, rid: str, *, background: bool, tail: Batches) -> Batches:
     """The log of a response just created, from its first event (`tail`, taken at its
     creation by `create_tailed`); a reader that leaves before the end stops it unless it
     is a background response (see `create_and_stream`)."""
     finished = False
     try:
-        async for event in tail:
-            finished = event.terminal
-            yield event
+        async for batch in tail:
+            finished = batch[-1].terminal  # a batch is never empty
+            yield batch
     finally:
         await close_tail(tail)
         if not finished and not background:

@@ -27,7 +27,7 @@ from domain.state import ResponseState
 from service import responses
 from service.bundle import Bundle
 from service.history import MAX_CHAIN, load_history
-from service.ports import StoredEvent
+from service.ports import Batches, StoredEvent
 from service.wire import CreateRequest
 
 Lane = str | None  # a `stream_id`; None is the lane of messages that name none
@@ -122,19 +122,20 @@ class SocketSession:
         before: Remembered,
         *,
         background: bool,
-        tail: AsyncGenerator[StoredEvent, None],
+        tail: Batches,
     ) -> AsyncGenerator[StoredEvent, None]:
         assert state.response is not None and state.facts is not None
         rid = state.response.id
         end = None
         size = before.size
-        events = responses.tail_new(self._svc, rid, background=background, tail=tail)
-        async for event in events:
-            if event.position == 0 or event.terminal:  # the request's facts; the final object
-                size += len(event.data) + len(event.facts or b"")
-            if event.terminal:
-                end = event.event()
-            yield event
+        batches = responses.tail_new(self._svc, rid, background=background, tail=tail)
+        async for batch in batches:
+            for event in batch:
+                if event.position == 0 or event.terminal:  # the request's facts; the end
+                    size += len(event.data) + len(event.facts or b"")
+                if event.terminal:
+                    end = event.event()
+                yield event
         self.forget(lane)
         others = sum(entry.size for entry in self._last.values())
         if isinstance(end, ResponseCompleted | ResponseIncomplete) and (

@@ -4,7 +4,7 @@ the app injects, and encodes its answer."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -23,7 +23,7 @@ from domain.objects import ResponseObject
 from service import compaction, reads, responses, status, stopping, tokens
 from service.access import Access
 from service.bundle import Bundle
-from service.ports import StoredEvent
+from service.ports import Batches
 from service.quotas import Slot
 from service.settings import Settings
 from service.wire import (
@@ -112,7 +112,7 @@ def _stream(
 
 
 def _sse(
-    events: AsyncGenerator[StoredEvent, None],
+    events: Batches,
     slot: Slot,
     settings: Settings,
     *,

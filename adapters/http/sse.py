@@ -7,7 +7,9 @@ stream), and a write holds at most `MAX_WRITE` bytes, so a client that stops rea
 little memory. A frame that fits in one write goes out in one write (writes are packed
 with whole frames); only a frame larger than `MAX_WRITE` is cut, into capped writes. A
 pump task reads the tail into a small bounded queue, so the writer can send keep-alive
-comments while the stream is idle without cancelling the tail mid-read. One timer a stream
+comments while the stream is idle without cancelling the tail mid-read. The tail hands its
+events over in the batches they arrive in (what a commit handed over, a page read), and
+they pass the pump and the queue as batches: a step a batch, not a step an event. One timer a stream
 says when a keep-alive is due (`keepalive_s` after the last write), re-armed only when it
 fires: a wait for the next event arms no timer of its own, since most streams end long
 before one would fire.
@@ -26,9 +28,10 @@ from service.ports import StoredEvent
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]\n\n"
 MAX_WRITE = 64 * 1024
-# Events the pump may read ahead of a writer that waits on its client: at most this many,
-# and past the first, at most this many bytes (event JSON and facts), so that a client that
-# stopped reading pins little more than the event being written (bench/stalled_bench.py).
+# Batches of events the pump may read ahead of a writer that waits on its client: at most
+# this many, and past the first, at most this many bytes (event JSON and facts), so that a
+# client that stopped reading pins little more than the batch being written (a tail's batch
+# is a commit's events or a page, itself capped in bytes: bench/stalled_bench.py).
 MAX_QUEUED = 64
 MAX_QUEUED_BYTES = 256 * 1024
 _END = object()
@@ -43,8 +46,8 @@ class Last(bytes):
 class _Pipe:
     """A queue from the pump to the writer, bounded by count and by bytes; one item always
     fits, however large. Each side sets the other's event only when the other waits on it:
-    a stream's events pass one at a time, and most find the other side busy. The writer
-    takes a write's worth of items at once (`take`)."""
+    most items find the other side busy. The writer takes a write's worth of items at once
+    (`take`)."""
 
     def __init__(self, max_items: int = MAX_QUEUED, max_bytes: int = MAX_QUEUED_BYTES) -> None:
         self._items: collections.deque[tuple[object, int]] = collections.deque()
@@ -198,27 +201,54 @@ class _KeepAlive:
         self._timer.cancel()
 
 
-async def _pump(source: AsyncIterator[StoredEvent], queue: _Pipe) -> None:
+async def _pump(source: AsyncIterator[list[StoredEvent]], queue: _Pipe) -> None:
     try:
-        async for event in source:
-            size = len(event.data) + len(event.facts or b"")
-            if not queue.offer(event, size):
-                await queue.put(event, size)
+        async for batch in source:
+            size = sum([len(e.data) + len(e.facts or b"") for e in batch])
+            if not queue.offer(batch, size):
+                await queue.put(batch, size)
     except Exception as exc:  # handed to the writer, which ends the stream
         await queue.put(exc)
     finally:
         await queue.put(_END)
 
 
+def _writes(
+    batches: list[list[StoredEvent]], framing: Framing, end: bytes | None
+) -> Iterator[bytes]:
+    """The writes of `batches`' events, then `end`: whole frames packed into writes of
+    up to `MAX_WRITE` bytes, a write's worth framed at a time; an event larger than a write
+    goes alone, in pieces of its own bytes (`Framing.pieces`), after what came before it."""
+    chunk: list[bytes] = []
+    size = 0
+    for batch in batches:
+        for event in batch:
+            if len(event.data) > MAX_WRITE:
+                yield from pack(chunk)
+                chunk, size = [], 0
+                yield from framing.pieces(event)
+                continue
+            frame = framing.whole(event)
+            if chunk and size + len(frame) > MAX_WRITE:
+                yield from pack(chunk)
+                chunk, size = [], 0
+            chunk.append(frame)
+            size += len(frame)
+    if end is not None:
+        chunk.append(end)
+    yield from pack(chunk)
+
+
 async def frames(
-    source: AsyncGenerator[StoredEvent, None],
+    source: AsyncGenerator[list[StoredEvent], None],
     *,
     keepalive_s: float | None,
     framing: Framing = SSE,
     done: bytes | None = DONE,
     on_close: Callable[[bool], None] | None = None,
 ) -> AsyncIterator[bytes]:
-    """Frame a tail for the wire; `on_close(finished)` runs however the stream ends."""
+    """Frame a tail for the wire (its events in the batches they arrive in: the store's
+    `subscribe_batches`); `on_close(finished)` runs however the stream ends."""
     queue = _Pipe()
     pump = asyncio.create_task(_pump(source, queue))
     keepalive = None if keepalive_s is None else _KeepAlive(queue, keepalive_s)
@@ -231,33 +261,29 @@ async def frames(
                     yield KEEPALIVE
                     keepalive.wrote()
                 continue
-            chunk: list[bytes] = []
-            last: StoredEvent | None = None
+            batches: list[list[StoredEvent]] = []
+            error: Exception | None = None
             for item in queue.take():
-                if type(item) is not StoredEvent:
-                    if item is _END:
-                        ended = True
-                        break
-                    assert isinstance(item, Exception)  # the tail's error
-                    raise item
-                last = item
-                if len(item.data) > MAX_WRITE:  # alone, in pieces, after what is packed
-                    for write in pack(chunk):
-                        yield write
-                    chunk = []
-                    for write in framing.pieces(item):
-                        yield write
+                if type(item) is list:
+                    batches.append(item)
+                    continue
+                if item is _END:  # nothing follows the end, nor the tail's error
+                    ended = True
                 else:
-                    chunk.append(framing.whole(item))
-            if last is not None:
-                finished = last.terminal
-            if ended and done is not None:
-                chunk.append(done)
-            writes = list(pack(chunk))
-            for write in writes[:-1]:
-                yield write
-            if writes:
-                yield Last(writes[-1]) if ended else writes[-1]
+                    assert isinstance(item, Exception)  # the tail's error
+                    error = item
+                break
+            if batches:
+                finished = batches[-1][-1].terminal  # a batch is never empty
+            held = None  # the last write is marked when the stream ends with it
+            for write in _writes(batches, framing, done if ended else None):
+                if held is not None:
+                    yield held
+                held = write
+            if held is not None:
+                yield Last(held) if ended else held
+            if error is not None:  # what came before it is written
+                raise error
             if keepalive is not None:
                 keepalive.wrote()
     finally:

@@ -12,7 +12,7 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 import sqlalchemy as sa
@@ -23,13 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from adapters.store import blobs, migrate, partitions
 from adapters.store.bells import Bells
 from adapters.store.conversations import join
-from adapters.store.hub import Hub
+from adapters.store.hub import Hub, Subscription
 from adapters.store.readmodel import ReadModel
 from adapters.store.rows import Append, encode_append, merge
 from adapters.store.settings import StoreSettings
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
-from adapters.store.tail import follow
+from adapters.store.tail import each, follow
 from adapters.store.transient import STATEMENT_ERRORS, guarded, is_transient, store_error
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import AnyEvent
@@ -38,6 +38,8 @@ from service.ports import StoredEvent
 from service.references import conversation_items
 
 log = logging.getLogger(__name__)
+
+_Tail = TypeVar("_Tail", bound=AsyncGenerator[Any, None])
 
 Failures = dict[str, BaseException]
 
@@ -263,12 +265,27 @@ class SqlEventStore(ReadModel):
         self, stream_id: str, after: int = -1, *, new: bool = False
     ) -> AsyncGenerator[StoredEvent, None]:
         """Every committed event with position > `after`, exactly once, in order, live;
-        the iterator ends after the terminal event.
+        the iterator ends after the terminal event (`subscribe_batches`, one by one)."""
+        tail, opened = self._follow(stream_id, after, new=new)
+        return self._dropping(each(tail), opened)
+
+    def subscribe_batches(
+        self, stream_id: str, after: int = -1, *, new: bool = False
+    ) -> AsyncGenerator[list[StoredEvent], None]:
+        """The same tail, in the batches its events arrive in (a page read from the
+        table, a commit of this process handed over; never an empty one): what a writer to
+        the wire wants, one step a batch.
 
         `new`: the stream has no event yet. The tail is registered with the hub now, not
         when first iterated, and starts from what this process commits instead of reading
         the table (`follow`'s `opened`); a tail never iterated is unregistered when it is
         dropped."""
+        tail, opened = self._follow(stream_id, after, new=new)
+        return self._dropping(tail, opened)
+
+    def _follow(
+        self, stream_id: str, after: int, *, new: bool
+    ) -> tuple[AsyncGenerator[list[StoredEvent], None], Subscription | None]:
         opened = None
         if new:
             opened = self.hub.open(stream_id)
@@ -283,6 +300,10 @@ class SqlEventStore(ReadModel):
             page=self.settings.read_page,
             opened=opened,
         )
+        return tail, opened
+
+    def _dropping(self, tail: _Tail, opened: Subscription | None) -> _Tail:
+        """`tail`, its subscription `opened` ahead (if any) closed when it is dropped."""
         if opened is not None:
             weakref.finalize(tail, self.hub.close, opened)
         return tail

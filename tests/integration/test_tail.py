@@ -445,15 +445,50 @@ async def _gather(tail: AsyncIterator[Any]) -> list[tuple[int, bytes]]:
     return [(e.position, e.data) async for e in tail]
 
 
+@pytest.mark.parametrize("batches", [False, True], ids=["events", "batches"])
 async def test_a_new_streams_tail_never_iterated_is_unregistered_when_dropped(
-    store: SqlEventStore,
+    store: SqlEventStore, batches: bool
 ) -> None:
     """A create refused after its tail was taken closes the tail before iterating it,
     which runs none of the generator's code: the registration goes when the tail does."""
     rid = streams.new_id()
-    tail = store.subscribe(rid, new=True)
+    tail = store.subscribe_batches(rid, new=True) if batches else store.subscribe(rid, new=True)
     assert store.hub.subscribers(rid) == 1
     await tail.aclose()
     del tail
     gc.collect()
     assert store.hub.subscribers(rid) == 0
+
+
+async def test_a_tail_in_batches_hands_over_each_commit_as_one_batch(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new stream's tail in batches (a streaming create's): each commit of this process
+    comes as one batch, its events in order, and nothing is read from the table."""
+    reads = _counting_reads(store, monkeypatch)
+    appends = streams.script(deltas=6)
+    rid = rid_of(appends)
+    tail = store.subscribe_batches(rid, new=True)
+    async with GroupCommitWriter(store) as writer, asyncio.timeout(20):
+        for expected, batch in appends:
+            await writer.append(rid, expected, batch)
+            handed = await anext(tail)
+            assert [e.position for e in handed] == [e.sequence_number for e in batch]
+        assert [b async for b in tail] == []  # it ended with the terminal event
+    assert reads == []
+    assert store.hub.subscribers(rid) == 0
+
+
+async def test_a_tail_in_batches_reads_the_table_a_page_a_batch(extra: Opener) -> None:
+    """A tail that starts behind reads the table in pages, each a batch, and then goes
+    on live: the same events, once each, as one by one."""
+    store = await extra(read_page=7, poll_interval=5.0)
+    appends = streams.script(deltas=30)
+    rid = rid_of(appends)
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+    async with asyncio.timeout(20):
+        batches = [b async for b in store.subscribe_batches(rid, after=2)]
+    assert [len(b) for b in batches[:-1]] == [7] * (len(batches) - 1)
+    assert 0 < len(batches[-1]) <= 7
+    assert [(e.position, e.data) for b in batches for e in b] == wire(appends)[3:]

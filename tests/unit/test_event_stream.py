@@ -26,11 +26,11 @@ def event(position: int, kind: str = "response.output_text.delta") -> StoredEven
 
 async def tail(
     events: list[StoredEvent], gate: asyncio.Event | None = None
-) -> AsyncIterator[StoredEvent]:
+) -> AsyncIterator[list[StoredEvent]]:
     for e in events:
         if gate is not None and e.terminal:
             await gate.wait()  # the stream pauses before its end
-        yield e
+        yield [e]
 
 
 class Client:
@@ -70,7 +70,7 @@ class Client:
         await self.first.wait()
 
 
-def stream(events: AsyncIterator[StoredEvent], slots: StreamSlots, closed: list[bool]) -> Any:
+def stream(events: AsyncIterator[list[StoredEvent]], slots: StreamSlots, closed: list[bool]) -> Any:
     body = frames(events, keepalive_s=None, on_close=closed.append)  # type: ignore[arg-type]
     response = EventStream(body, slots.acquire("key"), media_type="text/event-stream", headers={})
     return response.to_asgi_response(None, None)  # type: ignore[arg-type]
@@ -180,10 +180,9 @@ async def test_a_stream_dropped_before_its_body_began_lets_its_slot_go() -> None
     slots.acquire("key")
 
 
-async def gated(events: list[StoredEvent], gate: asyncio.Event) -> AsyncIterator[StoredEvent]:
-    await gate.wait()  # the first event is a while coming
-    for e in events:
-        yield e
+async def gated(events: list[StoredEvent], gate: asyncio.Event) -> AsyncIterator[list[StoredEvent]]:
+    await gate.wait()  # the first events are a while coming
+    yield events
 
 
 @pytest.mark.parametrize("head_with_first", [True, False])

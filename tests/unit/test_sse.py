@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+
+import pytest
 
 from adapters.http.sse import (
     DONE,
@@ -24,11 +26,14 @@ def event(position: int, kind: str = "response.output_text.delta", pad: int = 0)
     return StoredEvent("resp_x", position, kind, data, None, 0.0)
 
 
-async def source(events: list[StoredEvent], pause: float = 0.0) -> AsyncIterator[StoredEvent]:
-    for e in events:
+async def source(
+    events: list[StoredEvent], pause: float = 0.0, per: int = 1
+) -> AsyncGenerator[list[StoredEvent], None]:
+    """A tail of `events`, in batches of `per` (as commits hand them over)."""
+    for at in range(0, len(events), per):
         if pause:
             await asyncio.sleep(pause)
-        yield e
+        yield events[at : at + per]
 
 
 async def collect(it: AsyncIterator[bytes]) -> list[bytes]:
@@ -120,10 +125,10 @@ async def test_a_waiting_writer_lets_the_pump_read_ahead_a_bounded_number_of_byt
     big = [event(i, pad=MAX_QUEUED_BYTES // 3) for i in range(40)]
     taken: list[int] = []
 
-    async def counted() -> AsyncIterator[StoredEvent]:
+    async def counted() -> AsyncGenerator[list[StoredEvent], None]:
         for e in big:
             taken.append(e.position)
-            yield e
+            yield [e]
 
     stream = frames(counted(), keepalive_s=None)
     await stream.__anext__()  # the writer now "waits on its client"
@@ -160,3 +165,33 @@ async def test_keepalives_repeat_while_idle_and_the_timer_ends_with_the_stream()
     assert chunks.count(KEEPALIVE) >= 6  # about one each 30 ms of each 200 ms pause
     timers = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
     assert not [h for h in timers if "_KeepAlive" in repr(h)]
+
+
+async def test_a_batch_is_framed_whole_and_its_writes_stay_capped() -> None:
+    """Batches as a tail hands them over (a commit's events, a page read): the same bytes
+    as one by one, packed into writes of at most `MAX_WRITE`, a large event in pieces of
+    its own bytes in its place."""
+    small = [event(i, pad=900) for i in range(150)]
+    large = event(150, pad=MAX_WRITE * 2)
+    events = [*small, large, event(151), event(152, "response.completed")]
+    for per in (1, 7, 153):
+        chunks = await collect(frames(source(events, per=per), keepalive_s=None))
+        assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE
+        assert max(map(len, chunks)) <= MAX_WRITE
+        assert any(c == large.data[:MAX_WRITE] for c in chunks)  # cut, not copied whole
+
+
+async def test_the_events_before_a_tails_error_are_written_before_it_is_raised() -> None:
+    async def failing() -> AsyncGenerator[list[StoredEvent], None]:
+        yield [event(0), event(1)]
+        raise RuntimeError("the log jumps")
+
+    written: list[bytes] = []
+
+    async def drain() -> None:
+        async for chunk in frames(failing(), keepalive_s=None):
+            written.append(chunk)
+
+    with pytest.raises(RuntimeError, match="the log jumps"):
+        await drain()
+    assert b"".join(written) == sse_frame(event(0)) + sse_frame(event(1))
