@@ -103,8 +103,11 @@ class EventStore(Protocol):
         ...
 
     def subscribe_batches(self, stream_id: str, after: int = -1, *, new: bool = False) -> Batches:
-        """`subscribe`'s events in the batches they arrive in (a page read, a commit handed
-        over; never an empty one), for a writer to the wire: one step a batch."""
+        """`subscribe`'s events in the batches they arrive in (a page read, the commits
+        handed over), for a writer to the wire: one step a batch. An empty batch says the
+        tail is idle: one comes at least every poll interval or so while nothing happens
+        (and between the tries of a read that failed), so that its reader can send its
+        keep-alives without a task of its own."""
         ...
 
 

@@ -335,7 +335,8 @@ async def tail_new(svc: Bundle, rid: str, *, background: bool, tail: Batches) ->
     finished = False
     try:
         async for batch in tail:
-            finished = batch[-1].terminal  # a batch is never empty
+            if batch:  # an empty one: the tail is idle
+                finished = batch[-1].terminal
             yield batch
     finally:
         await close_tail(tail)

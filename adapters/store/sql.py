@@ -31,7 +31,7 @@ from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tail import each, follow
 from adapters.store.transient import STATEMENT_ERRORS, guarded, is_transient, store_error
-from domain.errors import Conflict, StoreUnavailable
+from domain.errors import Conflict
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
 from service.ports import StoredEvent
@@ -273,8 +273,8 @@ class SqlEventStore(ReadModel):
         self, stream_id: str, after: int = -1, *, new: bool = False
     ) -> AsyncGenerator[list[StoredEvent], None]:
         """The same tail, in the batches its events arrive in (a page read from the
-        table, a commit of this process handed over; never an empty one): what a writer to
-        the wire wants, one step a batch.
+        table, the commits of this process handed over): what a writer to the wire wants,
+        one step a batch. An empty batch says the tail is idle (`tail.py`).
 
         `new`: the stream has no event yet. The tail is registered with the hub now, not
         when first iterated, and starts from what this process commits instead of reading
@@ -311,16 +311,8 @@ class SqlEventStore(ReadModel):
     async def _tail_read(
         self, stream_id: str, after: int, limit: int
     ) -> tuple[list[StoredEvent], bool]:
-        """A tail's read: a transient error (the server restarted, the connection dropped)
-        is waited out rather than ending the tail; it resumes from where it was."""
-        delay = 0.05
-        while True:
-            try:
-                return await self.read_page(stream_id, after, limit, self.settings.read_page_bytes)
-            except StoreUnavailable as exc:
-                log.warning("tail of %s: read failed (%s); retrying", stream_id, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.settings.poll_interval)
+        """A tail's read (a transient error is waited out by the tail: `follow`)."""
+        return await self.read_page(stream_id, after, limit, self.settings.read_page_bytes)
 
     @guarded
     async def _ended(self, stream_id: str, last: int) -> bool:

@@ -7,16 +7,28 @@ exactly, and re-read the table whenever there is any doubt: a doorbell from anot
 a gap, an overflowed buffer, or a poll timeout (a notification can always be lost). Reading
 `position > last` of one stream cannot skip: positions are dense and a stream has one writer,
 so position n+1 never commits before position n.
+
+A tail says when it is idle: an empty batch after each poll timeout, and between the tries
+of a read that failed (the database unreachable: it is waited out here, with backoff). So
+its reader hears from it at least every `poll_interval` or so, and a writer to the wire
+sends its keep-alives then, reading the tail in its own task (adapters/http/sse.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from adapters.store.hub import Hub, Subscription
-from domain.errors import CorruptEvent
+from domain.errors import CorruptEvent, StoreUnavailable
 from service.ports import StoredEvent
+
+log = logging.getLogger(__name__)
+
+# The first wait before a failed read is tried again; it doubles up to `poll_interval`.
+RETRY_AFTER = 0.05
 
 # (stream, after, limit) -> (a page of events, whether more may follow it now)
 ReadFn = Callable[[str, int, int], Awaitable[tuple[list[StoredEvent], bool]]]
@@ -72,23 +84,33 @@ async def follow(
 ) -> AsyncGenerator[list[StoredEvent], None]:
     """The tail loop; `read` pages the table, `ended` says the stream ended at or before.
     A hole in the table raises `CorruptEvent` naming the missing position, after the
-    events before it.
+    events before it. A read that raises `StoreUnavailable` is tried again after a wait.
 
-    The events come in the batches they arrive in: a page read from the table, or what a
-    commit of this process handed over (never an empty batch). A writer to the wire then
-    takes one step a batch where it would take one an event (a create's 16 events arrive in
-    three or four commits; docs/performance.md); `each` gives them one by one.
+    The events come in the batches they arrive in: a page read from the table, or what
+    commits of this process handed over. A writer to the wire then takes one step a batch
+    where it would take one an event (a create's 16 events arrive in a handful of commits;
+    docs/performance.md); `each` gives them one by one. An empty batch says the tail is
+    idle (see the module's doc).
 
     `opened`: a subscription registered before any event after `after` could commit (a
     new stream's, before its first commit). Everything this process commits after that is
     handed to it, so the tail starts by waiting rather than reading the table; whatever
     else happens (a doorbell, a gap, an overflow, a poll timeout) re-reads as always."""
     cursor = _Cursor(after)
+    delay = RETRY_AFTER
     with _subscribed(hub, stream_id, opened) as sub:
         reread = check_end = opened is None
         while True:
             if reread:
-                rows, more = await read(stream_id, cursor.last, page)
+                try:
+                    rows, more = await read(stream_id, cursor.last, page)
+                except StoreUnavailable as exc:  # waited out: it resumes from where it was
+                    log.warning("tail of %s: read failed (%s); retrying", stream_id, exc)
+                    yield []
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, poll_interval)
+                    continue
+                delay = RETRY_AFTER
                 for i, event in enumerate(rows):
                     if not cursor.accept(event):
                         if i:
@@ -105,6 +127,8 @@ async def follow(
                     return
             sub.position = cursor.last
             woke = await sub.wait(poll_interval)
+            if not woke:
+                yield []  # idle for `poll_interval`
             handed, reread = sub.take()
             fresh: list[StoredEvent] = []
             for event in handed:

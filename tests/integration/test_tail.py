@@ -492,3 +492,30 @@ async def test_a_tail_in_batches_reads_the_table_a_page_a_batch(extra: Opener) -
     assert [len(b) for b in batches[:-1]] == [7] * (len(batches) - 1)
     assert 0 < len(batches[-1]) <= 7
     assert [(e.position, e.data) for b in batches for e in b] == wire(appends)[3:]
+
+
+async def test_an_idle_tail_says_so_at_each_poll_and_its_events_are_unchanged(
+    extra: Opener,
+) -> None:
+    """While nothing happens a tail in batches yields an empty one at each poll timeout
+    (what its reader sends keep-alives on); one by one, the same tail yields only events."""
+    store = await extra(poll_interval=0.05)
+    appends = streams.script(deltas=2, end="open")
+    rid = rid_of(appends)
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+    tail = store.subscribe_batches(rid)
+    async with asyncio.timeout(10):
+        first = await anext(tail)
+        idle = [await anext(tail) for _ in range(3)]
+    await tail.aclose()
+    assert [(e.position, e.data) for e in first] == wire(appends)
+    assert idle == [[], [], []]
+    events = store.subscribe(rid)
+    async with asyncio.timeout(10):
+        got = [await anext(events) for _ in first]
+    assert [(e.position, e.data) for e in got] == wire(appends)
+    with pytest.raises(TimeoutError):  # several polls pass: nothing, not even an empty batch
+        async with asyncio.timeout(0.3):
+            await anext(events)
+    await events.aclose()

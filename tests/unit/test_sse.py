@@ -11,8 +11,8 @@ from adapters.http.sse import (
     DONE,
     JSONL,
     KEEPALIVE,
-    MAX_QUEUED_BYTES,
     MAX_WRITE,
+    Last,
     frames,
     jsonl_line,
     pack,
@@ -26,13 +26,21 @@ def event(position: int, kind: str = "response.output_text.delta", pad: int = 0)
     return StoredEvent("resp_x", position, kind, data, None, 0.0)
 
 
+# How often the test's tail says it is idle while it waits (a store's tail: its poll).
+TICK = 0.01
+
+
 async def source(
     events: list[StoredEvent], pause: float = 0.0, per: int = 1
 ) -> AsyncGenerator[list[StoredEvent], None]:
-    """A tail of `events`, in batches of `per` (as commits hand them over)."""
+    """A tail of `events` in batches of `per` (as commits hand them over), each after
+    `pause` seconds during which it says, every `TICK`, that it is idle (an empty batch)."""
     for at in range(0, len(events), per):
-        if pause:
-            await asyncio.sleep(pause)
+        waited = 0.0
+        while waited < pause:
+            await asyncio.sleep(min(TICK, pause - waited))
+            waited += TICK
+            yield []
         yield events[at : at + per]
 
 
@@ -54,10 +62,10 @@ async def test_the_stream_is_every_frame_in_order_then_done() -> None:
     assert closed == [True]
 
 
-async def test_waiting_events_are_coalesced_but_never_split() -> None:
+async def test_a_batch_goes_out_together_but_no_frame_is_split() -> None:
     events = [event(i) for i in range(200)]
-    chunks = await collect(frames(source(events), keepalive_s=None, done=None))
-    assert len(chunks) < len(events)
+    chunks = await collect(frames(source(events, per=50), keepalive_s=None, done=None))
+    assert len(chunks) == 4
     frames_seen = [f for c in chunks for f in c.split(b"\n\n") if f]
     assert all(f.startswith(b"event: ") for f in frames_seen)
     assert b"".join(chunks) == b"".join(sse_frame(e) for e in events)
@@ -88,7 +96,7 @@ async def test_writes_are_capped_so_a_client_that_stops_reading_holds_little() -
     """Small events are joined up to the cap; an event over it is cut into capped writes."""
     events = [event(i, pad=1000) for i in range(300)]
     events.append(event(300, "response.output_text.done", pad=5 * MAX_WRITE))
-    chunks = await collect(frames(source(events), keepalive_s=None))
+    chunks = await collect(frames(source(events, per=301), keepalive_s=None))
     assert max(len(c) for c in chunks) <= MAX_WRITE
     assert len(chunks) >= 300 * 1000 // MAX_WRITE + 5
     assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE
@@ -97,7 +105,7 @@ async def test_writes_are_capped_so_a_client_that_stops_reading_holds_little() -
 async def test_a_frame_that_fits_in_one_write_goes_out_in_one_write() -> None:
     """Frames of 1 KB, far more than one write holds: every write is whole frames."""
     events = [event(i, pad=1000) for i in range(300)]
-    chunks = await collect(frames(source(events), keepalive_s=None, done=None))
+    chunks = await collect(frames(source(events, per=300), keepalive_s=None, done=None))
     assert len(chunks) > 1
     for chunk in chunks:
         assert len(chunk) <= MAX_WRITE
@@ -119,10 +127,10 @@ def test_pack_cuts_only_a_frame_larger_than_a_write() -> None:
     assert list(pack([b"xy", b"z", b"w"], cap=3)) == [b"xyz", b"w"]
 
 
-async def test_a_waiting_writer_lets_the_pump_read_ahead_a_bounded_number_of_bytes() -> None:
-    """A client that stopped reading: the tail is read only a little past the event being
-    written (`MAX_QUEUED_BYTES`), not to the end of a log of large events."""
-    big = [event(i, pad=MAX_QUEUED_BYTES // 3) for i in range(40)]
+async def test_nothing_is_read_ahead_of_a_writer_that_waits_on_its_client() -> None:
+    """A client that stopped reading: the tail is not read past the batch being written,
+    however long the log behind it."""
+    big = [event(i, pad=100_000) for i in range(40)]
     taken: list[int] = []
 
     async def counted() -> AsyncGenerator[list[StoredEvent], None]:
@@ -133,7 +141,7 @@ async def test_a_waiting_writer_lets_the_pump_read_ahead_a_bounded_number_of_byt
     stream = frames(counted(), keepalive_s=None)
     await stream.__anext__()  # the writer now "waits on its client"
     await asyncio.sleep(0.05)
-    assert 2 <= len(taken) <= 6  # the one in flight, about MAX_QUEUED_BYTES queued, one waiting
+    assert taken == [0]
     rest = [chunk async for chunk in stream]
     assert len(taken) == 40 and rest
 
@@ -158,13 +166,23 @@ async def test_a_stream_that_keeps_writing_gets_no_keepalive() -> None:
     assert b"".join(chunks) == b"".join(sse_frame(e) for e in events) + DONE
 
 
-async def test_keepalives_repeat_while_idle_and_the_timer_ends_with_the_stream() -> None:
+async def test_keepalives_repeat_while_the_tail_is_idle_and_only_then() -> None:
     events = [event(0), event(1, "response.completed")]
-    loop = asyncio.get_running_loop()
     chunks = await collect(frames(source(events, pause=0.2), keepalive_s=0.03))
     assert chunks.count(KEEPALIVE) >= 6  # about one each 30 ms of each 200 ms pause
-    timers = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
-    assert not [h for h in timers if "_KeepAlive" in repr(h)]
+    assert chunks[-1] == sse_frame(events[1]) + DONE  # and none after the end
+
+
+async def test_a_tail_that_ends_without_its_terminal_event_is_followed_by_done() -> None:
+    """A replay of what is stored now of an unfinished response: its events, then the
+    end (`[DONE]` for SSE, nothing for JSON Lines), reported unfinished."""
+    events = [event(0), event(1)]
+    closed: list[bool] = []
+    chunks = await collect(frames(source(events), keepalive_s=None, on_close=closed.append))
+    assert chunks == [sse_frame(events[0]), sse_frame(events[1]), DONE]
+    assert isinstance(chunks[-1], Last) and closed == [False]
+    lines = await collect(frames(source(events), keepalive_s=None, framing=JSONL, done=None))
+    assert lines == [jsonl_line(events[0]), jsonl_line(events[1])]
 
 
 async def test_a_batch_is_framed_whole_and_its_writes_stay_capped() -> None:
