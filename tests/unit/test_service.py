@@ -11,6 +11,7 @@ import pytest
 from openai.types.responses import Response
 
 from adapters.engines.scripted import ScriptedEngine
+from adapters.http import sse
 from adapters.store.rows import Append
 from domain.errors import Conflict, EngineError, InvalidRequest, NotFound
 from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
@@ -427,3 +428,22 @@ async def test_a_caller_gone_while_the_first_events_commit_cancels_the_generatio
     last = (await svc.store.read(rid))[-1].event()
     assert isinstance(last, ResponseCancelled) and last.facts is not None
     assert last.facts.reason == "client_disconnected"
+
+
+async def test_a_slow_streams_sse_gets_keepalives_from_its_tails_idle_wakes(
+    processes: Processes,
+) -> None:
+    """A create's stream written by `frames` over the store's real tail: while the engine
+    is slow the tail says it is idle at each poll, and a keep-alive goes out once one is
+    due; between them the stream is every stored event, in order, then `[DONE]`."""
+    svc = await processes.start(ScriptedEngine(delay_s=0.15, tokens=3))
+    tail = await uc.create_and_stream(svc, request(input="hi", stream=True), OWNER)
+    async with asyncio.timeout(20):
+        writes = [w async for w in sse.frames(tail, keepalive_s=0.05)]
+    assert writes.count(sse.KEEPALIVE) >= 3  # the engine idles 0.15 s before each delta
+    assert writes[0] != sse.KEEPALIVE  # the first events are committed before the stream
+    body = b"".join(w for w in writes if w != sse.KEEPALIVE)
+    rid = msgspec.json.decode(body.split(b"data: ", 1)[1].split(b"\n", 1)[0])["response"]["id"]
+    stored = await svc.store.read(rid)
+    assert stored[-1].type == "response.completed"
+    assert body == b"".join(sse.sse_frame(e) for e in stored) + sse.DONE
