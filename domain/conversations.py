@@ -12,9 +12,12 @@ from typing import Literal
 
 import msgspec
 
-from domain.objects import InputItem
+from domain.objects import InputItem, SetAsideItem
 
 MAX_ITEMS_PER_REQUEST = 20  # OpenAI's limit on `items` of a create or an items append
+
+# What a conversation holds: input items, and items of kinds no engine is given, set aside.
+ConversationItem = InputItem | SetAsideItem
 
 
 class ConversationObject(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,7 +50,7 @@ class ItemsAdded(_Event, frozen=True, kw_only=True, tag="conversation.items.adde
     """Items joined the conversation: from a request (`response_id` None) or a response
     that named it and ended."""
 
-    items: list[InputItem]
+    items: list[ConversationItem]
     response_id: str | None = None
 
 

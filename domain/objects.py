@@ -7,7 +7,7 @@ none of them forbids unknown fields and every field added later gets a default.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -340,6 +340,21 @@ InputItem = (
 )
 
 
+class SetAsideItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="set_aside"):
+    """An item of a kind OpenAI takes that no engine here is given (a hosted tool's call, a
+    shell call and its output, an MCP listing...), added to a conversation: kept as sent
+    (`item`), listed as `item` with its `id`, and left out of every prompt. A create's own
+    such items are kept in its facts instead (service/wire's `SET_ASIDE`). `set_aside` is
+    resplog's own word, never a client's."""
+
+    id: str
+    item: dict[str, Any]
+
+    def listed(self) -> dict[str, Any]:
+        """The item as the API lists it: as sent, with its id."""
+        return {"id": self.id, **self.item}
+
+
 class ItemReference(_Obj, frozen=True, kw_only=True, tag_field="type", tag="item_reference"):
     """An input item named by its id (openai-python `ItemReference`): never stored, the
     create use-case puts the item it names in its place."""
@@ -372,8 +387,101 @@ class AllowedToolsChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag=
     tools: list[dict[str, Any]]
 
 
+class McpToolChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="mcp"):
+    """A call of a tool of one MCP server (openai-python `ToolChoiceMcp`), by name or any."""
+
+    server_label: str
+    name: str | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "name")
+
+
+class HostedToolChoice(_Obj, frozen=True, kw_only=True, tag_field="type"):
+    """A hosted tool kind `tool_choice` forces (openai-python `ToolChoiceTypes`,
+    `ToolChoiceApplyPatch`, `ToolChoiceShell`, programmatic tool calling): echoed as sent.
+    One subclass per kind, since a tagged union needs a tag per type."""
+
+    @property
+    def kind(self) -> str:
+        return str(self.__struct_config__.tag)
+
+
+class FileSearchChoice(HostedToolChoice, frozen=True, kw_only=True, tag="file_search"):
+    pass
+
+
+class WebSearchPreviewChoice(HostedToolChoice, frozen=True, kw_only=True, tag="web_search_preview"):
+    pass
+
+
+class WebSearchPreviewDatedChoice(
+    HostedToolChoice, frozen=True, kw_only=True, tag="web_search_preview_2025_03_11"
+):
+    pass
+
+
+class ComputerChoice(HostedToolChoice, frozen=True, kw_only=True, tag="computer"):
+    pass
+
+
+class ComputerUseChoice(HostedToolChoice, frozen=True, kw_only=True, tag="computer_use"):
+    pass
+
+
+class ComputerUsePreviewChoice(
+    HostedToolChoice, frozen=True, kw_only=True, tag="computer_use_preview"
+):
+    pass
+
+
+class ImageGenerationChoice(HostedToolChoice, frozen=True, kw_only=True, tag="image_generation"):
+    pass
+
+
+class CodeInterpreterChoice(HostedToolChoice, frozen=True, kw_only=True, tag="code_interpreter"):
+    pass
+
+
+class ApplyPatchChoice(HostedToolChoice, frozen=True, kw_only=True, tag="apply_patch"):
+    pass
+
+
+class ShellChoice(HostedToolChoice, frozen=True, kw_only=True, tag="shell"):
+    pass
+
+
+class ProgrammaticToolCallingChoice(
+    HostedToolChoice, frozen=True, kw_only=True, tag="programmatic_tool_calling"
+):
+    pass
+
+
+AnyHostedToolChoice = (
+    FileSearchChoice
+    | WebSearchPreviewChoice
+    | WebSearchPreviewDatedChoice
+    | ComputerChoice
+    | ComputerUseChoice
+    | ComputerUsePreviewChoice
+    | ImageGenerationChoice
+    | CodeInterpreterChoice
+    | ApplyPatchChoice
+    | ShellChoice
+    | ProgrammaticToolCallingChoice
+)
+# The kind each of them is forced by, for the decoder.
+HOSTED_TOOL_CHOICES: dict[str, type[HostedToolChoice]] = {
+    str(c.__struct_config__.tag): c for c in get_args(AnyHostedToolChoice)
+}
+
 ToolChoice = (
-    Literal["none", "auto", "required"] | FunctionToolChoice | CustomToolChoice | AllowedToolsChoice
+    Literal["none", "auto", "required"]
+    | FunctionToolChoice
+    | CustomToolChoice
+    | AllowedToolsChoice
+    | McpToolChoice
+    | AnyHostedToolChoice
 )
 
 
@@ -403,9 +511,20 @@ class TextConfig(_Obj, frozen=True, kw_only=True):
         _absent_if_none(self, "verbosity")
 
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
 class ReasoningConfig(_Obj, frozen=True, kw_only=True):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: ReasoningEffort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
+    # openai-python `Reasoning.context`: which earlier turns' reasoning the model is shown
+    # (engines: docs/engines.md); `mode`: an execution mode, echoed and not acted on. Both
+    # absent unless the request sent them, so older responses read back unchanged.
+    context: Literal["auto", "current_turn", "all_turns"] | UnsetType | None = UNSET
+    mode: str | UnsetType | None = UNSET
+
+    def __post_init__(self) -> None:
+        _absent_if_none(self, "context", "mode")
 
 
 # --- the response ---------------------------------------------------------------------------

@@ -29,9 +29,11 @@ from domain.objects import (
     FunctionCall,
     FunctionCallOutput,
     FunctionToolChoice,
+    HostedToolChoice,
     InputCustomToolCall,
     InputFunctionCall,
     InputItem,
+    McpToolChoice,
     OutputItem,
     ToolChoice,
 )
@@ -203,6 +205,19 @@ def narrowed(tools: list[OfferedTool], choice: ToolChoice) -> list[OfferedTool]:
         case AllowedToolsChoice(tools=entries):
             allowed = {(e.get("type"), e.get("name")) for e in entries}
             return [t for t in tools if ("custom" if t.custom else "function", t.name) in allowed]
+        case McpToolChoice(server_label=label, name=name):
+            return [
+                t
+                for t in tools
+                if t.server_label == label and (not isinstance(name, str) or t.name == name)
+            ]
+        case HostedToolChoice(kind=kind):
+            # What stands for the kind here: the built-in a tool server runs for it, or
+            # nothing (the model is then offered no tool).
+            builtin = (
+                "browser" if kind in BROWSER_TYPES else "python" if kind in PYTHON_TYPES else None
+            )
+            return [t for t in tools if builtin is not None and t.builtin == builtin]
     return list(tools)
 
 

@@ -15,6 +15,7 @@ import msgspec
 from domain.conversations import (
     MAX_ITEMS_PER_REQUEST,
     ConversationDeleted,
+    ConversationItem,
     ConversationObject,
 )
 from domain.errors import InvalidRequest, NotFound
@@ -33,6 +34,7 @@ from domain.objects import (
     McpApprovalRequest,
     McpApprovalResponse,
     OutputItem,
+    SetAsideItem,
 )
 from service.bundle import Bundle
 from service.ids import new_id
@@ -48,6 +50,8 @@ _PREFIX = {
     InputCustomToolCall: "ctc",
     CustomToolCallOutput: "ctco",
     InputCompaction: "cmp",
+    McpApprovalResponse: "mcpr",
+    SetAsideItem: "item",
 }
 
 
@@ -70,7 +74,7 @@ async def visible(svc: Bundle, conversation_id: str, owner: str) -> Conversation
     return row
 
 
-def _with_ids(conversation_id: str, items: list[InputItem]) -> list[InputItem]:
+def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[ConversationItem]:
     if len(items) > MAX_ITEMS_PER_REQUEST:
         raise InvalidRequest(
             f"Invalid 'items': too many items ({len(items)}; the limit is "
@@ -90,7 +94,7 @@ def _with_ids(conversation_id: str, items: list[InputItem]) -> list[InputItem]:
 
 
 async def create_conversation(
-    svc: Bundle, items: list[InputItem], metadata: dict[str, str], owner: str
+    svc: Bundle, items: list[ConversationItem], metadata: dict[str, str], owner: str
 ) -> ConversationObject:
     now = svc.clock()
     cid = new_conversation_id(now)
@@ -120,8 +124,8 @@ async def delete(svc: Bundle, conversation_id: str, owner: str) -> ConversationD
 
 
 async def add_items(
-    svc: Bundle, conversation_id: str, items: list[InputItem], owner: str
-) -> list[InputItem]:
+    svc: Bundle, conversation_id: str, items: list[ConversationItem], owner: str
+) -> list[ConversationItem]:
     await visible(svc, conversation_id, owner)
     given = _with_ids(conversation_id, items)
     known = {i.id for i in (await svc.conversations.items(conversation_id)).items}
@@ -151,7 +155,7 @@ async def list_items(
     return await svc.conversations.items(conversation_id, after=after, limit=limit, order=order)
 
 
-async def get_item(svc: Bundle, conversation_id: str, item_id: str, owner: str) -> InputItem:
+async def get_item(svc: Bundle, conversation_id: str, item_id: str, owner: str) -> ConversationItem:
     await visible(svc, conversation_id, owner)
     for item in (await svc.conversations.items(conversation_id)).items:
         if item.id == item_id:
@@ -172,11 +176,12 @@ async def history_of(
     svc: Bundle, conversation_id: str, owner: str, given: Sequence[InputItem | ItemReference] = ()
 ) -> list[Turn]:
     """What a response that names the conversation sees before its own input (`given`):
-    the conversation's items, as one earlier turn, then the MCP approval requests that
-    `given` answers."""
+    the conversation's items (but those set aside), as one earlier turn, then the MCP
+    approval requests that `given` answers."""
     await visible(svc, conversation_id, owner)
     items = (await svc.conversations.items(conversation_id)).items
-    earlier = Turn(response_id=conversation_id, instructions=None, input=items, output=[])
+    shown = [i for i in items if not isinstance(i, SetAsideItem)]
+    earlier = Turn(response_id=conversation_id, instructions=None, input=shown, output=[])
     return [earlier, *await _approvals_asked(svc, conversation_id, given, owner)]
 
 

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 import msgspec
 
-from domain.conversations import ConversationObject
+from domain.conversations import ConversationItem, ConversationObject
 from domain.events import TERMINAL_TAGS, AnyEvent, decode
 from domain.generation import AnyDelta, Prompt
-from domain.objects import TERMINAL_STATUSES, InputItem
+from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
 
 
@@ -337,7 +337,7 @@ class ConversationRow(msgspec.Struct, frozen=True, kw_only=True):
 class ConversationItems(msgspec.Struct, frozen=True, kw_only=True):
     """A page of a conversation's items, and whether more follow it."""
 
-    items: list[InputItem]
+    items: list[ConversationItem]
     has_more: bool
 
 
@@ -346,7 +346,11 @@ class Conversations(Protocol):
     conversation's stream and its row updates, in one transaction."""
 
     async def create(
-        self, conversation: ConversationObject, owner: str, items: list[InputItem], now: float
+        self,
+        conversation: ConversationObject,
+        owner: str,
+        items: list[ConversationItem],
+        now: float,
     ) -> None: ...
 
     async def get(self, conversation_id: str) -> ConversationRow | None:
@@ -359,7 +363,9 @@ class Conversations(Protocol):
 
     async def delete(self, conversation_id: str, now: float) -> bool: ...
 
-    async def add_items(self, conversation_id: str, items: list[InputItem], now: float) -> bool: ...
+    async def add_items(
+        self, conversation_id: str, items: list[ConversationItem], now: float
+    ) -> bool: ...
 
     async def items(
         self,

@@ -86,6 +86,8 @@ def show_conversation_items(database_url: str, cid: str, as_json: bool) -> None:
     click.echo(f"{cid}  owner {view['owner']}  created {_when(view['created_at'])}")
     for n, entry in enumerate(view["items"]):
         item = entry["item"]
+        if item.get("type") == "set_aside":  # an item no engine is shown, as sent
+            item = {"id": item.get("id"), **item.get("item", {})}
         who = item.get("role") or item.get("type")
         texts = [p.get("text", "") for p in item.get("content") or [] if isinstance(p, dict)]
         text = " ".join(t for t in texts if t) or item.get("output") or item.get("arguments") or ""

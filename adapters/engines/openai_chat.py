@@ -46,12 +46,14 @@ from domain.objects import (
     FunctionCall,
     FunctionCallOutput,
     FunctionToolChoice,
+    HostedToolChoice,
     InputFile,
     InputFunctionCall,
     InputImage,
     InputItem,
     InputMessage,
     InputReasoning,
+    McpToolChoice,
     OutputItem,
     OutputMessage,
     ReasoningItem,
@@ -170,11 +172,15 @@ def tools_and_choice(prompt: Prompt) -> dict[str, Any]:
         return {}
     choice = prompt.tool_choice
     tools = narrowed(prompt.tools, choice)
+    if not tools:  # a choice that leaves none (a hosted kind nothing here runs): no tools
+        return {}
     wire: Any = choice
     if isinstance(choice, FunctionToolChoice | CustomToolChoice):
         wire = {"type": "function", "function": {"name": tools[0].qualified(SEPARATOR)}}
     elif isinstance(choice, AllowedToolsChoice):
         wire = choice.mode
+    elif isinstance(choice, McpToolChoice | HostedToolChoice):
+        wire = "required"  # one of what is left: that server's tools, or the built-in
     out: dict[str, Any] = {"tools": [_tool(t) for t in tools], "tool_choice": wire}
     out["parallel_tool_calls"] = prompt.parallel_tool_calls
     return out

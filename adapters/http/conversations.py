@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from litestar import Request, delete, get, post
 from litestar.params import Parameter
 from litestar.response import Stream
@@ -13,9 +14,9 @@ from litestar.response import Stream
 from adapters.http import sse
 from adapters.http.routes import _ERRORS, JSONL, _after, _open_stream, _stream, json_body, owner_of
 from adapters.http.sse import frames
-from domain.conversations import ConversationDeleted, ConversationObject
+from domain.conversations import ConversationDeleted, ConversationItem, ConversationObject
 from domain.errors import InvalidRequest
-from domain.objects import InputItem
+from domain.objects import InputItem, SetAsideItem
 from service import conversations
 from service.access import Access
 from service.bundle import Bundle
@@ -33,9 +34,16 @@ ConvId = Annotated[
 ]
 
 
-def _page(items: list[InputItem], has_more: bool) -> ItemPage:
+def _listed(item: ConversationItem) -> InputItem | msgspec.Raw:
+    """An item as the API lists it: a set-aside one as sent, with its id."""
+    if isinstance(item, SetAsideItem):
+        return msgspec.Raw(msgspec.json.encode(item.listed()))
+    return item
+
+
+def _page(items: list[ConversationItem], has_more: bool) -> ItemPage:
     return ItemPage(
-        data=list(items),
+        data=[_listed(i) for i in items],
         first_id=items[0].id if items else None,
         last_id=items[-1].id if items else None,
         has_more=has_more,
@@ -140,9 +148,10 @@ async def get_item(
     conversation_id: ConvId,
     item_id: str,
     include: list[str] | None = None,
-) -> InputItem:
+) -> InputItem | msgspec.Raw:
     check_conversation_id(conversation_id)
-    return await conversations.get_item(bundle, conversation_id, item_id, owner_of(request))
+    item = await conversations.get_item(bundle, conversation_id, item_id, owner_of(request))
+    return _listed(item)
 
 
 @delete(

@@ -6,8 +6,8 @@ from __future__ import annotations
 from adapters.store.conversations import SqlConversations, audited_items
 from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
+from domain.conversations import ConversationItem
 from domain.errors import NotFound
-from domain.objects import InputItem
 from service.audit.conversation import TurnView, added_turn, turn_view
 from service.audit.reading import replay
 
@@ -19,7 +19,7 @@ async def conversation_turns(store: SqlEventStore, cid: str) -> list[TurnView]:
     if row is None:
         raise NotFound(f"conversation {cid} not found")
     scan, turns = LogScan(store), []
-    added: list[tuple[InputItem, bool]] = []
+    added: list[tuple[ConversationItem, bool]] = []
     for entry in await audited_items(store, cid):
         if entry.response_id is None:
             added.append((entry.item, entry.deleted))

@@ -13,6 +13,7 @@ without its items in the conversation, nor do items join from a response that di
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -28,6 +29,7 @@ from adapters.store.tables import events as t_events
 from adapters.store.transient import guarded
 from domain.conversations import (
     ConversationEvent,
+    ConversationItem,
     ConversationObject,
     Created,
     ItemDeleted,
@@ -35,10 +37,9 @@ from domain.conversations import (
     Removed,
     Updated,
 )
-from domain.objects import InputItem
 from service.ports import ConversationItems, ConversationRow
 
-_item = msgspec.json.Decoder(InputItem)
+_item = msgspec.json.Decoder(ConversationItem)
 _meta = msgspec.json.Decoder(dict[str, str])
 
 
@@ -50,7 +51,11 @@ class SqlConversations:
 
     @guarded
     async def create(
-        self, conversation: ConversationObject, owner: str, items: list[InputItem], now: float
+        self,
+        conversation: ConversationObject,
+        owner: str,
+        items: list[ConversationItem],
+        now: float,
     ) -> None:
         async with self._store.begin_write() as conn:
             await conn.execute(
@@ -117,7 +122,9 @@ class SqlConversations:
         return True
 
     @guarded
-    async def add_items(self, conversation_id: str, items: list[InputItem], now: float) -> bool:
+    async def add_items(
+        self, conversation_id: str, items: list[ConversationItem], now: float
+    ) -> bool:
         async with self._store.begin_write() as conn:
             return await _add(conn, conversation_id, items, None, now)
 
@@ -192,7 +199,7 @@ class ConversationSummary(msgspec.Struct, frozen=True, kw_only=True):
 class AuditedItem(msgspec.Struct, frozen=True, kw_only=True):
     """One item of a conversation for an auditor: deleted ones too, with their source."""
 
-    item: InputItem
+    item: ConversationItem
     response_id: str | None
     deleted: bool
 
@@ -313,18 +320,18 @@ async def append(
 async def join(
     conn: AsyncConnection,
     conversation_id: str,
-    items: list[InputItem],
+    items: Sequence[ConversationItem],
     response_id: str,
     now: float | None = None,
 ) -> bool:
     """A response's items join its conversation, inside the writer's transaction."""
-    return await _add(conn, conversation_id, items, response_id, now or time.time())
+    return await _add(conn, conversation_id, list(items), response_id, now or time.time())
 
 
 async def _add(
     conn: AsyncConnection,
     conversation_id: str,
-    items: list[InputItem],
+    items: list[ConversationItem],
     response_id: str | None,
     now: float,
 ) -> bool:

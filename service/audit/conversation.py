@@ -33,6 +33,7 @@ from domain.objects import (
     ReasoningItem,
     Refusal,
     ResponseObject,
+    SetAsideItem,
     Usage,
     WebSearchCall,
 )
@@ -52,6 +53,7 @@ EntryKind = Literal[
     "mcp_approval_response",
     "web_search_call",
     "code_interpreter_call",
+    "set_aside",  # an item no engine is shown; `name` is its type (domain.objects.SetAsideItem)
 ]
 
 
@@ -95,8 +97,12 @@ def _parts_text(parts: list[object]) -> str:
     return "".join(texts)
 
 
-def _input_entry(item: InputItem) -> Entry:
+def _input_entry(item: InputItem | SetAsideItem) -> Entry:
     match item:
+        case SetAsideItem(item=sent):
+            return Entry(
+                kind="set_aside", name=str(sent.get("type")), text="(not shown to the model)"
+            )
         case InputMessage(role=role, content=content):
             return Entry(kind="message", role=role, text=_parts_text(list(content)))
         case FunctionCallOutput(call_id=cid, output=out):
@@ -195,7 +201,9 @@ def total_usage(turns: list[TurnView]) -> Usage:
     )
 
 
-def added_turn(items: list[tuple[InputItem, bool]], owner: str, created_at: int) -> TurnView:
+def added_turn(
+    items: list[tuple[InputItem | SetAsideItem, bool]], owner: str, created_at: int
+) -> TurnView:
     """Items added to a conversation through the API (not by a response), as a turn of
     their own; a deleted item's text starts with `[deleted]`."""
     entries = []

@@ -1,5 +1,6 @@
 """The bodies of the Conversations API (openai-python `ConversationCreateParams`,
-`ConversationUpdateParams`, `ItemCreateParams`), decoded like a create's input items."""
+`ConversationUpdateParams`, `ItemCreateParams`), decoded like a create's input items; an item
+of a kind no engine is given (`SET_ASIDE_TYPES`) is kept as sent (`SetAsideItem`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,21 @@ from typing import Any
 
 import msgspec
 
+from domain.conversations import ConversationItem
 from domain.errors import InvalidRequest
-from domain.objects import InputItem, ItemReference
-from service.wire.decode import Limits, _easy, _item, _metadata, _object
+from domain.objects import ItemReference, SetAsideItem
+from service.wire.decode import (
+    SET_ASIDE_TYPES,
+    Limits,
+    _easy,
+    _item,
+    _metadata,
+    _object,
+    _short,
+    _wrap,
+)
 from service.wire.rejection import rejection
-from service.wire.request import TypedItemParam
+from service.wire.request import InputItemParam, SetAsideItemParam
 
 
 class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -19,8 +30,10 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class CreateConversationBody(_Strict, frozen=True, kw_only=True):
-    items: list[TypedItemParam] | None = None
+    items: list[InputItemParam] | None = None
     metadata: dict[str, str] | None = None
+    # openai-python `ConversationCreateParams`; accepted and not kept, as on a create.
+    safety_identifier: str | None = None
 
 
 class UpdateConversationBody(_Strict, frozen=True, kw_only=True):
@@ -28,22 +41,26 @@ class UpdateConversationBody(_Strict, frozen=True, kw_only=True):
 
 
 class AddItemsBody(_Strict, frozen=True, kw_only=True):
-    items: list[TypedItemParam]
+    items: list[InputItemParam]
 
 
 def _decode(body: bytes, limits: Limits, kind: type[Any]) -> Any:
     raw = _object(body, limits)
     if isinstance(raw.get("items"), list):
         raw["items"] = [_easy(i) for i in raw["items"]]
+        raw = _wrap(raw, "items", SET_ASIDE_TYPES, ("set_aside", "item"))
     try:
         return msgspec.convert(raw, kind)
     except msgspec.ValidationError as exc:
         raise rejection(exc, raw) from exc
 
 
-def _items(params: list[TypedItemParam] | None, limits: Limits) -> list[InputItem]:
-    out: list[InputItem] = []
+def _items(params: list[InputItemParam] | None, limits: Limits) -> list[ConversationItem]:
+    out: list[ConversationItem] = []
     for i, param in enumerate(params or []):
+        if isinstance(param, SetAsideItemParam):
+            out.append(_set_aside(param.item, f"items[{i}]"))
+            continue
         item = _item(param, f"items[{i}]", limits)
         if isinstance(item, ItemReference):
             raise InvalidRequest(
@@ -55,9 +72,22 @@ def _items(params: list[TypedItemParam] | None, limits: Limits) -> list[InputIte
     return out
 
 
+def _set_aside(item: dict[str, Any], param: str) -> SetAsideItem:
+    """An item of a set-aside kind, as sent; its `id`, if given, names it as any item's."""
+    iid = item.get("id")
+    if iid is not None and not (isinstance(iid, str) and iid):
+        raise InvalidRequest(
+            f"Invalid '{param}.id': expected a non-empty string.",
+            param=f"{param}.id",
+            code="invalid_type",
+        )
+    _short(f"{param}.id", iid, 128)
+    return SetAsideItem(id=iid or "", item={k: v for k, v in item.items() if k != "id"})
+
+
 def parse_create_conversation(
     body: bytes, limits: Limits
-) -> tuple[list[InputItem], dict[str, str]]:
+) -> tuple[list[ConversationItem], dict[str, str]]:
     parsed: CreateConversationBody = _decode(body or b"{}", limits, CreateConversationBody)
     return _items(parsed.items, limits), _metadata(parsed.metadata, limits)
 
@@ -67,6 +97,6 @@ def parse_update_conversation(body: bytes, limits: Limits) -> dict[str, str]:
     return _metadata(parsed.metadata, limits)
 
 
-def parse_add_items(body: bytes, limits: Limits) -> list[InputItem]:
+def parse_add_items(body: bytes, limits: Limits) -> list[ConversationItem]:
     parsed: AddItemsBody = _decode(body, limits, AddItemsBody)
     return _items(parsed.items, limits)

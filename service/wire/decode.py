@@ -24,6 +24,7 @@ from domain.objects import (
     FunctionCallOutput,
     FunctionTool,
     FunctionToolChoice,
+    HostedToolChoice,
     InputCompaction,
     InputCustomToolCall,
     InputFile,
@@ -36,6 +37,7 @@ from domain.objects import (
     InputText,
     ItemReference,
     McpApprovalResponse,
+    McpToolChoice,
     OutputText,
     ReasoningConfig,
     Refusal,
@@ -78,6 +80,7 @@ from service.wire.request import (
     ToolChoiceAllowedParam,
     ToolChoiceCustomParam,
     ToolChoiceFunctionParam,
+    ToolChoiceMcpParam,
     ToolChoiceParam,
     ToolParam,
     ToolSearchToolParam,
@@ -769,7 +772,22 @@ def _tool_choice(
             for j, entry in enumerate(allowed):
                 _check_allowed(entry, callable_, j)
             return AllowedToolsChoice(mode=mode, tools=allowed)
-        case "required" if not callable_:
+        case ToolChoiceMcpParam(server_label=label, name=name):
+            labels = {t.get("server_label") for t in tools if t.get("type") == "mcp"}
+            if label not in labels:
+                raise InvalidRequest(
+                    f"Invalid 'tool_choice': MCP server '{label}' is not among the request's "
+                    "tools.",
+                    param="tool_choice.server_label",
+                    code="invalid_value",
+                )
+            _short("tool_choice.name", name, 128)
+            return McpToolChoice(server_label=label, name=name)
+        case HostedToolChoice():
+            # Accepted whatever the tools (OpenAI runs these itself); it narrows the model's
+            # tools to what stands for the kind here, if anything (domain.tools.narrowed).
+            return choice
+        case "required" if not tools:
             raise InvalidRequest(
                 "tool_choice 'required' needs at least one tool.",
                 param="tool_choice",
@@ -795,7 +813,12 @@ def _check_allowed(entry: dict[str, Any], callable_: set[tuple[str, str]], j: in
 def _reasoning(r: ReasoningParam | None) -> ReasoningConfig:
     if r is None:
         return ReasoningConfig()
-    return ReasoningConfig(effort=r.effort, summary=r.summary or r.generate_summary)
+    return ReasoningConfig(
+        effort=r.effort,
+        summary=r.summary or r.generate_summary,
+        context=r.context,
+        mode=_short("reasoning.mode", r.mode, 64),
+    )
 
 
 def _text(t: TextParam | None, limits: Limits) -> TextConfig:

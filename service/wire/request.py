@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from domain.objects import ReasoningText, SummaryText
+from domain.objects import AnyHostedToolChoice, ReasoningEffort, ReasoningText, SummaryText
 
 
 class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -116,11 +116,20 @@ class ToolChoiceCustomParam(_Strict, frozen=True, kw_only=True, tag_field="type"
     name: str
 
 
+class ToolChoiceMcpParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="mcp"):
+    server_label: str
+    name: str | None = None
+
+
+# A hosted kind (`{"type": "file_search"}`, ...) decodes straight to the domain's choice:
+# it has no field but its type.
 ToolChoiceParam = (
     Literal["none", "auto", "required"]
     | ToolChoiceFunctionParam
     | ToolChoiceCustomParam
     | ToolChoiceAllowedParam
+    | ToolChoiceMcpParam
+    | AnyHostedToolChoice
 )
 
 
@@ -149,9 +158,11 @@ class TextParam(_Strict, frozen=True, kw_only=True):
 
 
 class ReasoningParam(_Strict, frozen=True, kw_only=True):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: ReasoningEffort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+    mode: str | None = None  # openai-python: "standard", "pro" or another string
 
 
 # --- content parts --------------------------------------------------------------------------
@@ -240,7 +251,10 @@ class FunctionCallParam(_Item, frozen=True, kw_only=True, tag="function_call"):
 class FunctionCallOutputParam(_Item, frozen=True, kw_only=True, tag="function_call_output"):
     call_id: str
     output: str | list[ContentPartParam]  # parts: their text is joined
-    namespace: Any = None  # accepted, not kept: the call names its namespace
+    # Accepted, not kept: the call this output answers names its function and namespace
+    # (openai-python `FunctionCallOutput.name`, `.namespace`).
+    name: Any = None
+    namespace: Any = None
     caller: Any = None
 
 
@@ -344,7 +358,9 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     background: bool | None = None
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
+    service_tier: (
+        Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None
+    ) = None
     # Not in openai-python's params, sent by Codex CLI (its turn, session and thread ids):
     # kept in the request's facts for audit, never echoed.
     client_metadata: dict[str, Any] | None = None

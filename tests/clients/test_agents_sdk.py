@@ -5,6 +5,7 @@ its docs show for another provider; tracing is off (it would export to OpenAI)."
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import openai
 import pytest
@@ -117,3 +118,46 @@ async def test_an_openai_conversations_session(resplog_for_clients: ClientServer
     assert len(after) > len(remembered) > 0
     srv.traffic.assert_all_ok()
     assert srv.verify()["ok"] is True
+
+
+async def test_a_session_keeps_the_items_a_run_with_hosted_tools_adds(
+    resplog_for_clients: ClientServer,
+) -> None:
+    """A run whose model used hosted tools (here, as OpenAI would answer: a web search, an
+    MCP listing and call) hands the session every item, and `OpenAIConversationsSession`
+    adds them all through `conversations.items.create`: taken, and read back as added."""
+    from agents import OpenAIConversationsSession
+
+    srv = resplog_for_clients
+    items: list[Any] = [
+        {"role": "user", "content": "What's new in tea?"},
+        {
+            "type": "web_search_call",
+            "id": "ws_1",
+            "status": "completed",
+            "action": {"type": "search", "query": "tea news"},
+        },
+        {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "docs", "tools": []},
+        {
+            "type": "mcp_call",
+            "id": "mcp_1",
+            "server_label": "docs",
+            "name": "search",
+            "arguments": "{}",
+            "output": "nothing new",
+        },
+        {"type": "message", "role": "assistant", "content": "Nothing new."},
+    ]
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        session = OpenAIConversationsSession(openai_client=c)
+        await session.add_items(items)
+        kept = await session.get_items()
+    srv.traffic.assert_all_ok()
+    assert [i.get("type", "message") for i in kept] == [
+        "message",
+        "web_search_call",
+        "mcp_list_tools",
+        "mcp_call",
+        "message",
+    ]
+    assert kept[1] == items[1] and kept[3] == items[3]

@@ -202,3 +202,87 @@ def test_verify_finds_a_read_model_that_left_its_log(client: openai.OpenAI, serv
         _execute(server, f"DELETE FROM conversation_items WHERE conversation_id = '{conv.id}'")
         _execute(server, f"DELETE FROM events WHERE stream_id = '{conv.id}'")
         _execute(server, f"DELETE FROM conversations WHERE id = '{conv.id}'")
+
+
+# Items a client passes back from an OpenAI answer, of kinds no engine here is given, as
+# openai-python types them (`ConversationItem`); the Agents SDK's `OpenAIConversationsSession`
+# adds every item of a run, these included.
+PASSED_BACK: list[dict[str, Any]] = [
+    {
+        "type": "web_search_call",
+        "id": "ws_tea",
+        "status": "completed",
+        "action": {"type": "search", "query": "oolong brewing temperature"},
+    },
+    {"type": "mcp_list_tools", "id": "mcpl_tea", "server_label": "docs", "tools": []},
+    {"type": "local_shell_call_output", "output": "steeped"},
+]
+
+
+def test_items_of_kinds_no_engine_takes_join_a_conversation_as_sent(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """Never a 400 for an item OpenAI takes: each is kept as sent (an id is given to one
+    that came without), listed and retrieved as sent, and shown to no engine."""
+    conv = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "Tea?"}, PASSED_BACK[0]]
+    )
+    added = client.conversations.items.create(conv.id, items=PASSED_BACK[1:])  # type: ignore[arg-type]
+    assert [i.type for i in added.data] == ["mcp_list_tools", "local_shell_call_output"]
+    made = added.data[1].id
+    assert made.startswith("item_")
+    listed = [
+        i.model_dump(exclude_none=True)
+        for i in client.conversations.items.list(conv.id, order="asc").data
+    ]
+    assert listed[1:] == [PASSED_BACK[0], PASSED_BACK[1], {"id": made, **PASSED_BACK[2]}]
+    got = client.conversations.items.retrieve("ws_tea", conversation_id=conv.id)
+    assert got.model_dump(exclude_none=True) == PASSED_BACK[0]
+    seen = client.responses.create(
+        model="scripted", conversation=conv.id, input="And now?", metadata=TRANSCRIPT
+    )
+    assert seen.output_text.startswith("user: Tea? | user: And now?"), seen.output_text
+    assert "oolong" not in seen.output_text and "steeped" not in seen.output_text
+    shown = subprocess.run(
+        [RESPLOG, "conversations", "show", conv.id, "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "ws_tea web_search_call" in shown.stdout and f"{made} local_shell_call_output" in (
+        shown.stdout
+    )
+    checked = subprocess.run(
+        [RESPLOG, "verify", "--all", "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("item", "param"),
+    [
+        ({**PASSED_BACK[0], "id": 7}, "items[0].id"),
+        ({**PASSED_BACK[0], "id": "w" * 129}, "items[0].id"),
+        ({"type": "set_aside", "item": PASSED_BACK[0]}, "items[0].type"),
+    ],
+)
+def test_a_bad_set_aside_item_is_a_400_and_adds_nothing(
+    client: openai.OpenAI, item: dict[str, Any], param: str
+) -> None:
+    conv = client.conversations.create()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.items.create(conv.id, items=[item])  # type: ignore[list-item]
+    assert caught.value.body["param"] == param  # type: ignore[index]
+    assert client.conversations.items.list(conv.id).data == []
+
+
+def test_an_approval_answer_without_an_id_gets_one(client: openai.OpenAI) -> None:
+    """Every item kind a conversation takes is given an id of the server's when it has
+    none (an `mcp_approval_response` once had no prefix, and failed)."""
+    conv = client.conversations.create()
+    answer = {"type": "mcp_approval_response", "approval_request_id": "mcpr_x", "approve": True}
+    added = client.conversations.items.create(conv.id, items=[answer])  # type: ignore[list-item]
+    assert added.data[0].id.startswith("mcpr_")

@@ -29,7 +29,19 @@ from domain.objects import (
     InputText,
     ItemReference,
 )
-from domain.tools import custom_input, function_view, not_offered, offered, resolve
+from domain.tools import (
+    BROWSER,
+    BROWSER_TYPES,
+    PYTHON,
+    PYTHON_TYPES,
+    OfferedTool,
+    custom_input,
+    function_view,
+    narrowed,
+    not_offered,
+    offered,
+    resolve,
+)
 from service.toolcalls import tool_calls
 from service.wire import Limits, parse_create_body, with_client_headers
 from tests.fakes.prompts import make_prompt
@@ -205,7 +217,74 @@ def test_tool_choice_names_a_custom_tool_and_allowed_tools_may_name_hosted_kinds
     with pytest.raises(InvalidRequest):
         parse(tools=[CUSTOM], tool_choice={"type": "function", "name": "apply_patch"})
     with pytest.raises(InvalidRequest):
-        parse(tools=[{"type": "web_search"}], tool_choice="required")
+        parse(tool_choice="required")
+    # OpenAI runs its hosted tools, so "required" over them alone is no error there; here
+    # it is echoed and leaves the model nothing to call.
+    hosted = parse(tools=[{"type": "web_search"}], tool_choice="required").response
+    assert hosted.tool_choice == "required"
+    assert narrowed(offered(hosted.tools), hosted.tool_choice) == []
+
+
+MCP_TOOL: dict[str, Any] = {
+    "type": "mcp",
+    "server_label": "docs",
+    "server_url": "http://127.0.0.1:1/mcp",
+    "require_approval": "never",
+}
+DOCS = [
+    OfferedTool(name="search", server_label="docs"),
+    OfferedTool(name="fetch", server_label="docs"),
+]
+
+
+def test_tool_choice_may_force_an_mcp_server_or_one_of_its_tools() -> None:
+    """openai-python `ToolChoiceMcp`: echoed as sent; the model is left that server's
+    tools (or the one named), which a chat upstream must call."""
+    for choice in (
+        {"type": "mcp", "server_label": "docs"},
+        {"type": "mcp", "server_label": "docs", "name": "fetch"},
+    ):
+        resp = parse(tools=[MCP_TOOL], tool_choice=choice).response
+        assert msgspec.to_builtins(resp.tool_choice) == choice
+        left = narrowed([*DOCS, OfferedTool(name="f")], resp.tool_choice)
+        assert [t.name for t in left] == (["fetch"] if "name" in choice else ["search", "fetch"])
+        wire = chat_request(
+            make_prompt(tools=[*DOCS, OfferedTool(name="f")], tool_choice=resp.tool_choice), "m"
+        )
+        assert wire["tool_choice"] == "required"
+        assert [t["function"]["name"] for t in wire["tools"]] == [t.name for t in left]
+    with pytest.raises(InvalidRequest) as other:
+        parse(tools=[MCP_TOOL], tool_choice={"type": "mcp", "server_label": "wiki"})
+    assert other.value.param == "tool_choice.server_label"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "file_search",
+        "web_search_preview",
+        "computer_use_preview",
+        "code_interpreter",
+        "shell",
+        "apply_patch",
+        "programmatic_tool_calling",
+    ],
+)
+def test_tool_choice_may_force_a_hosted_kind_which_leaves_only_its_built_in(kind: str) -> None:
+    """A hosted kind (openai-python `ToolChoiceTypes`, `ToolChoiceShell`, ...) is accepted
+    whatever the tools, echoed as sent, and leaves the model what stands for it here: the
+    tool server's built-in (`web_search*` the browser, `code_interpreter` python), else no
+    tool at all, and then a chat upstream is sent none."""
+    resp = parse(tools=[{"type": "function", "name": "f"}], tool_choice={"type": kind}).response
+    assert msgspec.to_builtins(resp.tool_choice) == {"type": kind}
+    everything = [OfferedTool(name="f"), *BROWSER, PYTHON]
+    left = narrowed(everything, resp.tool_choice)
+    expected = BROWSER if kind in BROWSER_TYPES else [PYTHON] if kind in PYTHON_TYPES else []
+    assert left == expected
+    body = chat_request(
+        make_prompt(tools=[OfferedTool(name="f")], tool_choice=resp.tool_choice), "m"
+    )
+    assert "tools" not in body and "tool_choice" not in body
 
 
 # --- what the engines see ----------------------------------------------------------------------

@@ -467,10 +467,10 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
     ),
     (
         "reasoning_bad_effort",
-        {"reasoning": {"effort": "max"}},
+        {"reasoning": {"effort": "maximal"}},
         "reasoning.effort",
         "invalid_value",
-        "Invalid value for 'reasoning.effort': Invalid enum value 'max'.",
+        "Invalid value for 'reasoning.effort': Invalid enum value 'maximal'.",
     ),
     (
         "metadata_too_many_pairs",
@@ -908,6 +908,23 @@ def test_accepted_options_are_mapped() -> None:
         "k",
         "u1",
         False,
+    )
+
+
+def test_reasoning_context_and_mode_are_echoed_only_when_sent() -> None:
+    """openai-python `Reasoning.context` and `.mode` (and the effort `max`): echoed as sent
+    (the engines' use of them: docs/engines.md); absent from a response that sent none, so
+    the responses of earlier versions read the same."""
+    asked = {"effort": "max", "context": "all_turns", "mode": "pro", "summary": "auto"}
+    r = parse({"model": "m", "input": "x", "reasoning": asked}).response
+    assert msgspec.to_builtins(r.reasoning) == asked
+    plain = parse({"model": "m", "input": "x", "reasoning": {"effort": "low"}}).response
+    assert msgspec.to_builtins(plain.reasoning) == {"effort": "low", "summary": None}
+    assert rejected({"model": "m", "input": "x", "reasoning": {"mode": "m" * 65}}).param == (
+        "reasoning.mode"
+    )
+    assert rejected({"model": "m", "input": "x", "reasoning": {"context": "some"}}).param == (
+        "reasoning.context"
     )
 
 

@@ -58,6 +58,7 @@ _EFFORT = {
     "medium": ReasoningEffort.MEDIUM,
     "high": ReasoningEffort.HIGH,
     "xhigh": ReasoningEffort.HIGH,
+    "max": ReasoningEffort.HIGH,
 }
 # The content type gpt-oss writes on a function call, and must read back on one.
 JSON_CONTENT_TYPE = "<|constrain|>json"
@@ -94,7 +95,12 @@ class HarmonyRenderer:
         developer = _developer(prompt)
         if developer is not None:
             head.append(developer)
-        return Conversation.from_messages(head + drop_spent_reasoning(_body(prompt)))
+        body = _body(prompt)
+        # `reasoning.context: "all_turns"` shows the model every turn's reasoning; otherwise
+        # (`current_turn`, `auto`, unset) gpt-oss's own rule applies.
+        if prompt.reasoning.context != "all_turns":
+            body = drop_spent_reasoning(body)
+        return Conversation.from_messages(head + body)
 
     def render(self, prompt: Prompt) -> list[int]:
         """Prompt token ids, ending in `<|start|>assistant`."""

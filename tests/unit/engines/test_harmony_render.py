@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from openai_harmony import (
     Author,
@@ -24,6 +25,7 @@ from domain.objects import (
     FunctionToolChoice,
     InputMessage,
     InputText,
+    ReasoningConfig,
     TextConfig,
 )
 from domain.tools import OfferedTool, offered
@@ -113,6 +115,7 @@ def test_the_system_message_carries_date_cutoff_and_channels(renderer: HarmonyRe
         ("medium", "medium"),
         ("high", "high"),
         ("xhigh", "high"),
+        ("max", "high"),
     ],
 )
 def test_reasoning_effort_maps_to_the_system_message(
@@ -184,6 +187,18 @@ def test_reasoning_of_turns_that_ended_in_an_answer_is_dropped(renderer: Harmony
     assert "<|channel|>final<|message|>Hello!<|end|>" in rendered
     assert "<|channel|>final<|message|>It is 20C.<|end|>" in rendered
     assert f"<|message|>{ARGS}<|call|>" in rendered  # earlier tool calls are kept
+
+
+@pytest.mark.parametrize("context", ["all_turns", "current_turn", "auto"])
+def test_reasoning_context_all_turns_keeps_every_turns_reasoning(
+    renderer: HarmonyRenderer, context: Any
+) -> None:
+    """openai-python `Reasoning.context`: "all_turns" shows the model the reasoning of the
+    turns that ended in an answer too; the others keep gpt-oss's rule."""
+    history = [turn([user("Hi")], [reasoning("first thought"), answer("Hello!")])]
+    prompt = make_prompt([user("Thanks")], history=history)
+    prompt = msgspec.structs.replace(prompt, reasoning=ReasoningConfig(context=context))
+    assert ("first thought" in text(renderer, prompt)) == (context == "all_turns")
 
 
 def test_continuation_matches_harmonys_own_drop_for_one_earlier_turn(
