@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from domain.batch import Batch, require
-from domain.builder import close_item, to_usage
+from domain.builder import close_item, finish, to_usage
 from domain.events import (
     EndFacts,
     RequestFacts,
@@ -18,7 +18,7 @@ from domain.events import (
     ResponseQueued,
 )
 from domain.fold import terminal_snapshot
-from domain.generation import TokenUsage
+from domain.generation import Finished, TokenUsage
 from domain.objects import ResponseError, ResponseObject
 from domain.state import Decision, ResponseState
 
@@ -44,6 +44,19 @@ def create(response: ResponseObject, facts: RequestFacts) -> Decision:
     else:
         batch.add(lambda n: ResponseInProgress(sequence_number=n, response=initial))
     return batch.decision()
+
+
+def prepare(response: ResponseObject, facts: RequestFacts, *, now: int) -> Decision:
+    """Record a response that asks for no output (OpenAI's WebSocket `generate: false`)
+    and complete it at once: no output, no tokens. It is a turn like any other, so a
+    later request may continue it by `previous_response_id`."""
+    made = create(response, facts)
+    state, events = made.state, list(made.events)
+    if state.status == "queued":
+        started = start(state)
+        state, events = started.state, [*events, *started.events]
+    done = finish(state, Finished(reason="stop", usage=TokenUsage()), now=now)
+    return Decision([*events, *done.events], done.state)
 
 
 def start(state: ResponseState) -> Decision:

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from domain.commands import create
+from domain.commands import create, prepare
 from domain.compaction import compacted, from_last_compaction
 from domain.errors import InvalidRequest
 from domain.events import RequestFacts
@@ -119,6 +119,10 @@ async def create_response(
         extra=extra,
         reasoning_events=svc.reasoning_events,
     )
+    if not req.generate:  # recorded and completed at once; no engine is asked
+        done = prepare(response, facts, now=int(svc.clock()))
+        await svc.writer.create(rid, done.events)
+        return Started(done.state, None)
     decision = create(response, facts)
     # A plain response is created `in_progress`, leased to this process by the insert that
     # creates it. A background one is too if this process has a slot free for it (held now,

@@ -312,6 +312,17 @@ def _create_of(raw: dict[str, Any], settings: Settings) -> CreateRequest:
             param="stream",
             code="invalid_value",
         )
-    body = {k: v for k, v in raw.items() if k not in ("type", "stream_id")}
+    generate = raw.get("generate", True)
+    if not isinstance(generate, bool):
+        raise InvalidRequest(
+            "Invalid value for 'generate': Expected `bool`.",
+            param="generate",
+            code="invalid_value",
+        )
+    body = {k: v for k, v in raw.items() if k not in ("type", "stream_id", "generate")}
     body["stream"] = True
-    return parse_create_body(msgspec.json.encode(body), settings.limits)
+    req = parse_create_body(msgspec.json.encode(body), settings.limits)
+    if generate:
+        return req
+    # The warm-up is a fact of the request, so the log says why no engine was asked.
+    return msgspec.structs.replace(req, generate=False, extra={**req.extra, "generate": False})

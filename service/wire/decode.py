@@ -127,6 +127,9 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
     # Each `mcp` server's headers (its `authorization` as a bearer header among them), by
     # label: secrets, never stored as sent (service/mcploop.py seals them).
     secrets: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
+    # False: record the response and complete it with no output, the engine never asked (a
+    # WebSocket `response.create` with `generate: false`, OpenAI's warm-up; docs/websocket.md).
+    generate: bool = True
 
     @property
     def background(self) -> bool:

@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.conftest import Server
+from tests.e2e.test_agent_wire import facts
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")
 TRANSCRIPT = {"scripted_mode": "transcript"}
@@ -121,6 +122,29 @@ def test_a_continuation_over_the_socket_sees_the_conversation(
     assert three.output_text.endswith(tail)
 
 
+def test_generate_false_records_a_turn_with_no_output_that_a_later_one_continues(
+    conn: ResponsesConnection, client: openai.OpenAI, http: httpx.Client, server: Server
+) -> None:
+    """OpenAI's warm-up (`generate: false`, openai-python `ResponsesClientEvent`): the
+    response is recorded and completed at once, with no output and no tokens, and no engine
+    is asked; the request's facts say so. A later turn continues it, over the socket (from
+    the connection's cache) and over HTTP (from the log)."""
+    warm = turn(conn, model="scripted", input="the setup", metadata=TRANSCRIPT, generate=False)
+    kinds = [e["type"] for e in warm]
+    assert kinds == ["response.created", "response.in_progress", "response.completed"]
+    end = warm[-1]["response"]
+    assert end["output"] == [] and end["usage"]["total_tokens"] == 0
+    rid = warm[0]["response"]["id"]
+    assert stored(http, rid) == warm
+    assert facts(server, rid)["extra"] == {"generate": False}
+    on = turn(conn, model="scripted", input="go", metadata=TRANSCRIPT, previous_response_id=rid)
+    assert final_text(on) == "user: the setup | user: go"
+    over_http = client.responses.create(
+        model="scripted", input="again", metadata=TRANSCRIPT, previous_response_id=rid
+    )
+    assert over_http.output_text == "user: the setup | user: again"
+
+
 def test_a_store_false_chain_continues_only_on_its_connection(
     client: openai.OpenAI, http: httpx.Client
 ) -> None:
@@ -199,6 +223,11 @@ BAD: list[tuple[str | bytes, str | None, str | None]] = [
     (
         '{"type": "response.create", "model": "scripted", "input": "x", "stream_id": 7}',
         "stream_id",
+        "invalid_value",
+    ),
+    (
+        '{"type": "response.create", "model": "scripted", "input": "x", "generate": "no"}',
+        "generate",
         "invalid_value",
     ),
     ("[" * 10_000, None, "invalid_json"),

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from domain.builder import emit, finish
-from domain.commands import cancel, create, fail, start
+from domain.commands import cancel, create, fail, prepare, start
 from domain.errors import InvalidTransition, NotFound
 from domain.events import (
     AnyEvent,
@@ -123,6 +123,20 @@ def test_create_starts_from_a_clean_snapshot_whatever_it_is_given() -> None:
     assert resp.model == dirty.model
     assert resp.tools == dirty.tools
     assert resp.instructions == dirty.instructions
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_prepare_records_and_completes_a_response_with_no_output(background: bool) -> None:
+    """OpenAI's WebSocket `generate: false`: one decision, from `response.created` to
+    `response.completed`, no output, no tokens; its replay is the same state."""
+    d = prepare(make_response(background=background), make_facts(), now=NOW)
+    middle = ["response.queued", "response.in_progress"] if background else ["response.in_progress"]
+    assert tags(d.events) == ["response.created", *middle, "response.completed"]
+    assert [e.sequence_number for e in d.events] == list(range(len(d.events)))
+    assert d.state.status == "completed" and d.state.response is not None
+    assert d.state.response.output == [] and d.state.response.usage is not None
+    assert d.state.response.usage.total_tokens == 0
+    assert replay(d.events) == d.state
 
 
 def test_start_moves_a_queued_response_to_in_progress() -> None:

@@ -1,8 +1,9 @@
-"""Everything the installed `openai` SDK can send decodes: each field of its create, count,
-compact and conversation params, and each alternative inside them (every input item and
-tool type, every literal value), built from the SDK's own TypedDicts. What is refused is
-refused for one of the reasons the docs give (`REFUSALS`), never because a shape is new to
-this server. A new SDK release that adds a shape fails here until it is served or set aside.
+"""Everything the installed `openai` SDK can send decodes: each field of its create,
+count, compact, WebSocket `response.create` and conversation params, and each alternative
+inside them (every input item and tool type, every literal value), built from the SDK's own
+TypedDicts. What is refused is refused for one of the reasons the docs give (`REFUSALS`),
+never because a shape is new to this server. A new SDK release that adds a shape fails here
+until it is served or set aside.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from openai.types.responses import (
     input_token_count_params,
     response_compact_params,
     response_create_params,
+    responses_client_event_param,
 )
 from typing_extensions import is_typeddict
 
+from adapters.http.sockets import _create_of
 from domain.errors import InvalidRequest
+from service.settings import Settings
 from service.wire import Limits, parse_create_body
 from service.wire.conversations import parse_add_items, parse_create_conversation
 from service.wire.decode import parse_compact_body, parse_input_tokens_body
@@ -110,6 +114,11 @@ SURFACES: dict[str, tuple[Any, Parse, dict[str, Any]]] = {
         response_compact_params.ResponseCompactParams,
         lambda b: parse_compact_body(b, LIMITS),
         {"model": "m", "input": "hi"},
+    ),
+    "responses.connect: response.create": (
+        responses_client_event_param.ResponseCreate,
+        lambda b: _create_of(msgspec.json.decode(b), Settings()),
+        {"type": "response.create", "model": "m", "input": "hi"},
     ),
     "conversations.create": (
         conversation_create_params.ConversationCreateParams,
