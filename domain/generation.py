@@ -68,6 +68,8 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     include: list[str] = msgspec.field(default_factory=list)  # the request's `include`
     top_logprobs: int = 0  # alternatives per token, when `include` asks for logprobs
+    presence_penalty: float = 0.0  # the request's (Open Responses); 0 leaves sampling as is
+    frequency_penalty: float = 0.0
     # Hints for an upstream that uses them (an OpenAI-compatible chat API): the request's
     # `prompt_cache_key`, `safety_identifier`, and `service_tier` unless the default.
     hints: dict[str, str] = msgspec.field(default_factory=dict)

@@ -383,7 +383,7 @@ class CustomToolChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="c
 
 
 class AllowedToolsChoice(_Obj, frozen=True, kw_only=True, tag_field="type", tag="allowed_tools"):
-    mode: Literal["auto", "required"]
+    mode: Literal["none", "auto", "required"]
     tools: list[dict[str, Any]]
 
 

@@ -202,6 +202,8 @@ def narrowed(tools: list[OfferedTool], choice: ToolChoice) -> list[OfferedTool]:
             return [t for t in tools if t.name == name and not t.custom]
         case CustomToolChoice(name=name):
             return [t for t in tools if t.name == name and t.custom]
+        case AllowedToolsChoice(mode="none"):
+            return []
         case AllowedToolsChoice(tools=entries):
             allowed = {(e.get("type"), e.get("name")) for e in entries}
             return [t for t in tools if ("custom" if t.custom else "function", t.name) in allowed]

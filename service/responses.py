@@ -424,6 +424,8 @@ def build_prompt(
         metadata=response.metadata,
         include=list(include or []),
         top_logprobs=response.top_logprobs or 0,
+        presence_penalty=response.presence_penalty,
+        frequency_penalty=response.frequency_penalty,
         hints=_hints(response),
         compaction=compaction,
     )

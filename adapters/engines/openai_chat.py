@@ -212,6 +212,8 @@ def chat_request(prompt: Prompt, model: str) -> dict[str, Any]:
         "max_tokens": prompt.max_output_tokens,
         "temperature": prompt.temperature,
         "top_p": prompt.top_p,
+        "presence_penalty": prompt.presence_penalty or None,
+        "frequency_penalty": prompt.frequency_penalty or None,
         "reasoning_effort": prompt.reasoning.effort,
         "response_format": _response_format(prompt),
     }

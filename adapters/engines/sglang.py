@@ -328,6 +328,10 @@ class SglangEngine(HttpEngine):
             params["temperature"] = prompt.temperature
         if prompt.top_p is not None:
             params["top_p"] = prompt.top_p
+        if prompt.presence_penalty:
+            params["presence_penalty"] = prompt.presence_penalty
+        if prompt.frequency_penalty:
+            params["frequency_penalty"] = prompt.frequency_penalty
         schema = constraint(prompt)
         if schema is not None:
             params["json_schema"] = schema

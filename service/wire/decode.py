@@ -454,6 +454,8 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         )
     _check_range("temperature", p.temperature, 0, 2)
     _check_range("top_p", p.top_p, 0, 1)
+    _check_range("presence_penalty", p.presence_penalty, -2, 2)
+    _check_range("frequency_penalty", p.frequency_penalty, -2, 2)
     _check_range("top_logprobs", p.top_logprobs, 0, 20)
     if p.max_output_tokens is not None:
         _check_range("max_output_tokens", p.max_output_tokens, 16, limits.max_output_tokens)
@@ -487,6 +489,8 @@ def _to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         tools=tools,
         top_logprobs=p.top_logprobs or 0,
         top_p=1.0 if p.top_p is None else p.top_p,
+        presence_penalty=p.presence_penalty or 0.0,
+        frequency_penalty=p.frequency_penalty or 0.0,
         truncation=p.truncation or "disabled",
         conversation=msgspec.UNSET if conversation is None else ConversationRef(id=conversation),
         prompt_cache_retention=(

@@ -11,7 +11,7 @@ import msgspec
 from domain.errors import InvalidRequest
 
 # Content part kinds of OpenAI's that resplog cannot take; refused as unsupported, not invalid.
-UNSUPPORTED_PARTS = ("input_audio",)
+UNSUPPORTED_PARTS = ("input_audio", "input_video")
 _STEP = re.compile(r"\.?([^.\[]+)|\[(\d+)\]|(\[[^\]]*\])")
 _ABSENT = object()
 

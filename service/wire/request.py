@@ -108,7 +108,9 @@ class ToolChoiceFunctionParam(_Strict, frozen=True, kw_only=True, tag_field="typ
 class ToolChoiceAllowedParam(
     _Strict, frozen=True, kw_only=True, tag_field="type", tag="allowed_tools"
 ):
-    mode: Literal["auto", "required"]
+    # openai-python requires `auto` or `required`; the Open Responses `AllowedToolsParam`
+    # also takes `none`, and no mode at all (`auto`, which the response then echoes).
+    mode: Literal["none", "auto", "required"] = "auto"
     tools: list[dict[str, Any]]
 
 
@@ -344,6 +346,9 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     max_tool_calls: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    # The Open Responses `CreateResponseBody`'s (openai-python's create has neither).
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
     top_logprobs: int | None = None
     reasoning: ReasoningParam | None = None
     text: TextParam | None = None

@@ -60,10 +60,10 @@ SCHEMA_ONLY_TYPES = {"response.reasoning.delta", "response.reasoning.done"}
 SDK_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("Response", "presence_penalty"): "the Open Responses schema requires it; OpenAI has none",
     ("Response", "frequency_penalty"): "the Open Responses schema requires it; OpenAI has none",
-    ("Response", "store"): "the Open Responses schema requires it; the SDK (3.60) leaves it out",
+    ("Response", "store"): "the Open Responses schema requires it; the SDK (3.63) leaves it out",
     ("ResponseFunctionCallArgumentsDoneEvent", "name"): (
         "resplog has always sent the function's name here for clients that read it; neither "
-        "the SDK (3.60) nor the schema declares it, and both allow extra fields"
+        "the SDK (3.63) nor the schema declares it, and both allow extra fields"
     ),
     ("Logprob", "bytes"): (
         "the Open Responses schema's `LogProb` requires `bytes` in the text events too; the "

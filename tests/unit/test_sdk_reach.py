@@ -9,10 +9,12 @@ until it is served or set aside.
 from __future__ import annotations
 
 import collections.abc as cabc
+import json
 import re
 import types
 import typing
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import msgspec
@@ -173,3 +175,69 @@ def test_the_sweep_reaches_every_input_item_and_tool_type() -> None:
     tools = {t.get("type") for s in sent for t in s.get("tools", [])}
     assert {"function_call_output", "web_search_call", "mcp_call", "program_output"} <= items
     assert {"function", "mcp", "namespace", "apply_patch", "shell"} <= tools
+
+
+# --- the Open Responses spec's request body (tests/fixtures/openresponses/request.json) ------
+
+SPEC = json.loads((Path(__file__).parents[1] / "fixtures/openresponses/request.json").read_text())
+SCHEMAS: dict[str, Any] = SPEC["components"]["schemas"]
+
+
+def _resolved(schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = SCHEMAS[schema["$ref"].rpartition("/")[2]]
+    if "allOf" in schema:
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            merged.update(_resolved(part))
+        schema = {**merged, **{k: v for k, v in schema.items() if k != "allOf"}}
+    return schema
+
+
+def spec_variants(schema: dict[str, Any], depth: int = 0) -> list[Any]:
+    """`variants` for a JSON schema: every `anyOf`/`oneOf` branch, every enum value."""
+    schema = _resolved(schema)
+    if depth > 9:
+        return []
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return [v for branch in schema[key] for v in spec_variants(branch, depth + 1)]
+    if "enum" in schema:
+        return list(schema["enum"])
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        per_key = {k: spec_variants(v, depth + 1) for k, v in schema.get("properties", {}).items()}
+        full = {key: vs[0] for key, vs in per_key.items() if vs}
+        return [full] + [{**full, key: v} for key, vs in per_key.items() for v in vs[1:]]
+    if kind == "array":
+        return [[v] for v in spec_variants(schema.get("items", {}), depth + 1)] or [[]]
+    return {"string": ["x"], "integer": [16], "number": [0.5], "boolean": [False]}.get(
+        str(kind), [] if kind == "null" else [{}]
+    )
+
+
+def test_every_shape_the_open_responses_spec_allows_is_taken_or_refused_for_a_reason() -> None:
+    """The other contract: every field of the spec's `CreateResponseBody`, and every
+    alternative inside it, decodes, or is refused for a documented reason (REFUSALS; an
+    image or file part with no data, which the spec leaves optional; video, which no
+    engine here can see)."""
+    spec_refusals = [
+        *REFUSALS.values(),
+        r"Invalid '[^']*\.(image_url|file_data)': expected a data URL",
+        r"Invalid '[^']*\.type': input_video content is not supported",
+    ]
+    body = _resolved(SPEC["request_body"])
+    tried, refused = 0, []
+    for key, schema in body["properties"].items():
+        values = [IDS[key]] if key in IDS else spec_variants(schema)
+        for value in values if key != "stream" else []:
+            tried += 1
+            try:
+                parse_create_body(
+                    msgspec.json.encode({"model": "m", "input": "hi", key: value}), LIMITS
+                )
+            except InvalidRequest as exc:
+                if not any(re.match(r, exc.message) for r in spec_refusals):
+                    refused.append(f"{key}={msgspec.json.encode(value)[:200]!r}: {exc.message}")
+    assert tried > 50, tried
+    assert not refused, "\n".join(refused)

@@ -21,6 +21,7 @@ from domain.generation import (
     TextDelta,
 )
 from domain.objects import (
+    AllowedToolsChoice,
     CustomToolCallOutput,
     CustomToolChoice,
     InputCustomToolCall,
@@ -223,6 +224,22 @@ def test_tool_choice_names_a_custom_tool_and_allowed_tools_may_name_hosted_kinds
     hosted = parse(tools=[{"type": "web_search"}], tool_choice="required").response
     assert hosted.tool_choice == "required"
     assert narrowed(offered(hosted.tools), hosted.tool_choice) == []
+
+
+def test_allowed_tools_may_say_none_or_leave_the_mode_out() -> None:
+    """The Open Responses `AllowedToolsParam`: `mode` is optional (echoed as `auto`) and may
+    be `none` (the model is left no tool)."""
+    tools = [{"type": "function", "name": "f"}]
+    entry = [{"type": "function", "name": "f"}]
+    plain = parse(tools=tools, tool_choice={"type": "allowed_tools", "tools": entry}).response
+    assert plain.tool_choice == AllowedToolsChoice(mode="auto", tools=entry)
+    none = parse(
+        tools=tools, tool_choice={"type": "allowed_tools", "tools": entry, "mode": "none"}
+    ).response
+    assert narrowed(offered(none.tools), none.tool_choice) == []
+    assert "tools" not in chat_request(
+        make_prompt(tools=offered(none.tools), tool_choice=none.tool_choice), "m"
+    )
 
 
 MCP_TOOL: dict[str, Any] = {

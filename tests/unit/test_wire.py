@@ -911,6 +911,13 @@ def test_accepted_options_are_mapped() -> None:
     )
 
 
+def test_penalties_of_the_open_responses_body_are_echoed_and_bounded() -> None:
+    r = parse({"model": "m", "input": "x", "presence_penalty": 0.5, "frequency_penalty": -2})
+    assert (r.response.presence_penalty, r.response.frequency_penalty) == (0.5, -2.0)
+    for name in ("presence_penalty", "frequency_penalty"):
+        assert rejected({"model": "m", "input": "x", name: 2.5}).param == name
+
+
 def test_reasoning_context_and_mode_are_echoed_only_when_sent() -> None:
     """openai-python `Reasoning.context` and `.mode` (and the effort `max`): echoed as sent
     (the engines' use of them: docs/engines.md); absent from a response that sent none, so

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from adapters.engines._http import Timeouts
@@ -150,6 +151,19 @@ async def test_the_request_is_rendered_ids_with_known_sampling_params(
         "temperature": 0.7,
         "top_p": 0.9,
     }
+
+
+async def test_penalties_are_sent_only_when_set(fake_sglang: FakeProcess) -> None:
+    """The Open Responses `presence_penalty` and `frequency_penalty`: sglang's own
+    sampling keys of the same names, left out at 0 (sglang's default)."""
+    prompt = msgspec.structs.replace(ask("Hi"), presence_penalty=0.5, frequency_penalty=-1.0)
+    async with engine(fake_sglang) as e:
+        await run(e, prompt)
+        await run(e, ask("Hi"))
+    first, plain = (r["sampling_params"] for r in fake_sglang.log()["requests"][-2:])
+    assert (first["presence_penalty"], first["frequency_penalty"]) == (0.5, -1.0)
+    assert set(first) <= SAMPLING_KEYS
+    assert "presence_penalty" not in plain and "frequency_penalty" not in plain
 
 
 async def test_without_max_output_tokens_the_budget_is_the_configured_default(

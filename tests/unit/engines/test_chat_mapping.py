@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from adapters.engines.openai_chat import ChatStream, chat_messages, chat_request
@@ -118,9 +119,17 @@ def test_the_request_streams_with_usage_and_sampling() -> None:
     assert body["tool_choice"] == "auto"
 
 
+def test_penalties_are_passed_when_set() -> None:
+    prompt = msgspec.structs.replace(make_prompt(), presence_penalty=0.5, frequency_penalty=-1.0)
+    body = chat_request(prompt, "m")
+    assert (body["presence_penalty"], body["frequency_penalty"]) == (0.5, -1.0)
+
+
 def test_unset_parameters_are_not_sent() -> None:
     body = chat_request(make_prompt(), "m")
     for key in (
+        "presence_penalty",
+        "frequency_penalty",
         "max_tokens",
         "temperature",
         "top_p",
