@@ -7,6 +7,7 @@ from typing import Literal
 
 import msgspec
 
+from domain.errors import NotFound
 from service.bundle import Bundle
 
 
@@ -44,3 +45,15 @@ def list_models(svc: Bundle) -> ModelList:
     """The models the engine serves, as OpenAI's model list."""
     engine = svc.engine
     return ModelList(data=[Model(id=m, owned_by=f"resplog-{engine.name}") for m in engine.models()])
+
+
+def retrieve_model(svc: Bundle, model: str) -> Model:
+    """One model a create may name (openai-python `client.models.retrieve`): any the
+    engine serves, listed or not (the scripted engine takes any name); else OpenAI's 404."""
+    if not svc.engine.serves(model):
+        raise NotFound(
+            f"The model '{model[:256]}' does not exist or you do not have access to it.",
+            param="model",
+            code="model_not_found",
+        )
+    return Model(id=model, owned_by=f"resplog-{svc.engine.name}")

@@ -126,6 +126,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             routes.delete_response,
             routes.input_items,
             routes.list_models,
+            routes.retrieve_model,
             routes.health,
             ready,
             openapi_json,

@@ -285,6 +285,11 @@ async def list_models(bundle: Bundle) -> status.ModelList:
     return status.list_models(bundle)
 
 
+@get("/v1/models/{model:path}", summary="One model a create may name", responses=_ERRORS)
+async def retrieve_model(bundle: Bundle, model: str) -> status.Model:
+    return status.retrieve_model(bundle, model.removeprefix("/"))
+
+
 @get("/health", summary="Liveness", include_in_schema=True)
 async def health() -> status.Health:
     return status.Health(status="ok")

@@ -433,6 +433,11 @@ def test_ids_are_checked_and_unknown_ids_are_404(client: openai.OpenAI, http: ht
 
 def test_models_health_ready_and_openapi(client: openai.OpenAI, http: httpx.Client) -> None:
     assert [m.id for m in client.models.list()] == ["scripted"]
+    # `models.retrieve`: any name a create may use (the scripted engine takes any), slashes
+    # and all, as vLLM's served names have them.
+    for name in ("scripted", "openai/gpt-oss-120b"):
+        got = client.models.retrieve(name)
+        assert (got.id, got.owned_by, got.object) == (name, "resplog-scripted", "model")
     assert http.get("/health").status_code == 200
     assert http.get("/ready").json()["status"] == "ready"
     doc = http.get("/openapi.json").json()
@@ -443,6 +448,7 @@ def test_models_health_ready_and_openapi(client: openai.OpenAI, http: httpx.Clie
         "/v1/responses/{response_id}/events",
         "/v1/responses/{response_id}/input_items",
         "/v1/models",
+        "/v1/models/{model}",
     ):
         assert path in doc["paths"], path
     body = doc["paths"]["/v1/responses"]["post"]["requestBody"]["content"]["application/json"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import pytest
@@ -447,3 +447,20 @@ async def test_a_slow_streams_sse_gets_keepalives_from_its_tails_idle_wakes(
     stored = await svc.store.read(rid)
     assert stored[-1].type == "response.completed"
     assert body == b"".join(sse.sse_frame(e) for e in stored) + sse.DONE
+
+
+def test_a_model_the_engine_does_not_serve_is_openais_404() -> None:
+    """`GET /v1/models/{model}` on a server started with `--model`: that name only."""
+    from types import SimpleNamespace
+
+    from adapters.engines.scripted import ScriptedEngine
+    from service.status import retrieve_model
+
+    svc: Any = SimpleNamespace(engine=ScriptedEngine(model="gpt-oss-120b", only_model=True))
+    assert retrieve_model(svc, "gpt-oss-120b").id == "gpt-oss-120b"
+    with pytest.raises(NotFound) as missing:
+        retrieve_model(svc, "gpt-5")
+    assert missing.value.code == "model_not_found" and missing.value.param == "model"
+    assert str(missing.value) == (
+        "The model 'gpt-5' does not exist or you do not have access to it."
+    )
