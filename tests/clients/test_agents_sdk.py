@@ -161,3 +161,43 @@ async def test_a_session_keeps_the_items_a_run_with_hosted_tools_adds(
         "message",
     ]
     assert kept[1] == items[1] and kept[3] == items[3]
+
+
+async def test_a_compaction_session_compacts_through_the_server(
+    resplog_for_clients: ClientServer,
+) -> None:
+    """`OpenAIResponsesCompactionSession` over a local session: after each run it calls
+    `responses.compact` (here on every run), keeps the sealed `compaction` item it gets back
+    instead of the history, and passes it as input on the next run, which the server opens
+    and gives the model in the history's place."""
+    from agents import SQLiteSession
+    from agents.memory.openai_responses_compaction_session import (
+        OpenAIResponsesCompactionSession,
+    )
+
+    srv = resplog_for_clients
+    config = RunConfig(tracing_disabled=True)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        session = OpenAIResponsesCompactionSession(
+            "compacted",
+            SQLiteSession("compacted"),
+            client=c,
+            model=srv.model,
+            should_trigger_compaction=lambda _: True,
+        )
+        agent = Agent(
+            name="plain",
+            instructions="Answer briefly.",
+            model=OpenAIResponsesModel(model=srv.model, openai_client=c),
+        )
+        await Runner.run(agent, "Remember the word teapot.", run_config=config, session=session)
+        kept = await session.get_items()
+        second = await Runner.run(agent, "Which word?", run_config=config, session=session)
+    srv.traffic.assert_all_ok()
+    assert [i.get("type", "message") for i in kept][-1] == "compaction"
+    paths = [r["path"] for r in srv.traffic.requests()]
+    assert paths.count("/v1/responses/compact") == 2
+    creates = [r for r in srv.traffic.requests() if r["path"] == "/v1/responses"]
+    assert "compaction" in [i.get("type") for i in creates[-1]["body"]["input"]]
+    assert second.final_output
+    assert srv.verify()["ok"] is True
