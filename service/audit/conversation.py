@@ -262,16 +262,21 @@ def _ending(turn: TurnView) -> list[str]:
     return lines
 
 
+def _label(entry: Entry, kind: str | None = None) -> str:
+    """An entry's kind (or `kind`), with its name and call id where it has them: `mcp_call
+    docs.search (mcp_1)`, `set_aside web_search_call`."""
+    label = kind or entry.kind
+    if entry.name:
+        label += f" {entry.name}"
+    if entry.call_id:
+        label += f" ({entry.call_id})"
+    return label
+
+
 def _text_entry(entry: Entry) -> str:
     if entry.kind == "message":
         return f"{entry.role}: {entry.text}"
-    if entry.kind in ("function_call", "custom_tool_call"):
-        return f"{entry.kind} {entry.name} ({entry.call_id}): {entry.text}"
-    if entry.kind in ("function_call_output", "custom_tool_call_output"):
-        return f"{entry.kind} ({entry.call_id}): {entry.text}"
-    if entry.kind == "compaction":
-        return f"compaction: {entry.text}"
-    return f"reasoning: {entry.text}"
+    return f"{_label(entry)}: {entry.text}"
 
 
 def to_text(view: ConversationView) -> str:
@@ -315,8 +320,11 @@ def _md_entry(entry: Entry) -> list[str]:
             "",
             *_fence(entry.text),
         ]
-    what = "function output" if entry.kind == "function_call_output" else "custom tool output"
-    return [f"**{what}** (`{entry.call_id}`):", "", *_fence(entry.text)]
+    if entry.kind in ("function_call_output", "custom_tool_call_output"):
+        what = "function output" if entry.kind == "function_call_output" else "custom tool output"
+        return [f"**{what}** (`{entry.call_id}`):", "", *_fence(entry.text)]
+    # MCP listings, calls and approvals, built-in calls, items set aside: by their own name.
+    return [f"**{_label(entry, entry.kind.replace('_', ' '))}:**", "", *_fence(entry.text)]
 
 
 def to_markdown(view: ConversationView) -> str:

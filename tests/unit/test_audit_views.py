@@ -13,16 +13,25 @@ from domain.objects import (
     FunctionCallOutput,
     InputMessage,
     InputText,
+    McpCall,
     OutputMessage,
     OutputText,
     ReasoningItem,
     ReasoningText,
     ResponseObject,
+    SetAsideItem,
     Usage,
+    WebSearchCall,
 )
 from domain.reasons import CancelReason
 from service.audit import archive
-from service.audit.conversation import conversation, to_markdown, to_text, turn_view
+from service.audit.conversation import (
+    added_turn,
+    conversation,
+    to_markdown,
+    to_text,
+    turn_view,
+)
 from service.audit.records import flags_of
 from service.audit.timeline import Replay, clip, durations, iso, summary
 from tests.integration import streams
@@ -213,3 +222,31 @@ def test_the_request_survives_the_round_trip() -> None:
     assert isinstance(first, ResponseCreated) and first.facts is not None
     assert first.facts.owner == "owner_a"
     assert replace(first, facts=None) != first
+
+
+def test_mcp_builtin_and_set_aside_items_are_rendered_by_their_own_kind() -> None:
+    """Every entry kind has its own label in the text and Markdown views (they once fell
+    through to `reasoning:` and "custom tool output")."""
+    response = ResponseObject(
+        id="resp_3",
+        created_at=1_700_000_002,
+        status="completed",
+        model="m",
+        output=[
+            McpCall(id="mcp_1", server_label="docs", name="search", arguments="{}", output="hit"),
+            WebSearchCall(id="ws_1", action={"type": "search", "query": "tea"}, status="completed"),
+        ],
+    )
+    aside = SetAsideItem(id="sh_1", item={"type": "shell_call_output", "output": "ok"})
+    added = added_turn([(aside, False)], "alice", 1_700_000_000)
+    made = turn_view(RequestFacts(owner="alice", input=[]), response, None)
+    view = conversation("resp_3", [added, made], None)
+    text = to_text(view)
+    assert "set_aside shell_call_output: (not shown to the model)" in text
+    assert "mcp_call docs.search (mcp_1): {} -> hit" in text
+    assert "web_search_call (ws_1): " in text
+    assert "reasoning:" not in text
+    md = to_markdown(view)
+    assert "**mcp call docs.search (mcp 1):**" not in md  # ids keep their underscores
+    assert "**mcp call docs.search (mcp_1):**" in md
+    assert "custom tool output" not in md
