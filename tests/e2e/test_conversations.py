@@ -19,6 +19,15 @@ from tests.e2e.conftest import RESPLOG, Server
 TRANSCRIPT = {"scripted_mode": "transcript"}
 
 
+def verify_all(server: Server) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RESPLOG, "verify", "--all", "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_three_turns_through_a_conversation_and_its_items(client: openai.OpenAI) -> None:
     conv = client.conversations.create(
         items=[{"type": "message", "role": "user", "content": "My name is Ada."}],
@@ -93,12 +102,7 @@ def test_bad_conversation_requests_are_openai_errors_and_write_nothing(
 def test_verify_passes_on_a_log_with_conversations(client: openai.OpenAI, server: Server) -> None:
     conv = client.conversations.create(items=[{"role": "user", "content": "hi"}])
     client.responses.create(model="scripted", conversation=conv.id, input="again")
-    got = subprocess.run(
-        [RESPLOG, "verify", "--all", "--database-url", server.database_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    got = verify_all(server)
     assert got.returncode == 0, got.stdout + got.stderr
 
 
@@ -189,12 +193,7 @@ def test_verify_finds_a_read_model_that_left_its_log(client: openai.OpenAI, serv
         f"UPDATE conversation_items SET deleted_at = 1 WHERE conversation_id = '{conv.id}'",
     )
     try:
-        got = subprocess.run(
-            [RESPLOG, "verify", "--all", "--database-url", server.database_url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        got = verify_all(server)
         assert got.returncode == 1
         assert f"violation: {conv.id} @-: read_model:" in got.stdout
     finally:
@@ -252,12 +251,7 @@ def test_items_of_kinds_no_engine_takes_join_a_conversation_as_sent(
     assert "ws_tea web_search_call" in shown.stdout and f"{made} local_shell_call_output" in (
         shown.stdout
     )
-    checked = subprocess.run(
-        [RESPLOG, "verify", "--all", "--database-url", server.database_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    checked = verify_all(server)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
