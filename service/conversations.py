@@ -50,7 +50,7 @@ _PREFIX = {
     InputCustomToolCall: "ctc",
     CustomToolCallOutput: "ctco",
     InputCompaction: "cmp",
-    McpApprovalResponse: "mcpr",
+    McpApprovalResponse: "mcpa",
     SetAsideItem: "item",
 }
 

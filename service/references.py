@@ -8,16 +8,19 @@ its own. An id a client chose for its own input item names no place and cannot b
 referenced: it is answered as OpenAI answers an unknown item.
 
 The create use-case puts the item itself in the reference's place before the request is
-recorded, so the log holds what the model saw and replays without the other response.
+recorded, so the log holds what the model saw and replays without the other response. An
+item of a kind no engine is given (an MCP listing or call, a built-in call, an item an
+earlier request set aside) is set aside in its place, as if the client had sent it.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import msgspec
 
-from domain.errors import InvalidRequest, NotFound
+from domain.errors import NotFound
 from domain.objects import (
     CodeInterpreterCall,
     CompactionItem,
@@ -40,6 +43,7 @@ from domain.objects import (
 )
 from service.bundle import Bundle
 from service.mcploop import as_input as loop_input
+from service.wire import SET_ASIDE
 
 # <prefix>_<response suffix>_<output index> or _in<input index>
 _ITEM_ID = re.compile(r"^[a-z]+_([A-Za-z0-9]{1,128})_(in)?([0-9]{1,9})$")
@@ -51,6 +55,13 @@ class _Final(msgspec.Struct, frozen=True, kw_only=True):
 
 class _Asked(msgspec.Struct, frozen=True, kw_only=True):
     input: list[InputItem]
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+# Output items the server ran itself: passed back by reference, they are set aside.
+_RAN = McpListTools | McpCall | McpApprovalRequest | WebSearchCall | CodeInterpreterCall
+# A referenced item: one the model may be shown, or one set aside (as plain JSON).
+Resolved = InputItem | dict[str, Any]
 
 
 _final = msgspec.json.Decoder(_Final)
@@ -68,29 +79,73 @@ _asked = msgspec.json.Decoder(_Asked)
 async def resolve_references(
     svc: Bundle, items: list[InputItem | ItemReference], owner: str
 ) -> list[InputItem]:
-    """The input with every reference replaced by the item it names."""
+    """The input with every reference replaced by the item it names; those set aside are
+    left out (what a prompt is built from)."""
+    resolved = await _resolved(svc, items, owner)
+    return [item for item in resolved if not isinstance(item, dict)]
+
+
+async def resolve_with_aside(
+    svc: Bundle, items: list[InputItem | ItemReference], extra: dict[str, Any], owner: str
+) -> tuple[list[InputItem], dict[str, Any]]:
+    """The input with every reference replaced by the item it names, and the request's
+    facts (`extra`) with the referenced items that are set aside added to `SET_ASIDE`, at
+    their index in the input as sent (where the reference stood)."""
+    resolved = await _resolved(svc, items, owner)
+    aside = list(extra.get(SET_ASIDE, []))
+    taken = {a["at"] for a in aside}
+    free = (at for at in range(len(resolved) + len(aside)) if at not in taken)
+    typed: list[InputItem] = []
+    for at, item in zip(free, resolved, strict=False):
+        if isinstance(item, dict):
+            aside.append({"at": at, "item": item})
+        else:
+            typed.append(item)
+    if len(aside) == len(extra.get(SET_ASIDE, [])):
+        return typed, extra
+    return typed, {**extra, SET_ASIDE: sorted(aside, key=lambda a: int(a["at"]))}
+
+
+async def _resolved(
+    svc: Bundle, items: list[InputItem | ItemReference], owner: str
+) -> list[Resolved]:
     return [
         await _resolve(svc, item, owner) if isinstance(item, ItemReference) else item
         for item in items
     ]
 
 
-async def _resolve(svc: Bundle, ref: ItemReference, owner: str) -> InputItem:
+async def _resolve(svc: Bundle, ref: ItemReference, owner: str) -> Resolved:
     found = _ITEM_ID.match(ref.id)
     if found is not None:
         links = await svc.index.chain(f"resp_{found.group(1)}", owner, 1)
         facts = links[0].request_facts if links else None
         if facts is not None:
-            link = links[0]
-            listed: list[InputItem | OutputItem] = (
-                list(_asked.decode(facts).input)
-                if found.group(2)
-                else list(_final.decode(link.snapshot).output)
-            )
-            item = next((i for i in listed if i.id == ref.id), None)
+            if found.group(2):
+                return _in_input(_asked.decode(facts), ref)
+            output = _final.decode(links[0].snapshot).output
+            item = next((i for i in output if i.id == ref.id), None)
+            if isinstance(item, _RAN):
+                return msgspec.to_builtins(item)  # type: ignore[no-any-return]
             if item is not None:
                 return as_input(item)
-    raise NotFound(
+    raise _not_found(ref)
+
+
+def _in_input(asked: _Asked, ref: ItemReference) -> Resolved:
+    """The input item of an earlier request named by `ref`: a typed one, or one that
+    request set aside (its facts keep it as sent, with its id)."""
+    typed = next((i for i in asked.input if i.id == ref.id), None)
+    if typed is not None:
+        return typed
+    for aside in asked.extra.get(SET_ASIDE, []):
+        if aside["item"].get("id") == ref.id:
+            return dict(aside["item"])
+    raise _not_found(ref)
+
+
+def _not_found(ref: ItemReference) -> NotFound:
+    return NotFound(
         f"Item with id '{ref.id[:128]}' not found. Items are not persisted when `store` is "
         "set to false. Try again with `store` set to true, or remove this item from your "
         "input.",
@@ -103,10 +158,9 @@ def conversation_items(output: list[OutputItem]) -> list[InputItem]:
     its function call and output, as the next turn's model is shown it
     (service/mcploop.py); the server's tool listings, approval requests and built-in calls
     not at all (a built-in call's answer is a hidden fact of its own response's log)."""
-    ran = McpListTools | McpCall | McpApprovalRequest | WebSearchCall | CodeInterpreterCall
     out: list[InputItem] = []
     for item in output:
-        out += loop_input([item]) if isinstance(item, ran) else [as_input(item)]
+        out += loop_input([item]) if isinstance(item, _RAN) else [as_input(item)]
     return out
 
 
@@ -127,15 +181,8 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             )
         case CompactionItem(id=iid, encrypted_content=blob):
             return InputCompaction(id=iid, encrypted_content=blob)
-        case McpListTools() | McpCall() | McpApprovalRequest():
-            # The server ran these itself; the turn that holds them carries them.
-            raise InvalidRequest(
-                f"Item '{item.id}' is an MCP item; pass it with previous_response_id.",
-                param="input",
-            )
-        case WebSearchCall() | CodeInterpreterCall():
-            raise InvalidRequest(
-                f"Item '{item.id}' is a built-in tool call; pass it with previous_response_id.",
-                param="input",
-            )
+        case McpListTools() | McpCall() | McpApprovalRequest() | WebSearchCall():
+            raise AssertionError(f"{item.id}: set aside by the caller, never an input item")
+        case CodeInterpreterCall():
+            raise AssertionError(f"{item.id}: set aside by the caller, never an input item")
     return item

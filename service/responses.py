@@ -47,7 +47,7 @@ from service.history import history_for
 from service.ids import new_id
 from service.ports import Batches, Claim
 from service.reads import close_tail
-from service.references import resolve_references
+from service.references import resolve_with_aside
 from service.runner import Generation
 from service.sealing import check_sealed
 from service.wire import SET_ASIDE, CreateRequest
@@ -88,7 +88,7 @@ async def create_response(
     check_served(svc, req.response.model)
     if history is None:
         history = await history_for(svc, req.response, owner, req.input)
-    items = await resolve_references(svc, req.input, owner)
+    items, extra = await resolve_with_aside(svc, req.input, req.extra, owner)
     check_sealed(svc.sealer, items)
     check_media(svc, req.response.model, items)
     check_calls(history, items)
@@ -97,7 +97,6 @@ async def create_response(
             "This server does not run MCP tools.", param="tools", code="unsupported_parameter"
         )
     history = from_last_compaction(history)
-    extra = req.extra
     view = history, items
     compaction = await _compaction(svc, req, history, items, owner)
     if compaction is not None:  # made by a response of its own, before this one starts

@@ -362,6 +362,40 @@ def test_items_of_kinds_no_engine_takes_are_accepted_and_listed_in_place(
     assert [i["type"] for i in facts(server, resp.id)["input"]] == ["message", "message"]
 
 
+def test_an_item_an_earlier_request_set_aside_is_found_by_reference(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """An input item of a kind no engine takes is given an id (`item_<response>_in<index>`)
+    that a later request may name by `item_reference`: it is set aside there too, in the
+    reference's place, and listed as the first request sent it."""
+    unnamed = {k: v for k, v in PASSED_BACK[3].items() if k != "id"}
+    first = client.responses.create(
+        model="scripted", input=[{"role": "user", "content": "hi"}, unnamed]
+    )
+    kept = client.responses.input_items.list(first.id, order="asc").data[1]
+    assert kept.type == "local_shell_call_output" and kept.id.startswith("item_")
+    second = client.responses.create(
+        model="scripted",
+        input=[
+            {"role": "user", "content": "before"},
+            {"type": "item_reference", "id": kept.id},
+            PASSED_BACK[0],
+            {"role": "user", "content": "after"},
+        ],
+        metadata={"scripted_mode": "transcript"},
+    )
+    assert second.output_text == "user: before | user: after"
+    listed = client.responses.input_items.list(second.id, order="asc").data
+    assert [i.type for i in listed] == [
+        "message",
+        "local_shell_call_output",
+        "web_search_call",
+        "message",
+    ]
+    assert listed[1].model_dump() == kept.model_dump()
+    assert [a["at"] for a in facts(server, second.id)["extra"]["input_set_aside"]] == [1, 2]
+
+
 def test_set_aside_is_resplogs_word_and_a_bad_item_keeps_its_index(
     client: openai.OpenAI,
 ) -> None:

@@ -279,4 +279,4 @@ def test_an_approval_answer_without_an_id_gets_one(client: openai.OpenAI) -> Non
     conv = client.conversations.create()
     answer = {"type": "mcp_approval_response", "approval_request_id": "mcpr_x", "approve": True}
     added = client.conversations.items.create(conv.id, items=[answer])  # type: ignore[list-item]
-    assert added.data[0].id.startswith("mcpr_")
+    assert added.data[0].id.startswith("mcpa_")

@@ -561,3 +561,33 @@ def test_an_approval_in_a_conversation_continues_the_loop(
     call = next(i for i in second.output if i.type == "mcp_call")
     assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
     assert tools.calls() == ["echo"]
+
+
+def test_mcp_items_passed_back_by_reference_are_set_aside_in_place(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    """The Vercel AI SDK sends an earlier step's output by `item_reference`: an MCP listing
+    and call are taken (they were a 400), kept in place as the earlier response holds them,
+    and shown to no engine; the message beside them is."""
+    first = sdk.responses.create(
+        model="scripted",
+        input="call once",
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    listing = next(i for i in first.output if i.type == "mcp_list_tools")
+    call = next(i for i in first.output if i.type == "mcp_call")
+    second = sdk.responses.create(
+        model="scripted",
+        input=[
+            {"type": "item_reference", "id": listing.id},
+            {"type": "item_reference", "id": call.id},
+            {"role": "user", "content": "and now?"},
+        ],
+        metadata={"scripted_mode": "transcript"},
+    )
+    assert second.status == "completed"
+    assert second.output_text == "user: and now?"
+    items = sdk.responses.input_items.list(second.id, order="asc").data
+    assert [i.type for i in items] == ["mcp_list_tools", "mcp_call", "message"]
+    assert items[1].model_dump(exclude_none=True) == call.model_dump(exclude_none=True)
