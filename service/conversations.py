@@ -199,9 +199,9 @@ async def _approvals_asked(
     svc: Bundle, conversation_id: str, given: Sequence[InputItem | ItemReference], owner: str
 ) -> list[Turn]:
     """The approval requests `given` answers, each as the turn of the response that made
-    it. A conversation keeps no approval request (it is no input item: the loop acts on
-    it), so each is read from its response, by its id, which must be of this conversation
-    and this owner (OpenAI's round trip with `conversation` in the place of
+    it. A conversation holds an approval request only set aside (no model is shown it: the
+    loop acts on it), so each is read from its response, by its id, which must be of this
+    conversation and this owner (OpenAI's round trip with `conversation` in the place of
     `previous_response_id`)."""
     wanted = {i.approval_request_id for i in given if isinstance(i, McpApprovalResponse)}
     turns = []

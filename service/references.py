@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from domain.conversations import ConversationItem
 from domain.errors import NotFound
 from domain.objects import (
     CodeInterpreterCall,
@@ -39,6 +40,7 @@ from domain.objects import (
     OutputItem,
     OutputMessage,
     ReasoningItem,
+    SetAsideItem,
     WebSearchCall,
 )
 from service.bundle import Bundle
@@ -153,15 +155,29 @@ def _not_found(ref: ItemReference) -> NotFound:
     )
 
 
-def conversation_items(output: list[OutputItem]) -> list[InputItem]:
-    """What a response's output leaves in its conversation, as input items: an MCP call as
-    its function call and output, as the next turn's model is shown it
-    (service/mcploop.py); the server's tool listings, approval requests and built-in calls
-    not at all (a built-in call's answer is a hidden fact of its own response's log)."""
-    out: list[InputItem] = []
-    for item in output:
-        out += loop_input([item]) if isinstance(item, _RAN) else [as_input(item)]
-    return out
+def conversation_items(
+    asked: list[InputItem], extra: dict[str, Any], output: list[OutputItem]
+) -> list[ConversationItem]:
+    """What a response leaves in its conversation: its input as sent (the items it set
+    aside in their place), then its output as input items. An MCP call is its function call
+    and output, as the next turn's model is shown it (service/mcploop.py); the server's tool
+    listings, approval requests and built-in calls are set aside, listed as the response
+    made them and shown to no model (a built-in call's answer is a hidden fact of its own
+    response's log)."""
+    given: list[ConversationItem] = list(asked)
+    for aside in sorted(extra.get(SET_ASIDE, []), key=lambda a: int(a["at"])):
+        sent = aside["item"]
+        item = {k: v for k, v in sent.items() if k != "id"}
+        given.insert(aside["at"], SetAsideItem(id=str(sent.get("id", "")), item=item))
+    for made in output:
+        if isinstance(made, McpCall):
+            given += loop_input([made])
+        elif isinstance(made, _RAN):
+            item = {k: v for k, v in msgspec.to_builtins(made).items() if k != "id"}
+            given.append(SetAsideItem(id=made.id, item=item))
+        else:
+            given.append(as_input(made))
+    return given
 
 
 def as_input(item: InputItem | OutputItem) -> InputItem:

@@ -99,6 +99,7 @@ class _Ended(msgspec.Struct, frozen=True):
 
 class _Asked(msgspec.Struct, frozen=True):
     input: list[InputItem] = msgspec.field(default_factory=list)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 _ended = msgspec.json.Decoder(_Ended)
@@ -443,8 +444,8 @@ class SqlEventStore(ReadModel):
                 )
             )
             facts = await blobs.resolve_facts(conn, first.scalar())
-            asked = _asked.decode(facts).input if facts else []
-            items = [*asked, *conversation_items(final.output)]
+            asked = _asked.decode(facts) if facts else _Asked()
+            items = conversation_items(asked.input, asked.extra, final.output)
             await join(conn, final.conversation.id, items, batch.stream_id, now)
 
     async def _already_written(

@@ -265,8 +265,9 @@ def test_an_idempotent_tool_in_flight_at_the_kill_is_retried_once(
 def test_a_built_in_loop_in_a_conversation_leaves_its_answer_there(
     builtin_server: Server, fake_sglang: FakeProcess
 ) -> None:
-    """A conversation keeps input items only: the question and the answer (and reasoning);
-    the built-in calls stay in their response's log, their answers hidden there."""
+    """A conversation keeps the question, the answer (and reasoning), and the built-in
+    calls set aside: listed as the response made them, shown to no model; their answers
+    stay hidden in their response's log."""
     with openai.OpenAI(base_url=f"{builtin_server.base_url}/v1", api_key="unused") as client:
         conv = client.conversations.create()
         r = client.responses.create(
@@ -278,5 +279,8 @@ def test_a_built_in_loop_in_a_conversation_leaves_its_answer_there(
         assert r.status == "completed", r.error
         items = list(client.conversations.items.list(conv.id, order="asc"))
     kinds = [i.type for i in items if i.type != "reasoning"]
-    assert kinds == ["message", "message"]
+    made = [i for i in r.output if i.type in ("web_search_call", "code_interpreter_call")]
+    assert made and kinds == ["message", *(i.type for i in made), "message"]
+    listed = [i for i in items if i.type in ("web_search_call", "code_interpreter_call")]
+    assert [i.model_dump() for i in listed] == [i.model_dump() for i in made]
     assert items[-1].content[0].text == "The answer is 42; resplog keeps a log."  # type: ignore[union-attr]

@@ -255,6 +255,27 @@ def test_items_of_kinds_no_engine_takes_join_a_conversation_as_sent(
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_a_response_leaves_the_items_it_set_aside_in_its_conversation_in_place(
+    client: openai.OpenAI,
+) -> None:
+    """A create on a conversation that passes back items no engine takes: the conversation
+    gets its input as sent, those items in their place, and then its output."""
+    conv = client.conversations.create()
+    r = client.responses.create(
+        model="scripted",
+        conversation=conv.id,
+        input=[{"role": "user", "content": "Tea?"}, PASSED_BACK[0], PASSED_BACK[2]],
+        metadata=TRANSCRIPT,
+    )
+    assert r.output_text.startswith("user: Tea?"), r.output_text
+    listed = client.conversations.items.list(conv.id, order="asc").data
+    kinds = [i.type for i in listed]
+    assert kinds[:3] == ["message", "web_search_call", "local_shell_call_output"]
+    assert listed[1].model_dump(exclude_none=True) == PASSED_BACK[0]
+    assert listed[2].id == f"item_{r.id.removeprefix('resp_')}_in2"
+    assert kinds[-1] == "message"
+
+
 @pytest.mark.parametrize(
     ("item", "param"),
     [

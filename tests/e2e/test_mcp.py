@@ -513,7 +513,8 @@ def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
     sdk: openai.OpenAI, tools: ToolServer
 ) -> None:
     """The items a response adds to its conversation are input items: each MCP call is its
-    function call and output (as the next turn's model is shown it), the listing is not."""
+    function call and output (as the next turn's model is shown it); the listing is set
+    aside, listed as the response made it and shown to no model."""
     conv = sdk.conversations.create()
     r = sdk.responses.create(
         model="scripted",
@@ -527,6 +528,8 @@ def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
     kinds = [i.type for i in items]
     assert kinds[0] == "message" and kinds[-1] == "message"
     assert "function_call" in kinds and "function_call_output" in kinds
+    listing = next(i for i in r.output if i.type == "mcp_list_tools")
+    assert [i.model_dump() for i in items if i.type == "mcp_list_tools"] == [listing.model_dump()]
     out = next(i for i in items if i.type == "function_call_output")
     assert out.output.startswith("echo: ")  # type: ignore[union-attr]
     assert tools.calls() == ["echo"]
