@@ -5,8 +5,10 @@ its docs show for another provider; tracing is off (it would export to OpenAI)."
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
@@ -201,3 +203,46 @@ async def test_a_compaction_session_compacts_through_the_server(
     assert "compaction" in [i.get("type") for i in creates[-1]["body"]["input"]]
     assert second.final_output
     assert srv.verify()["ok"] is True
+
+
+async def test_the_websocket_model_runs_the_tool_loop_over_one_socket(
+    resplog_for_clients: ClientServer,
+) -> None:
+    """`OpenAIResponsesWSModel`: the SDK's WebSocket transport (`responses.connect()`), a
+    run, a streamed run and a chained run of the tool loop. Each model call is a
+    `response.create` message, not a POST (the server counts none), and every response is
+    in the log. It talks to the server itself: the logging proxy carries no WebSocket."""
+    from agents.models.openai_responses import OpenAIResponsesWSModel
+
+    srv = resplog_for_clients
+    located.clear()
+    config = RunConfig(tracing_disabled=True)
+    url = f"{srv.server.base_url}/v1"
+    before = await posts(srv)
+    async with openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0) as c:
+        model = OpenAIResponsesWSModel(model=srv.model, openai_client=c)
+        agent = Agent(
+            name="weather", instructions="Answer briefly.", model=model, tools=[get_weather]
+        )
+        ran = await Runner.run(agent, WEATHER_PROMPT, run_config=config)
+        streamed = Runner.run_streamed(agent, WEATHER_PROMPT, run_config=config)
+        assert "raw_response_event" in {e.type async for e in streamed.stream_events()}
+        chained = await Runner.run(
+            agent, WEATHER_PROMPT, run_config=config, auto_previous_response_id=True
+        )
+        await model.close()
+    assert ran.final_output == streamed.final_output == chained.final_output == ANSWER
+    assert located == ["Tokyo"] * 3
+    assert await posts(srv) == before
+    assert srv.verify()["ok"] is True
+
+
+async def posts(srv: ClientServer) -> float:
+    """How many `POST /v1/responses` the server has answered (its own metrics)."""
+    async with httpx.AsyncClient(base_url=srv.server.base_url) as http:
+        text = (await http.get("/metrics")).text
+    found = re.search(
+        r'resplog_http_requests_total\{method="POST",route="/v1/responses",status="200"\} (\S+)',
+        text,
+    )
+    return float(found.group(1)) if found else 0.0
