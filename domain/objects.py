@@ -7,7 +7,7 @@ none of them forbids unknown fields and every field added later gets a default.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -470,10 +470,6 @@ AnyHostedToolChoice = (
     | ShellChoice
     | ProgrammaticToolCallingChoice
 )
-# The kind each of them is forced by, for the decoder.
-HOSTED_TOOL_CHOICES: dict[str, type[HostedToolChoice]] = {
-    str(c.__struct_config__.tag): c for c in get_args(AnyHostedToolChoice)
-}
 
 ToolChoice = (
     Literal["none", "auto", "required"]

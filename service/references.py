@@ -197,8 +197,12 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             )
         case CompactionItem(id=iid, encrypted_content=blob):
             return InputCompaction(id=iid, encrypted_content=blob)
-        case McpListTools() | McpCall() | McpApprovalRequest() | WebSearchCall():
-            raise AssertionError(f"{item.id}: set aside by the caller, never an input item")
-        case CodeInterpreterCall():
+        case (
+            McpListTools()
+            | McpCall()
+            | McpApprovalRequest()
+            | WebSearchCall()
+            | CodeInterpreterCall()
+        ):
             raise AssertionError(f"{item.id}: set aside by the caller, never an input item")
     return item
