@@ -142,8 +142,22 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
 UNSUPPORTED_FIELDS = {
     "prompt": "prompt templates are not supported",
     "moderation": "moderation is not supported",
-    "image": "image options are not supported",
-    "access_programs": "access_programs are not supported",
+}
+# Options of openai-python's `ResponseCreateParams` taken only at the value that asks for
+# what this server does anyway (it compresses no image context; it has no access program
+# but the standard one): accepted and kept in the request's facts as ignored; any other
+# value is a 400 naming it. {field: (key, the values taken, why another is refused)}.
+DEFAULT_ONLY = {
+    "image": (
+        "context_compression",
+        ("auto", "disabled"),
+        "this server does not compress image context",
+    ),
+    "access_programs": (
+        "cyber",
+        ("standard",),
+        "this server has no access program but the standard one",
+    ),
 }
 # Fields of openai-python's `ResponseCreateParams` that resplog accepts and does not act on:
 # hints about caching, background handling and context management. Kept verbatim in the
@@ -274,6 +288,7 @@ def _object(body: bytes, limits: Limits) -> dict[str, Any]:
 def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     _refuse_unsupported(raw)
     ignored = {k: raw.pop(k) for k in IGNORED_FIELDS if raw.get(k) is not None}
+    ignored |= _defaults_only(raw)
     acted = {**_trigger(raw), **_context_management(raw.pop("context_management", None))}
     raw = _wrap_set_aside(_wrap_hosted(_tag_easy_messages(raw)))
     try:
@@ -354,6 +369,34 @@ def _refuse_unsupported(raw: dict[str, Any]) -> None:
             raise InvalidRequest(
                 f"Unsupported parameter: '{name}': {why}.", param=name, code="unsupported_parameter"
             )
+
+
+def _defaults_only(raw: dict[str, Any]) -> dict[str, Any]:
+    """The `DEFAULT_ONLY` options of `raw`, taken out of it, each at a value this server
+    follows anyway; another value is a 400 naming it."""
+    taken = {}
+    for name, (key, values, why) in DEFAULT_ONLY.items():
+        value = raw.pop(name, None)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or set(value) - {key}:
+            unknown = sorted(set(value) - {key}) if isinstance(value, dict) else []
+            param = f"{name}.{unknown[0]}" if unknown else name
+            raise InvalidRequest(
+                f"Unknown parameter: '{param}'."
+                if unknown
+                else f"Invalid '{name}': expected an object.",
+                param=param,
+                code="unknown_parameter" if unknown else "invalid_type",
+            )
+        if value.get(key, values[0]) not in values:
+            raise InvalidRequest(
+                f"Unsupported value for '{name}.{key}': {str(value[key])[:64]!r}; {why}.",
+                param=f"{name}.{key}",
+                code="unsupported_value",
+            )
+        taken[name] = value
+    return taken
 
 
 def _wrap_hosted(raw: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,10 @@ from service.wire.decode import parse_compact_body, parse_input_tokens_body
 # The refusals the docs give (docs/operations.md, "What the API refuses"; docs/mcp.md;
 # docs/conversations.md), as the start of their messages.
 REFUSALS = {
-    "prompt templates, moderation, image options, access programs": r"Unsupported parameter: ",
+    "prompt templates, moderation": r"Unsupported parameter: '(prompt|moderation)'",
+    "image context compression; an access program but the standard one": (
+        r"Unsupported value for '(image\.context_compression|access_programs\.cyber)'"
+    ),
     "no Files API (a file_id)": r"Invalid '[^']*file_id': this server has no Files API",
     "MCP servers by server_url only (connectors)": r"Unsupported MCP server at ",
     "a tool_choice naming a tool the request does not have": r".*among the request's tools",

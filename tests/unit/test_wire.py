@@ -119,6 +119,36 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "unsupported_parameter",
         "Unsupported parameter: 'prompt': prompt templates are not supported.",
     ),
+    (
+        "image_compression_required",
+        {"image": {"context_compression": "enabled"}},
+        "image.context_compression",
+        "unsupported_value",
+        "Unsupported value for 'image.context_compression': 'enabled'; this server does not "
+        "compress image context.",
+    ),
+    (
+        "image_unknown_option",
+        {"image": {"quality": "high"}},
+        "image.quality",
+        "unknown_parameter",
+        "Unknown parameter: 'image.quality'.",
+    ),
+    (
+        "access_program_daybreak",
+        {"access_programs": {"cyber": "daybreak_red"}},
+        "access_programs.cyber",
+        "unsupported_value",
+        "Unsupported value for 'access_programs.cyber': 'daybreak_red'; this server has no "
+        "access program but the standard one.",
+    ),
+    (
+        "access_programs_not_object",
+        {"access_programs": "x"},
+        "access_programs",
+        "invalid_type",
+        "Invalid 'access_programs': expected an object.",
+    ),
     ("unknown_field", {"bogus": 1}, "bogus", "unknown_parameter", "Unknown parameter: 'bogus'."),
     (
         "unknown_nested_field",
@@ -916,6 +946,17 @@ def test_penalties_of_the_open_responses_body_are_echoed_and_bounded() -> None:
     assert (r.response.presence_penalty, r.response.frequency_penalty) == (0.5, -2.0)
     for name in ("presence_penalty", "frequency_penalty"):
         assert rejected({"model": "m", "input": "x", name: 2.5}).param == name
+
+
+def test_image_and_access_options_at_what_the_server_does_anyway_are_kept_as_ignored() -> None:
+    body = {
+        "model": "m",
+        "input": "x",
+        "image": {"context_compression": "disabled"},
+        "access_programs": {"cyber": "standard"},
+    }
+    assert parse(body).extra == {"ignored": {k: body[k] for k in ("image", "access_programs")}}
+    assert parse({"model": "m", "input": "x", "image": {}}).extra == {"ignored": {"image": {}}}
 
 
 def test_reasoning_context_and_mode_are_echoed_only_when_sent() -> None:
