@@ -350,6 +350,11 @@ class SetAsideItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="set_a
     id: str
     item: dict[str, Any]
 
+    @classmethod
+    def of(cls, sent: dict[str, Any]) -> SetAsideItem:
+        """An item as sent (or as a response made it), its id taken out ("" if none)."""
+        return cls(id=str(sent.get("id") or ""), item={k: v for k, v in sent.items() if k != "id"})
+
     def listed(self) -> dict[str, Any]:
         """The item as the API lists it: as sent, with its id."""
         return {"id": self.id, **self.item}

@@ -166,15 +166,12 @@ def conversation_items(
     response's log)."""
     given: list[ConversationItem] = list(asked)
     for aside in sorted(extra.get(SET_ASIDE, []), key=lambda a: int(a["at"])):
-        sent = aside["item"]
-        item = {k: v for k, v in sent.items() if k != "id"}
-        given.insert(aside["at"], SetAsideItem(id=str(sent.get("id", "")), item=item))
+        given.insert(aside["at"], SetAsideItem.of(aside["item"]))
     for made in output:
         if isinstance(made, McpCall):
             given += loop_input([made])
         elif isinstance(made, _RAN):
-            item = {k: v for k, v in msgspec.to_builtins(made).items() if k != "id"}
-            given.append(SetAsideItem(id=made.id, item=item))
+            given.append(SetAsideItem.of(msgspec.to_builtins(made)))
         else:
             given.append(as_input(made))
     return given

@@ -82,7 +82,7 @@ def _set_aside(item: dict[str, Any], param: str) -> SetAsideItem:
             code="invalid_type",
         )
     _short(f"{param}.id", iid, 128)
-    return SetAsideItem(id=iid or "", item={k: v for k, v in item.items() if k != "id"})
+    return SetAsideItem.of(item)
 
 
 def parse_create_conversation(
