@@ -337,6 +337,7 @@ InputItem = (
     | CustomToolCallOutput
     | InputCompaction
     | McpApprovalResponse
+    | McpCall
 )
 
 

@@ -34,6 +34,7 @@ from domain.objects import (
 )
 from service.bundle import Bundle
 from service.history import load_history
+from service.mcploop import engine_prompt
 from service.references import resolve_references
 from service.responses import create_and_wait
 from service.sealing import check_sealed
@@ -102,7 +103,8 @@ async def auto_compact(
         from service.responses import build_prompt
 
         try:
-            counted = await svc.engine.count_tokens(build_prompt(req.response, items, history))
+            prompt = engine_prompt(build_prompt(req.response, items, history))
+            counted = await svc.engine.count_tokens(prompt)
         except EngineError as exc:
             log.warning("cannot count the prompt for context_management: %s", exc)
             return None

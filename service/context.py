@@ -22,6 +22,7 @@ from domain.generation import Prompt, Turn
 from domain.objects import InputImage, InputItem, InputMessage, ResponseObject
 from domain.truncation import Truncation, at, cut, steps
 from service.bundle import Bundle
+from service.mcploop import engine_prompt
 
 log = logging.getLogger("resplog.context")
 
@@ -121,7 +122,7 @@ async def _count(svc: Bundle, prompt: Prompt) -> int | None:
     """The engine's count, or None when it cannot count now (the engine then meets the
     prompt as it is, and fails it if it is too long)."""
     try:
-        return await svc.engine.count_tokens(prompt)
+        return await svc.engine.count_tokens(engine_prompt(prompt))
     except EngineError as exc:
         log.warning("cannot check the context window of %s: %s", prompt.response_id, exc)
         return None

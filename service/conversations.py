@@ -33,6 +33,7 @@ from domain.objects import (
     ItemReference,
     McpApprovalRequest,
     McpApprovalResponse,
+    McpCall,
     OutputItem,
     SetAsideItem,
 )
@@ -51,6 +52,7 @@ _PREFIX = {
     CustomToolCallOutput: "ctco",
     InputCompaction: "cmp",
     McpApprovalResponse: "mcpa",
+    McpCall: "mcp",
     SetAsideItem: "item",
 }
 

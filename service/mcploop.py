@@ -120,38 +120,61 @@ def as_input(output: list[OutputItem], state: ResponseState | None = None) -> li
                     id=item.id or "", call_id=item.call_id, name=item.name, arguments=item.arguments
                 )
             )
-        elif isinstance(item, McpCall) and item.status in ("completed", "failed", "incomplete"):
-            out.append(
-                InputFunctionCall(
-                    id=item.id, call_id=item.id, name=item.name, arguments=item.arguments
-                )
-            )
-            result = item.output if item.error is None else json.dumps({"error": item.error})
-            out.append(
-                FunctionCallOutput(id=f"out_{item.id}", call_id=item.id, output=result or "")
-            )
+        elif isinstance(item, McpCall) and item.status in _ENDED:
+            out += as_function_call(item)
+    return out
+
+
+_ENDED = ("completed", "failed", "incomplete")
+
+
+def as_function_call(call: McpCall) -> list[InputItem]:
+    """An MCP call as a model is shown it: a function call of its tool, and that call's
+    output (its error, when it failed)."""
+    result = call.output if call.error is None else json.dumps({"error": call.error})
+    return [
+        InputFunctionCall(id=call.id, call_id=call.id, name=call.name, arguments=call.arguments),
+        FunctionCallOutput(id=f"out_{call.id}", call_id=call.id, output=result or ""),
+    ]
+
+
+def _shown(items: list[InputItem]) -> list[InputItem]:
+    """Input items as a model is shown them: an MCP call passed back is its function call
+    and output (one still running, passed back as it was, is left out: it has no result),
+    and the approvals the client sent are left out (the loop acts on them)."""
+    out: list[InputItem] = []
+    for item in items:
+        if isinstance(item, McpCall):
+            if item.status not in ("in_progress", "calling"):
+                out += as_function_call(item)
+        elif not isinstance(item, McpApprovalResponse):
+            out.append(item)
     return out
 
 
 def engine_prompt(prompt: Prompt) -> Prompt:
     """The prompt as every engine can render it: an earlier turn that holds MCP items is
-    given as input items in order (each call a function call and its output), and the
-    approvals the client sent are left out (the loop acts on them, the model need not)."""
+    given as input items in order (each call a function call and its output), MCP calls
+    passed back as input likewise, and the approvals the client sent are left out (the
+    loop acts on them, the model need not)."""
     history = [_linear(t) for t in prompt.history]
-    items = [i for i in prompt.input if not isinstance(i, McpApprovalResponse)]
-    if history == prompt.history and items == prompt.input:
+    items = _shown(prompt.input) if any(map(_special, prompt.input)) else prompt.input
+    if history == prompt.history and items is prompt.input:
         return prompt
     return msgspec.structs.replace(prompt, history=history, input=items)
 
 
+def _special(item: InputItem) -> bool:
+    return isinstance(item, McpCall | McpApprovalResponse)
+
+
 def _linear(turn: Turn) -> Turn:
     mcp = (McpCall, McpListTools, McpApprovalRequest, WebSearchCall, CodeInterpreterCall)
-    if not any(isinstance(i, mcp) for i in turn.output) and not any(
-        isinstance(i, McpApprovalResponse) for i in turn.input
-    ):
+    if not any(isinstance(i, mcp) for i in turn.output) and not any(map(_special, turn.input)):
         return turn
-    items = [i for i in turn.input if not isinstance(i, McpApprovalResponse)]
-    return msgspec.structs.replace(turn, input=[*items, *as_input(turn.output)], output=[])
+    return msgspec.structs.replace(
+        turn, input=[*_shown(turn.input), *as_input(turn.output)], output=[]
+    )
 
 
 def _approved(prompt: Prompt, state: ResponseState) -> McpApprovalRequest | None:

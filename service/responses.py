@@ -33,6 +33,7 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     McpApprovalResponse,
+    McpCall,
     OutputItem,
     ResponseObject,
 )
@@ -379,6 +380,7 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         CustomToolCallOutput: "ctco",
         InputCompaction: "cmp",
         McpApprovalResponse: "mcpa",
+        McpCall: "mcp",
     }
     return [
         item

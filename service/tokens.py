@@ -10,6 +10,7 @@ from domain.errors import EngineError, InvalidRequest
 from service.bundle import Bundle
 from service.context import fit
 from service.history import history_for
+from service.mcploop import engine_prompt
 from service.references import resolve_references
 from service.responses import assign_ids, build_prompt, check_served
 from service.sealing import check_sealed
@@ -32,7 +33,7 @@ async def count_input_tokens(svc: Bundle, req: CreateRequest, owner: str) -> int
         fitted = await fit(svc, response, history, items, refuse=False)
         if fitted.truncation is not None:
             return fitted.truncation.input_tokens
-        return await svc.engine.count_tokens(build_prompt(response, items, history))
+        return await svc.engine.count_tokens(engine_prompt(build_prompt(response, items, history)))
     except EngineError as exc:
         if exc.code != "tokens_uncountable":
             raise

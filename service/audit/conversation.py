@@ -123,6 +123,8 @@ def _input_entry(item: InputItem | SetAsideItem) -> Entry:
             )
         case McpApprovalResponse(approval_request_id=rid, approve=ok):
             return Entry(kind="mcp_approval_response", call_id=rid, text=str(ok).lower())
+        case McpCall():
+            return _mcp_call_entry(item)
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 
@@ -145,11 +147,8 @@ def _output_entry(item: OutputItem) -> Entry:
         case McpListTools(server_label=label, tools=tools, error=error):
             names = ", ".join(str(t.get("name")) for t in tools)
             return Entry(kind="mcp_list_tools", name=label, text=error or names)
-        case McpCall(id=iid, server_label=label, name=name, arguments=args):
-            result = item.output if item.error is None else f"error: {item.error}"
-            return Entry(
-                kind="mcp_call", call_id=iid, name=f"{label}.{name}", text=f"{args} -> {result}"
-            )
+        case McpCall():
+            return _mcp_call_entry(item)
         case McpApprovalRequest(id=iid, server_label=label, name=name, arguments=args):
             return Entry(
                 kind="mcp_approval_request", call_id=iid, name=f"{label}.{name}", text=args
@@ -159,6 +158,16 @@ def _output_entry(item: OutputItem) -> Entry:
         case CodeInterpreterCall(id=iid):
             return Entry(kind="code_interpreter_call", call_id=iid, text=builtin_text(item))
     raise AssertionError(item)  # pragma: no cover - the union is closed
+
+
+def _mcp_call_entry(call: McpCall) -> Entry:
+    result = call.output if call.error is None else f"error: {call.error}"
+    return Entry(
+        kind="mcp_call",
+        call_id=call.id,
+        name=f"{call.server_label}.{call.name}",
+        text=f"{call.arguments} -> {result}",
+    )
 
 
 def turn_view(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 from msgspec import UNSET
@@ -37,6 +37,8 @@ from domain.objects import (
     InputText,
     ItemReference,
     McpApprovalResponse,
+    McpCall,
+    McpCallStatus,
     McpToolChoice,
     OutputText,
     ReasoningConfig,
@@ -68,6 +70,7 @@ from service.wire.request import (
     InputItemParam,
     ItemReferenceParam,
     McpApprovalResponseParam,
+    McpCallParam,
     McpToolParam,
     MessageParam,
     NamespaceToolParam,
@@ -165,10 +168,11 @@ DEFAULT_ONLY = {
 IGNORED_FIELDS = ("background_options", "prompt_cache_options")
 # Input items OpenAI takes (openai-python 3.60 `ResponseInputItemParam`) that no engine here
 # is given: the calls and outputs of tools OpenAI hosts or a client runs outside the
-# function/custom kinds, MCP listings, requests and calls passed back, and the like. They
+# function/custom kinds, MCP listings and approval requests passed back, and the like. They
 # are accepted (a client passing back an earlier answer's output must not get a 400), kept
 # in the request's facts under `SET_ASIDE` (so `input_items` lists them, in place, as sent)
-# and left out of every prompt; docs/clients.md.
+# and left out of every prompt; docs/clients.md. (An MCP call passed back is an input item
+# of its own, `McpCallParam`: the next model is shown it.)
 SET_ASIDE_TYPES = frozenset(
     {
         "additional_tools",
@@ -183,7 +187,6 @@ SET_ASIDE_TYPES = frozenset(
         "local_shell_call",
         "local_shell_call_output",
         "mcp_approval_request",
-        "mcp_call",
         "mcp_list_tools",
         "program",
         "program_output",
@@ -947,6 +950,15 @@ def _input(
     return items
 
 
+_MCP_STATUSES = frozenset(get_args(McpCallStatus))
+
+
+def _mcp_status(status: object) -> McpCallStatus | None:
+    """A passed-back MCP call's status, kept when it is one of OpenAI's (the next prompt
+    leaves out a call still running); a stored input item's status is otherwise dropped."""
+    return status if status in _MCP_STATUSES else None  # type: ignore[return-value]
+
+
 def _refuse_duplicate_ids(items: list[InputItem | ItemReference]) -> None:
     """OpenAI's 400 for two items with one id: the input items list pages by id, so an id
     must name one item (else `after=<that id>` never advances)."""
@@ -1000,6 +1012,19 @@ def _item(item: TypedItemParam, param: str, limits: Limits) -> InputItem | ItemR
         case McpApprovalResponseParam(approval_request_id=req, approve=ok, reason=why):
             _check_text(f"{param}.reason", why, limits)
             return McpApprovalResponse(id=iid, approval_request_id=req, approve=ok, reason=why)
+        case McpCallParam(server_label=label, name=name, arguments=args, output=output):
+            _check_text(f"{param}.arguments", args, limits)
+            _check_text(f"{param}.output", output, limits)
+            return McpCall(
+                id=iid,
+                server_label=label,
+                name=name,
+                arguments=args,
+                output=output,
+                error=item.error,
+                approval_request_id=item.approval_request_id,
+                status=_mcp_status(item.status),
+            )
         case ReasoningItemParam(summary=summary, content=content, encrypted_content=enc):
             return InputReasoning(
                 id=iid,

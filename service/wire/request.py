@@ -303,6 +303,21 @@ class McpApprovalResponseParam(_Item, frozen=True, kw_only=True, tag="mcp_approv
     reason: str | None = None
 
 
+class McpCallParam(_Item, frozen=True, kw_only=True, tag="mcp_call"):
+    """openai-python `ResponseInputItemParam.McpCall`: an MCP call an earlier response ran,
+    passed back. The next model is shown it as the call and its result (service/mcploop.py
+    `engine_prompt`), as it is shown the calls of the response it continues."""
+
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    # openai-python `McpToolCallErrorParam`: `{"type": "mcp_protocol_error" | "http_error",
+    # "code", "message"}` or `{"type": "mcp_tool_execution_error", "content"}`.
+    error: dict[str, Any] | None = None
+    approval_request_id: str | None = None
+
+
 class SetAsideItemParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="set_aside"):
     """An input item of a kind OpenAI takes and resplog's engines are not given (a hosted
     tool's call, a computer or shell call and its output, an MCP listing...): decode puts
@@ -314,6 +329,7 @@ class SetAsideItemParam(_Strict, frozen=True, kw_only=True, tag_field="type", ta
 
 TypedItemParam = (
     McpApprovalResponseParam
+    | McpCallParam
     | MessageParam
     | FunctionCallParam
     | FunctionCallOutputParam

@@ -396,6 +396,63 @@ def test_an_item_an_earlier_request_set_aside_is_found_by_reference(
     assert [a["at"] for a in facts(server, second.id)["extra"]["input_set_aside"]] == [1, 2]
 
 
+MCP_CALL: dict[str, Any] = {
+    "type": "mcp_call",
+    "id": "mcp_7",
+    "server_label": "docs",
+    "name": "search",
+    "arguments": '{"q": "tea"}',
+    "output": "green tea",
+    "status": "completed",
+}
+
+
+def test_an_mcp_call_passed_back_is_shown_to_the_model_as_a_call_and_its_output(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """A client that keeps its own history (the Agents SDK's default, the Vercel AI SDK)
+    passes an earlier turn's MCP calls back as input (openai-python
+    `ResponseInputItemParam.McpCall`). The next model is shown each as a function call and
+    its output (or error), as it is shown the calls of a response it continues; one still
+    running has no result and is not shown. All are listed as sent, and counted."""
+    running = {**MCP_CALL, "id": "mcp_8", "status": "calling", "output": None}
+    error = {"type": "http_error", "code": 502, "message": "Bad Gateway"}
+    failed = {**MCP_CALL, "id": "mcp_9", "status": "failed", "output": None, "error": error}
+    sent: list[Any] = [
+        {"role": "user", "content": "find tea"},
+        MCP_CALL,
+        running,
+        failed,
+        {"role": "user", "content": "so?"},
+    ]
+    resp = client.responses.create(
+        model="scripted", input=sent, metadata={"scripted_mode": "transcript"}
+    )
+    assert resp.output_text == (
+        "user: find tea | function_call:  | function_call_output: green tea | "
+        f"function_call:  | function_call_output: {json.dumps({'error': error})} | user: so?"
+    )
+    listed = [
+        i.model_dump(exclude_none=True)
+        for i in client.responses.input_items.list(resp.id, order="asc")
+    ]
+    assert listed[1:4] == [{k: v for k, v in i.items() if v is not None} for i in sent[1:4]]
+    recorded = facts(server, resp.id)
+    assert [i["type"] for i in recorded["input"]] == ["message", *["mcp_call"] * 3, "message"]
+    assert "input_set_aside" not in recorded["extra"]
+    counted = client.responses.input_tokens.count(model="scripted", input=sent)
+    plain = client.responses.input_tokens.count(model="scripted", input=[sent[0], sent[-1]])
+    assert counted.input_tokens > plain.input_tokens
+
+
+def test_an_mcp_call_without_its_server_is_a_400(client: openai.OpenAI) -> None:
+    bad = {k: v for k, v in MCP_CALL.items() if k != "server_label"}
+    with pytest.raises(openai.BadRequestError) as missing:
+        client.responses.create(model="scripted", input=[bad])  # type: ignore[list-item]
+    assert missing.value.body["param"] == "input[0].server_label"  # type: ignore[index]
+    assert missing.value.body["code"] == "missing_required_parameter"  # type: ignore[index]
+
+
 def test_set_aside_is_resplogs_word_and_a_bad_item_keeps_its_index(
     client: openai.OpenAI,
 ) -> None:

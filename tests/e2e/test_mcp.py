@@ -509,12 +509,13 @@ def test_the_loop_runs_the_tool_calls_of_a_chat_completions_upstream(
     assert [c["id"] for c in calls] == [cid for cid, _ in answers]
 
 
-def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
+def test_a_loop_in_a_conversation_leaves_its_calls_there_as_mcp_calls(
     sdk: openai.OpenAI, tools: ToolServer
 ) -> None:
-    """The items a response adds to its conversation are input items: each MCP call is its
-    function call and output (as the next turn's model is shown it); the listing is set
-    aside, listed as the response made it and shown to no model."""
+    """The items a response adds to its conversation are its output as OpenAI lists it:
+    each MCP call an `mcp_call` as the response made it, which the next turn's model is
+    shown as a function call and its output; the listing is set aside, listed as the
+    response made it and shown to no model."""
     conv = sdk.conversations.create()
     r = sdk.responses.create(
         model="scripted",
@@ -526,13 +527,23 @@ def test_a_loop_in_a_conversation_leaves_its_calls_there_as_function_calls(
     assert r.status == "completed", r.error
     items = list(sdk.conversations.items.list(conv.id, order="asc"))
     kinds = [i.type for i in items]
-    assert kinds[0] == "message" and kinds[-1] == "message"
-    assert "function_call" in kinds and "function_call_output" in kinds
-    listing = next(i for i in r.output if i.type == "mcp_list_tools")
-    assert [i.model_dump() for i in items if i.type == "mcp_list_tools"] == [listing.model_dump()]
-    out = next(i for i in items if i.type == "function_call_output")
-    assert out.output.startswith("echo: ")  # type: ignore[union-attr]
+    assert kinds == ["message", *(i.type for i in r.output)]
+    assert "mcp_call" in kinds and "function_call" not in kinds
+    for made, listed in zip(r.output, items[1:], strict=True):
+        if made.type in ("mcp_list_tools", "mcp_call"):
+            assert listed.model_dump() == made.model_dump()
+    call = next(i for i in items if i.type == "mcp_call")
+    assert call.output.startswith("echo: ")  # type: ignore[union-attr]
     assert tools.calls() == ["echo"]
+    after = sdk.responses.create(
+        model="scripted",
+        input="what did the tool say?",
+        conversation=conv.id,
+        metadata={"scripted_mode": "transcript"},
+    )
+    assert "function_call_output: echo: in a conversation" in after.output_text
+    assert after.output_text.endswith("user: what did the tool say?")
+    assert tools.calls() == ["echo"]  # shown, not run again
 
 
 def test_an_approval_in_a_conversation_continues_the_loop(
@@ -566,12 +577,13 @@ def test_an_approval_in_a_conversation_continues_the_loop(
     assert tools.calls() == ["echo"]
 
 
-def test_mcp_items_passed_back_by_reference_are_set_aside_in_place(
+def test_mcp_items_passed_back_by_reference_are_kept_in_place(
     sdk: openai.OpenAI, tools: ToolServer
 ) -> None:
     """The Vercel AI SDK sends an earlier step's output by `item_reference`: an MCP listing
-    and call are taken (they were a 400), kept in place as the earlier response holds them,
-    and shown to no engine; the message beside them is."""
+    and call are taken (they were a 400) and kept in place as the earlier response holds
+    them. The listing is shown to no engine; the call is shown as its function call and
+    output, as a passed-back call is, and the message after them."""
     first = sdk.responses.create(
         model="scripted",
         input="call once",
@@ -590,7 +602,9 @@ def test_mcp_items_passed_back_by_reference_are_set_aside_in_place(
         metadata={"scripted_mode": "transcript"},
     )
     assert second.status == "completed"
-    assert second.output_text == "user: and now?"
+    assert second.output_text == (
+        "function_call:  | function_call_output: echo: call once | user: and now?"
+    )
     items = sdk.responses.input_items.list(second.id, order="asc").data
     assert [i.type for i in items] == ["mcp_list_tools", "mcp_call", "message"]
     assert items[1].model_dump(exclude_none=True) == call.model_dump(exclude_none=True)

@@ -238,12 +238,14 @@ def test_mcp_builtin_and_set_aside_items_are_rendered_by_their_own_kind() -> Non
         ],
     )
     aside = SetAsideItem(id="sh_1", item={"type": "shell_call_output", "output": "ok"})
-    added = added_turn([(aside, False)], "alice", 1_700_000_000)
+    passed = McpCall(id="mcp_0", server_label="docs", name="find", arguments="{}", output="t")
+    added = added_turn([(aside, False), (passed, False)], "alice", 1_700_000_000)
     made = turn_view(RequestFacts(owner="alice", input=[]), response, None)
     view = conversation("resp_3", [added, made], None)
     text = to_text(view)
     assert "set_aside shell_call_output: (not shown to the model)" in text
     assert "mcp_call docs.search (mcp_1): {} -> hit" in text
+    assert "mcp_call docs.find (mcp_0): {} -> t" in text  # an input item of its own
     assert "web_search_call (ws_1): " in text
     assert "reasoning:" not in text
     md = to_markdown(view)

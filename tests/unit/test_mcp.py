@@ -13,10 +13,18 @@ from domain import mcp
 from domain.errors import InvalidTransition
 from domain.events import encode
 from domain.fold import replay
-from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart
-from domain.objects import McpCall
+from domain.generation import (
+    ArgumentsDelta,
+    EndItem,
+    FunctionCallStart,
+    Prompt,
+    ReasoningConfig,
+    TextConfig,
+    Turn,
+)
+from domain.objects import InputItem, InputMessage, InputText, McpApprovalResponse, McpCall
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
-from service.mcploop import as_input
+from service.mcploop import as_input, engine_prompt
 from service.wire import Limits, parse_create_body
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
 
@@ -168,3 +176,48 @@ def test_a_finished_call_is_a_function_call_and_its_output_to_the_next_step() ->
     outputs = [i for i in items if type(i).__name__ == "FunctionCallOutput"]
     assert outputs[0].output == "echo: hi"  # type: ignore[attr-defined]
     assert "boom" in outputs[1].output  # type: ignore[attr-defined]
+
+
+def _prompt(history: list[Turn], items: list[InputItem]) -> Prompt:
+    return Prompt(
+        response_id="resp_x",
+        model="m",
+        instructions=None,
+        history=history,
+        input=items,
+        tools=[],
+        tool_choice="auto",
+        parallel_tool_calls=True,
+        max_output_tokens=None,
+        temperature=None,
+        top_p=None,
+        reasoning=ReasoningConfig(),
+        text=TextConfig(),
+    )
+
+
+def test_mcp_calls_passed_back_are_shown_as_calls_in_the_input_and_in_earlier_turns() -> None:
+    """An `mcp_call` input item, in this request or in an earlier one of the chain, reaches
+    an engine as the function call and output it stands for; one still running, and the
+    client's approvals, reach none; a prompt without them is the same object."""
+    done = McpCall(id="mcp_1", server_label="d", name="find", arguments="{}", output="hit")
+    running = msgspec.structs.replace(done, id="mcp_2", output=None, status="calling")
+    failed = msgspec.structs.replace(
+        done, id="mcp_3", output=None, error={"type": "http_error", "code": 502, "message": "x"}
+    )
+    approval = McpApprovalResponse(id="mcpa_1", approval_request_id="mcpr_1", approve=True)
+    ask = InputMessage(id="msg_1", role="user", content=[InputText(text="so?")])
+    earlier = Turn(response_id="resp_0", instructions=None, input=[done, ask], output=[])
+    shown = engine_prompt(_prompt([earlier], [approval, done, running, failed, ask]))
+
+    def seen(items: list[InputItem]) -> list[tuple[str, str]]:
+        return [
+            (type(i).__name__, getattr(i, "output", getattr(i, "arguments", ""))) for i in items
+        ]
+
+    call, result = ("InputFunctionCall", "{}"), ("FunctionCallOutput", "hit")
+    error = ("FunctionCallOutput", json.dumps({"error": failed.error}))
+    assert seen(shown.input) == [call, result, call, error, ("InputMessage", "")]
+    assert seen(shown.history[0].input) == [call, result, ("InputMessage", "")]
+    plain = _prompt([], [ask])
+    assert engine_prompt(plain) is plain
