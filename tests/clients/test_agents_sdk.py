@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,7 +14,10 @@ import openai
 import pytest
 from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
 
+from adapters.engines.harmony.encoding import gpt_oss_encoding
 from tests.clients.conftest import ANSWER, WEATHER_PROMPT, ClientServer
+from tests.e2e.test_mcp import _start_tools
+from tests.fakes.process import FakeProcess
 
 located: list[str] = []
 
@@ -249,3 +253,51 @@ async def posts(srv: ClientServer) -> float:
         text,
     )
     return float(found.group(1)) if found else 0.0
+
+
+async def test_a_hosted_mcp_run_passed_back_shows_the_next_turn_its_calls(
+    resplog_for_clients: ClientServer, fake_sglang: FakeProcess, tmp_path: Path
+) -> None:
+    """An agent with a `HostedMCPTool` (the server runs the loop), its history kept by the
+    SDK (the default: `to_input_list()` passed back): the next turn sends the first turn's
+    `mcp_call` items back, and its model is shown each call and its result, as OpenAI's
+    is. (They were set aside, so the next turn never saw what the tools said.)"""
+    from agents import HostedMCPTool
+
+    srv = resplog_for_clients
+    tools = _start_tools(tmp_path)
+    config = RunConfig(tracing_disabled=True)
+    mcp = HostedMCPTool(
+        tool_config={
+            "type": "mcp",
+            "server_label": "testtools",
+            "server_url": tools.url,
+            "require_approval": "never",
+        }
+    )
+    try:
+        async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+            model = OpenAIResponsesModel(model=srv.model, openai_client=c)
+            agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
+            first = await Runner.run(agent, "Echo, then shout. [fake:mcp_loop]", run_config=config)
+            assert first.final_output == "Done after two tools."
+            history = first.to_input_list()
+            second = await Runner.run(
+                agent,
+                [*history, {"role": "user", "content": "What did they say?"}],
+                run_config=config,
+            )
+    finally:
+        tools.process.kill()
+        tools.process.wait()
+    assert second.final_output
+    srv.traffic.assert_all_ok()
+    sent = srv.traffic.responses_requests()[-1]["body"]["input"]
+    assert [i["type"] for i in sent if i.get("type") == "mcp_call"] == ["mcp_call"] * 2
+    assert tools.calls() == ["echo", "shout"]  # shown to the next turn, never run again
+    enc = gpt_oss_encoding()
+    prompt = enc.decode(fake_sglang.log()["requests"][-1]["input_ids"])
+    told = "<|start|>functions.{} to=assistant<|channel|>commentary<|message|>{}<|end|>"
+    assert told.format("echo", "echo: one") in prompt
+    assert told.format("shout", "TWO") in prompt
+    assert srv.verify()["ok"] is True
