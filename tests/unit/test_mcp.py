@@ -13,19 +13,12 @@ from domain import mcp
 from domain.errors import InvalidTransition
 from domain.events import encode
 from domain.fold import replay
-from domain.generation import (
-    ArgumentsDelta,
-    EndItem,
-    FunctionCallStart,
-    Prompt,
-    ReasoningConfig,
-    TextConfig,
-    Turn,
-)
+from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart, Turn
 from domain.objects import InputItem, InputMessage, InputText, McpApprovalResponse, McpCall
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
 from service.mcploop import as_input, engine_prompt
 from service.wire import Limits, parse_create_body
+from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
 
 
@@ -178,24 +171,6 @@ def test_a_finished_call_is_a_function_call_and_its_output_to_the_next_step() ->
     assert "boom" in outputs[1].output  # type: ignore[attr-defined]
 
 
-def _prompt(history: list[Turn], items: list[InputItem]) -> Prompt:
-    return Prompt(
-        response_id="resp_x",
-        model="m",
-        instructions=None,
-        history=history,
-        input=items,
-        tools=[],
-        tool_choice="auto",
-        parallel_tool_calls=True,
-        max_output_tokens=None,
-        temperature=None,
-        top_p=None,
-        reasoning=ReasoningConfig(),
-        text=TextConfig(),
-    )
-
-
 def test_mcp_calls_passed_back_are_shown_as_calls_in_the_input_and_in_earlier_turns() -> None:
     """An `mcp_call` input item, in this request or in an earlier one of the chain, reaches
     an engine as the function call and output it stands for; one still running, and the
@@ -208,7 +183,7 @@ def test_mcp_calls_passed_back_are_shown_as_calls_in_the_input_and_in_earlier_tu
     approval = McpApprovalResponse(id="mcpa_1", approval_request_id="mcpr_1", approve=True)
     ask = InputMessage(id="msg_1", role="user", content=[InputText(text="so?")])
     earlier = Turn(response_id="resp_0", instructions=None, input=[done, ask], output=[])
-    shown = engine_prompt(_prompt([earlier], [approval, done, running, failed, ask]))
+    shown = engine_prompt(make_prompt([approval, done, running, failed, ask], history=[earlier]))
 
     def seen(items: list[InputItem]) -> list[tuple[str, str]]:
         return [
@@ -219,5 +194,5 @@ def test_mcp_calls_passed_back_are_shown_as_calls_in_the_input_and_in_earlier_tu
     error = ("FunctionCallOutput", json.dumps({"error": failed.error}))
     assert seen(shown.input) == [call, result, call, error, ("InputMessage", "")]
     assert seen(shown.history[0].input) == [call, result, ("InputMessage", "")]
-    plain = _prompt([], [ask])
+    plain = make_prompt([ask])
     assert engine_prompt(plain) is plain
