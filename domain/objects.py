@@ -338,6 +338,7 @@ InputItem = (
     | InputCompaction
     | McpApprovalResponse
     | McpCall
+    | McpApprovalRequest
 )
 
 

@@ -53,6 +53,7 @@ _PREFIX = {
     InputCompaction: "cmp",
     McpApprovalResponse: "mcpa",
     McpCall: "mcp",
+    McpApprovalRequest: "mcpr",
     SetAsideItem: "item",
 }
 

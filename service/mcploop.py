@@ -141,13 +141,14 @@ def as_function_call(call: McpCall) -> list[InputItem]:
 def _shown(items: list[InputItem]) -> list[InputItem]:
     """Input items as a model is shown them: an MCP call passed back is its function call
     and output (one still running, passed back as it was, is left out: it has no result),
-    and the approvals the client sent are left out (the loop acts on them)."""
+    and approval requests passed back and the client's answers to them are left out (the
+    loop acts on them)."""
     out: list[InputItem] = []
     for item in items:
         if isinstance(item, McpCall):
             if item.status not in ("in_progress", "calling"):
                 out += as_function_call(item)
-        elif not isinstance(item, McpApprovalResponse):
+        elif not isinstance(item, McpApprovalResponse | McpApprovalRequest):
             out.append(item)
     return out
 
@@ -165,7 +166,7 @@ def engine_prompt(prompt: Prompt) -> Prompt:
 
 
 def _special(item: InputItem) -> bool:
-    return isinstance(item, McpCall | McpApprovalResponse)
+    return isinstance(item, McpCall | McpApprovalResponse | McpApprovalRequest)
 
 
 def _linear(turn: Turn) -> Turn:
@@ -178,10 +179,18 @@ def _linear(turn: Turn) -> Turn:
 
 
 def _approved(prompt: Prompt, state: ResponseState) -> McpApprovalRequest | None:
-    """The next approved request of the turn this one continues that was not run yet."""
+    """The next approved request that was not run yet: a request of the turn this one
+    continues, or one passed back in the input by a client that keeps its own history (the
+    Agents SDK's default sends the request back with its answer). A call passed back that
+    names the request was run already."""
     assert state.response is not None
-    done = {i.approval_request_id for i in state.response.output if isinstance(i, McpCall)}
-    asked = {i.id: i for t in prompt.history for i in t.output if isinstance(i, McpApprovalRequest)}
+    seen = [
+        *(i for t in prompt.history for i in (*t.input, *t.output)),
+        *prompt.input,
+        *state.response.output,
+    ]
+    done = {i.approval_request_id for i in seen if isinstance(i, McpCall)}
+    asked = {i.id: i for i in seen if isinstance(i, McpApprovalRequest)}
     for item in prompt.input:
         if isinstance(item, McpApprovalResponse) and item.approve:
             request = asked.get(item.approval_request_id)

@@ -9,10 +9,11 @@ referenced: it is answered as OpenAI answers an unknown item.
 
 The create use-case puts the item itself in the reference's place before the request is
 recorded, so the log holds what the model saw and replays without the other response. An
-MCP call is passed back as itself (the model is shown it as a function call and its output:
-service/mcploop.py `engine_prompt`); an item of a kind no engine is given (an MCP listing or
-approval request, a built-in call, an item an earlier request set aside) is set aside in its
-place, as if the client had sent it.
+MCP call or approval request is passed back as itself (the model is shown a call as a
+function call and its output, and the loop finds the request an approval answers:
+service/mcploop.py); an item of a kind no engine is given (an MCP listing, a built-in call,
+an item an earlier request set aside) is set aside in its place, as if the client had sent
+it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from domain.objects import (
     InputMessage,
     InputReasoning,
     ItemReference,
-    McpApprovalRequest,
     McpListTools,
     OutputItem,
     OutputMessage,
@@ -61,8 +61,8 @@ class _Asked(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # Output items of the server's own tool steps that no model is shown: passed back by
-# reference, they are set aside. (An MCP call is an input item of its own.)
-_RAN = McpListTools | McpApprovalRequest | WebSearchCall | CodeInterpreterCall
+# reference, they are set aside. (MCP calls and approval requests are input items.)
+_RAN = McpListTools | WebSearchCall | CodeInterpreterCall
 # A referenced item: one the model may be shown, or one set aside (as plain JSON).
 Resolved = InputItem | dict[str, Any]
 
@@ -160,11 +160,12 @@ def conversation_items(
     asked: list[InputItem], extra: dict[str, Any], output: list[OutputItem]
 ) -> list[ConversationItem]:
     """What a response leaves in its conversation: its input as sent (the items it set
-    aside in their place), then its output as input items. An MCP call is itself, as OpenAI
-    lists it (the next turn's model is shown it as a function call and its output:
-    service/mcploop.py `engine_prompt`); the server's tool listings, approval requests and
-    built-in calls are set aside, listed as the response made them and shown to no model (a
-    built-in call's answer is a hidden fact of its own response's log)."""
+    aside in their place), then its output as input items. An MCP call or approval request
+    is itself, as OpenAI lists it (the next turn's model is shown a call as a function call
+    and its output, and the loop finds there the request an approval answers:
+    service/mcploop.py); the server's tool listings and built-in calls are set aside, listed
+    as the response made them and shown to no model (a built-in call's answer is a hidden
+    fact of its own response's log)."""
     given: list[ConversationItem] = list(asked)
     for aside in sorted(extra.get(SET_ASIDE, []), key=lambda a: int(a["at"])):
         given.insert(aside["at"], SetAsideItem.of(aside["item"]))
@@ -193,6 +194,6 @@ def as_input(item: InputItem | OutputItem) -> InputItem:
             )
         case CompactionItem(id=iid, encrypted_content=blob):
             return InputCompaction(id=iid, encrypted_content=blob)
-        case McpListTools() | McpApprovalRequest() | WebSearchCall() | CodeInterpreterCall():
+        case McpListTools() | WebSearchCall() | CodeInterpreterCall():
             raise AssertionError(f"{item.id}: set aside by the caller, never an input item")
     return item

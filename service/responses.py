@@ -32,6 +32,7 @@ from domain.objects import (
     InputItem,
     InputMessage,
     InputReasoning,
+    McpApprovalRequest,
     McpApprovalResponse,
     McpCall,
     OutputItem,
@@ -381,6 +382,7 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
         InputCompaction: "cmp",
         McpApprovalResponse: "mcpa",
         McpCall: "mcp",
+        McpApprovalRequest: "mcpr",
     }
     return [
         item

@@ -125,6 +125,8 @@ def _input_entry(item: InputItem | SetAsideItem) -> Entry:
             return Entry(kind="mcp_approval_response", call_id=rid, text=str(ok).lower())
         case McpCall():
             return _mcp_call_entry(item)
+        case McpApprovalRequest():
+            return _approval_request_entry(item)
     raise AssertionError(item)  # pragma: no cover - the union is closed
 
 
@@ -149,10 +151,8 @@ def _output_entry(item: OutputItem) -> Entry:
             return Entry(kind="mcp_list_tools", name=label, text=error or names)
         case McpCall():
             return _mcp_call_entry(item)
-        case McpApprovalRequest(id=iid, server_label=label, name=name, arguments=args):
-            return Entry(
-                kind="mcp_approval_request", call_id=iid, name=f"{label}.{name}", text=args
-            )
+        case McpApprovalRequest():
+            return _approval_request_entry(item)
         case WebSearchCall(id=iid):
             return Entry(kind="web_search_call", call_id=iid, text=builtin_text(item))
         case CodeInterpreterCall(id=iid):
@@ -167,6 +167,15 @@ def _mcp_call_entry(call: McpCall) -> Entry:
         call_id=call.id,
         name=f"{call.server_label}.{call.name}",
         text=f"{call.arguments} -> {result}",
+    )
+
+
+def _approval_request_entry(request: McpApprovalRequest) -> Entry:
+    return Entry(
+        kind="mcp_approval_request",
+        call_id=request.id,
+        name=f"{request.server_label}.{request.name}",
+        text=request.arguments,
     )
 
 

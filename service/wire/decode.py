@@ -36,6 +36,7 @@ from domain.objects import (
     InputReasoning,
     InputText,
     ItemReference,
+    McpApprovalRequest,
     McpApprovalResponse,
     McpCall,
     McpCallStatus,
@@ -69,6 +70,7 @@ from service.wire.request import (
     InputImageParam,
     InputItemParam,
     ItemReferenceParam,
+    McpApprovalRequestParam,
     McpApprovalResponseParam,
     McpCallParam,
     McpToolParam,
@@ -168,11 +170,12 @@ DEFAULT_ONLY = {
 IGNORED_FIELDS = ("background_options", "prompt_cache_options")
 # Input items OpenAI takes (openai-python 3.60 `ResponseInputItemParam`) that no engine here
 # is given: the calls and outputs of tools OpenAI hosts or a client runs outside the
-# function/custom kinds, MCP listings and approval requests passed back, and the like. They
+# function/custom kinds, MCP listings passed back, and the like. They
 # are accepted (a client passing back an earlier answer's output must not get a 400), kept
 # in the request's facts under `SET_ASIDE` (so `input_items` lists them, in place, as sent)
-# and left out of every prompt; docs/clients.md. (An MCP call passed back is an input item
-# of its own, `McpCallParam`: the next model is shown it.)
+# and left out of every prompt; docs/clients.md. (An MCP call or approval request passed
+# back is an input item of its own: the next model is shown the call, and the loop finds
+# the request an approval answers.)
 SET_ASIDE_TYPES = frozenset(
     {
         "additional_tools",
@@ -186,7 +189,6 @@ SET_ASIDE_TYPES = frozenset(
         "image_generation_call",
         "local_shell_call",
         "local_shell_call_output",
-        "mcp_approval_request",
         "mcp_list_tools",
         "program",
         "program_output",
@@ -1012,6 +1014,9 @@ def _item(item: TypedItemParam, param: str, limits: Limits) -> InputItem | ItemR
         case McpApprovalResponseParam(approval_request_id=req, approve=ok, reason=why):
             _check_text(f"{param}.reason", why, limits)
             return McpApprovalResponse(id=iid, approval_request_id=req, approve=ok, reason=why)
+        case McpApprovalRequestParam(server_label=label, name=name, arguments=args):
+            _check_text(f"{param}.arguments", args, limits)
+            return McpApprovalRequest(id=iid, server_label=label, name=name, arguments=args)
         case McpCallParam(server_label=label, name=name, arguments=args, output=output):
             _check_text(f"{param}.arguments", args, limits)
             _check_text(f"{param}.output", output, limits)

@@ -318,6 +318,16 @@ class McpCallParam(_Item, frozen=True, kw_only=True, tag="mcp_call"):
     approval_request_id: str | None = None
 
 
+class McpApprovalRequestParam(_Item, frozen=True, kw_only=True, tag="mcp_approval_request"):
+    """openai-python `ResponseInputItemParam.McpApprovalRequest`: a request for approval an
+    earlier response made, passed back beside its answer (`mcp_approval_response`) by a
+    client that keeps its own history; the loop finds it here (service/mcploop.py)."""
+
+    server_label: str
+    name: str
+    arguments: str
+
+
 class SetAsideItemParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="set_aside"):
     """An input item of a kind OpenAI takes and resplog's engines are not given (a hosted
     tool's call, a computer or shell call and its output, an MCP listing...): decode puts
@@ -330,6 +340,7 @@ class SetAsideItemParam(_Strict, frozen=True, kw_only=True, tag_field="type", ta
 TypedItemParam = (
     McpApprovalResponseParam
     | McpCallParam
+    | McpApprovalRequestParam
     | MessageParam
     | FunctionCallParam
     | FunctionCallOutputParam

@@ -301,3 +301,47 @@ async def test_a_hosted_mcp_run_passed_back_shows_the_next_turn_its_calls(
     assert told.format("echo", "echo: one") in prompt
     assert told.format("shout", "TWO") in prompt
     assert srv.verify()["ok"] is True
+
+
+async def test_a_hosted_mcp_approval_runs_the_call_in_the_sdks_own_history(
+    resplog_for_clients: ClientServer, tmp_path: Path
+) -> None:
+    """A `HostedMCPTool` whose calls need approval, answered by `on_approval_request`, its
+    history kept by the SDK (the default): the SDK's next request sends the approval
+    request back with its `mcp_approval_response`, and the approved call runs there, once
+    each, until the model answers."""
+    from agents import HostedMCPTool
+
+    srv = resplog_for_clients
+    tools = _start_tools(tmp_path)
+    config = RunConfig(tracing_disabled=True)
+    asked: list[str] = []
+
+    def approve(request: Any) -> Any:
+        asked.append(request.data.name)
+        return {"approve": True}
+
+    mcp = HostedMCPTool(
+        tool_config={
+            "type": "mcp",
+            "server_label": "testtools",
+            "server_url": tools.url,
+            "require_approval": "always",
+        },
+        on_approval_request=approve,
+    )
+    try:
+        async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+            model = OpenAIResponsesModel(model=srv.model, openai_client=c)
+            agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
+            result = await Runner.run(
+                agent, "Echo, then shout. [fake:mcp_loop]", run_config=config, max_turns=6
+            )
+    finally:
+        tools.process.kill()
+        tools.process.wait()
+    assert result.final_output == "Done after two tools."
+    assert asked == ["echo", "shout"]
+    assert tools.calls() == ["echo", "shout"]
+    srv.traffic.assert_all_ok()
+    assert srv.verify()["ok"] is True

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import openai
@@ -400,6 +401,49 @@ def test_an_approval_request_ends_the_response_and_the_approval_continues_the_lo
         metadata={"scripted_calls": ""},  # the model answers
     )
     assert third.status == "completed"
+    assert tools.calls() == ["echo"]
+
+
+def test_an_approval_request_passed_back_with_its_answer_runs_once(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    """A client that keeps its own history (the Agents SDK's default) sends the approval
+    request back beside its answer, with no `previous_response_id`: the loop finds it there
+    and runs the call. Passed back again with the call it made, it is not run again."""
+    asked = [_tool(tools, require_approval={"never": {"tool_names": ["shout"]}})]
+    first = sdk.responses.create(
+        model="scripted",
+        input="ask first",
+        tools=asked,  # type: ignore[arg-type]
+        metadata={"scripted_calls": "echo"},
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request"
+    history: list[Any] = [
+        {"role": "user", "content": "ask first"},
+        *(i.model_dump(exclude_none=True) for i in first.output),
+        {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True},
+    ]
+    second = sdk.responses.create(
+        model="scripted",
+        input=history,
+        tools=asked,
+        metadata={"scripted_calls": "echo"},  # type: ignore[arg-type]
+    )
+    assert second.status == "completed", second.error
+    call = next(i for i in second.output if i.type == "mcp_call")
+    assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
+    assert tools.calls() == ["echo"]
+    listed = list(sdk.responses.input_items.list(second.id, order="asc"))
+    assert listed[-2].model_dump() == request.model_dump()  # an input item of its own
+    again = sdk.responses.create(
+        model="scripted",
+        input=[*history, *(i.model_dump(exclude_none=True) for i in second.output)],
+        tools=asked,  # type: ignore[arg-type]
+        metadata={"scripted_calls": ""},
+    )
+    assert again.status == "completed", again.error
+    assert not [i for i in again.output if i.type == "mcp_call"]
     assert tools.calls() == ["echo"]
 
 

@@ -13,6 +13,7 @@ from domain.objects import (
     FunctionCallOutput,
     InputMessage,
     InputText,
+    McpApprovalRequest,
     McpCall,
     OutputMessage,
     OutputText,
@@ -239,13 +240,15 @@ def test_mcp_builtin_and_set_aside_items_are_rendered_by_their_own_kind() -> Non
     )
     aside = SetAsideItem(id="sh_1", item={"type": "shell_call_output", "output": "ok"})
     passed = McpCall(id="mcp_0", server_label="docs", name="find", arguments="{}", output="t")
-    added = added_turn([(aside, False), (passed, False)], "alice", 1_700_000_000)
+    asked = McpApprovalRequest(id="mcpr_0", server_label="docs", name="rm", arguments="{}")
+    added = added_turn([(aside, False), (passed, False), (asked, False)], "alice", 1_700_000_000)
     made = turn_view(RequestFacts(owner="alice", input=[]), response, None)
     view = conversation("resp_3", [added, made], None)
     text = to_text(view)
     assert "set_aside shell_call_output: (not shown to the model)" in text
     assert "mcp_call docs.search (mcp_1): {} -> hit" in text
     assert "mcp_call docs.find (mcp_0): {} -> t" in text  # an input item of its own
+    assert "mcp_approval_request docs.rm (mcpr_0): {}" in text
     assert "web_search_call (ws_1): " in text
     assert "reasoning:" not in text
     md = to_markdown(view)

@@ -1080,6 +1080,7 @@ def test_the_published_schema_discriminates_input_items_and_parts_on_type() -> N
         "function_call",
         "function_call_output",
         "item_reference",
+        "mcp_approval_request",
         "mcp_approval_response",
         "mcp_call",
         "message",
