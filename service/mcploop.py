@@ -156,8 +156,8 @@ def _shown(items: list[InputItem]) -> list[InputItem]:
 def engine_prompt(prompt: Prompt) -> Prompt:
     """The prompt as every engine can render it: an earlier turn that holds MCP items is
     given as input items in order (each call a function call and its output), MCP calls
-    passed back as input likewise, and the approvals the client sent are left out (the
-    loop acts on them, the model need not)."""
+    passed back as input likewise, and approval requests passed back and the client's
+    answers to them are left out (the loop acts on them, the model need not)."""
     history = [_linear(t) for t in prompt.history]
     items = _shown(prompt.input) if any(map(_special, prompt.input)) else prompt.input
     if history == prompt.history and items is prompt.input:
