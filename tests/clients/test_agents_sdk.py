@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
 
 from adapters.engines.harmony.encoding import gpt_oss_encoding
 from tests.clients.conftest import ANSWER, WEATHER_PROMPT, ClientServer
-from tests.e2e.test_mcp import _start_tools
+from tests.e2e.test_mcp import ToolServer, _start_tools
 from tests.fakes.process import FakeProcess
 
 located: list[str] = []
@@ -255,41 +256,46 @@ async def posts(srv: ClientServer) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+@pytest.fixture
+def mcp_tools(tmp_path: Path) -> Iterator[ToolServer]:
+    """A real MCP server (the `mcp` package) of `echo` and `shout`, for `HostedMCPTool`."""
+    tools = _start_tools(tmp_path)
+    yield tools
+    tools.process.kill()
+    tools.process.wait()
+
+
+def hosted_mcp(tools: ToolServer, approval: str, on_request: Any = None) -> Any:
+    from agents import HostedMCPTool
+
+    config: Any = {
+        "type": "mcp",
+        "server_label": "testtools",
+        "server_url": tools.url,
+        "require_approval": approval,
+    }
+    return HostedMCPTool(tool_config=config, on_approval_request=on_request)
+
+
 async def test_a_hosted_mcp_run_passed_back_shows_the_next_turn_its_calls(
-    resplog_for_clients: ClientServer, fake_sglang: FakeProcess, tmp_path: Path
+    resplog_for_clients: ClientServer, fake_sglang: FakeProcess, mcp_tools: ToolServer
 ) -> None:
     """An agent with a `HostedMCPTool` (the server runs the loop), its history kept by the
     SDK (the default: `to_input_list()` passed back): the next turn sends the first turn's
     `mcp_call` items back, and its model is shown each call and its result, as OpenAI's
     is. (They were set aside, so the next turn never saw what the tools said.)"""
-    from agents import HostedMCPTool
-
-    srv = resplog_for_clients
-    tools = _start_tools(tmp_path)
+    srv, tools = resplog_for_clients, mcp_tools
     config = RunConfig(tracing_disabled=True)
-    mcp = HostedMCPTool(
-        tool_config={
-            "type": "mcp",
-            "server_label": "testtools",
-            "server_url": tools.url,
-            "require_approval": "never",
-        }
-    )
-    try:
-        async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
-            model = OpenAIResponsesModel(model=srv.model, openai_client=c)
-            agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
-            first = await Runner.run(agent, "Echo, then shout. [fake:mcp_loop]", run_config=config)
-            assert first.final_output == "Done after two tools."
-            history = first.to_input_list()
-            second = await Runner.run(
-                agent,
-                [*history, {"role": "user", "content": "What did they say?"}],
-                run_config=config,
-            )
-    finally:
-        tools.process.kill()
-        tools.process.wait()
+    mcp = hosted_mcp(tools, "never")
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        model = OpenAIResponsesModel(model=srv.model, openai_client=c)
+        agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
+        first = await Runner.run(agent, "Echo, then shout. [fake:mcp_loop]", run_config=config)
+        assert first.final_output == "Done after two tools."
+        history = first.to_input_list()
+        second = await Runner.run(
+            agent, [*history, {"role": "user", "content": "What did they say?"}], run_config=config
+        )
     assert second.final_output
     srv.traffic.assert_all_ok()
     sent = srv.traffic.responses_requests()[-1]["body"]["input"]
@@ -304,16 +310,13 @@ async def test_a_hosted_mcp_run_passed_back_shows_the_next_turn_its_calls(
 
 
 async def test_a_hosted_mcp_approval_runs_the_call_in_the_sdks_own_history(
-    resplog_for_clients: ClientServer, tmp_path: Path
+    resplog_for_clients: ClientServer, mcp_tools: ToolServer
 ) -> None:
     """A `HostedMCPTool` whose calls need approval, answered by `on_approval_request`, its
     history kept by the SDK (the default): the SDK's next request sends the approval
     request back with its `mcp_approval_response`, and the approved call runs there, once
     each, until the model answers."""
-    from agents import HostedMCPTool
-
-    srv = resplog_for_clients
-    tools = _start_tools(tmp_path)
+    srv, tools = resplog_for_clients, mcp_tools
     config = RunConfig(tracing_disabled=True)
     asked: list[str] = []
 
@@ -321,25 +324,13 @@ async def test_a_hosted_mcp_approval_runs_the_call_in_the_sdks_own_history(
         asked.append(request.data.name)
         return {"approve": True}
 
-    mcp = HostedMCPTool(
-        tool_config={
-            "type": "mcp",
-            "server_label": "testtools",
-            "server_url": tools.url,
-            "require_approval": "always",
-        },
-        on_approval_request=approve,
-    )
-    try:
-        async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
-            model = OpenAIResponsesModel(model=srv.model, openai_client=c)
-            agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
-            result = await Runner.run(
-                agent, "Echo, then shout. [fake:mcp_loop]", run_config=config, max_turns=6
-            )
-    finally:
-        tools.process.kill()
-        tools.process.wait()
+    mcp = hosted_mcp(tools, "always", approve)
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        model = OpenAIResponsesModel(model=srv.model, openai_client=c)
+        agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
+        result = await Runner.run(
+            agent, "Echo, then shout. [fake:mcp_loop]", run_config=config, max_turns=6
+        )
     assert result.final_output == "Done after two tools."
     assert asked == ["echo", "shout"]
     assert tools.calls() == ["echo", "shout"]
