@@ -336,3 +336,36 @@ async def test_a_hosted_mcp_approval_runs_the_call_in_the_sdks_own_history(
     assert tools.calls() == ["echo", "shout"]
     srv.traffic.assert_all_ok()
     assert srv.verify()["ok"] is True
+
+
+async def test_hosted_mcp_approvals_in_an_openai_conversations_session(
+    resplog_for_clients: ClientServer, mcp_tools: ToolServer
+) -> None:
+    """The same approvals with an `OpenAIConversationsSession`: the session adds each step's
+    items (the approval requests and answers among them) to a server conversation and sends
+    them all back as input. The calls run once, the conversation lists each request, answer
+    and call as itself, and the next run, sent the whole history again, runs nothing."""
+    from agents import OpenAIConversationsSession
+
+    srv, tools = resplog_for_clients, mcp_tools
+    config = RunConfig(tracing_disabled=True)
+    mcp = hosted_mcp(tools, "always", lambda _: {"approve": True})
+    async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="unused", max_retries=0) as c:
+        session = OpenAIConversationsSession(openai_client=c)
+        model = OpenAIResponsesModel(model=srv.model, openai_client=c)
+        agent = Agent(name="tools", instructions="Use the tools.", model=model, tools=[mcp])
+        first = await Runner.run(
+            agent,
+            "Echo, then shout. [fake:mcp_loop]",
+            run_config=config,
+            max_turns=6,
+            session=session,
+        )
+        kept = [i.get("type", "message") for i in await session.get_items()]
+        second = await Runner.run(agent, "And now?", run_config=config, session=session)
+    assert first.final_output == "Done after two tools." and second.final_output
+    assert kept.count("mcp_approval_request") == kept.count("mcp_approval_response") == 2
+    assert kept.count("mcp_call") == 2
+    assert tools.calls() == ["echo", "shout"]
+    srv.traffic.assert_all_ok()
+    assert srv.verify()["ok"] is True
