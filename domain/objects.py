@@ -340,6 +340,20 @@ InputItem = (
     | McpCall
     | McpApprovalRequest
 )
+# The prefix of the id the server gives an input item that came without one, by kind (a
+# request's: `<prefix>_<response suffix>_in<index>`; a conversation's: `<prefix>_<...>`).
+INPUT_ID_PREFIX: dict[type, str] = {
+    InputMessage: "msg",
+    FunctionCallOutput: "fco",
+    InputFunctionCall: "fc",
+    InputReasoning: "rs",
+    InputCustomToolCall: "ctc",
+    CustomToolCallOutput: "ctco",
+    InputCompaction: "cmp",
+    McpApprovalResponse: "mcpa",
+    McpCall: "mcp",
+    McpApprovalRequest: "mcpr",
+}
 
 
 class SetAsideItem(_Obj, frozen=True, kw_only=True, tag_field="type", tag="set_aside"):

@@ -21,19 +21,12 @@ from domain.conversations import (
 from domain.errors import InvalidRequest, NotFound
 from domain.generation import Turn
 from domain.objects import (
+    INPUT_ID_PREFIX,
     ConversationRef,
-    CustomToolCallOutput,
-    FunctionCallOutput,
-    InputCompaction,
-    InputCustomToolCall,
-    InputFunctionCall,
     InputItem,
-    InputMessage,
-    InputReasoning,
     ItemReference,
     McpApprovalRequest,
     McpApprovalResponse,
-    McpCall,
     OutputItem,
     SetAsideItem,
 )
@@ -43,19 +36,7 @@ from service.ports import Batches, ConversationItems, ConversationRow
 from service.reads import stored_now
 from service.references import response_of
 
-_PREFIX = {
-    InputMessage: "msg",
-    FunctionCallOutput: "fco",
-    InputFunctionCall: "fc",
-    InputReasoning: "rs",
-    InputCustomToolCall: "ctc",
-    CustomToolCallOutput: "ctco",
-    InputCompaction: "cmp",
-    McpApprovalResponse: "mcpa",
-    McpCall: "mcp",
-    McpApprovalRequest: "mcpr",
-    SetAsideItem: "item",
-}
+_PREFIX: dict[type, str] = {**INPUT_ID_PREFIX, SetAsideItem: "item"}
 
 
 def new_conversation_id(now: float) -> str:
@@ -202,10 +183,10 @@ async def _approvals_asked(
     svc: Bundle, conversation_id: str, given: Sequence[InputItem | ItemReference], owner: str
 ) -> list[Turn]:
     """The approval requests `given` answers, each as the turn of the response that made
-    it. A conversation holds an approval request only set aside (no model is shown it: the
-    loop acts on it), so each is read from its response, by its id, which must be of this
-    conversation and this owner (OpenAI's round trip with `conversation` in the place of
-    `previous_response_id`)."""
+    it, read from that response by its id, which must be of this conversation and this
+    owner (OpenAI's round trip with `conversation` in the place of `previous_response_id`).
+    A conversation lists a response's approval requests since 2026-12-06 (the loop finds
+    them in the history too); before, it held them only set aside."""
     wanted = {i.approval_request_id for i in given if isinstance(i, McpApprovalResponse)}
     turns = []
     for rid in sorted({r for r in map(response_of, wanted) if r is not None}):

@@ -20,21 +20,17 @@ from domain.events import RequestFacts
 from domain.fold import project
 from domain.generation import Compaction, Prompt, Turn
 from domain.objects import (
+    INPUT_ID_PREFIX,
     CustomToolCall,
     CustomToolCallOutput,
     FunctionCall,
     FunctionCallOutput,
-    InputCompaction,
     InputCustomToolCall,
     InputFile,
     InputFunctionCall,
     InputImage,
     InputItem,
     InputMessage,
-    InputReasoning,
-    McpApprovalRequest,
-    McpApprovalResponse,
-    McpCall,
     OutputItem,
     ResponseObject,
 )
@@ -372,22 +368,10 @@ def assign_ids(rid: str, items: list[InputItem]) -> list[InputItem]:
     """Give every input item an id (kept if the client sent one), derived from the
     response id so the same request always yields the same log."""
     suffix = rid.removeprefix("resp_")
-    prefix = {
-        InputMessage: "msg",
-        FunctionCallOutput: "fco",
-        InputFunctionCall: "fc",
-        InputReasoning: "rs",
-        InputCustomToolCall: "ctc",
-        CustomToolCallOutput: "ctco",
-        InputCompaction: "cmp",
-        McpApprovalResponse: "mcpa",
-        McpCall: "mcp",
-        McpApprovalRequest: "mcpr",
-    }
     return [
         item
         if item.id
-        else msgspec.structs.replace(item, id=f"{prefix[type(item)]}_{suffix}_in{i}")
+        else msgspec.structs.replace(item, id=f"{INPUT_ID_PREFIX[type(item)]}_{suffix}_in{i}")
         for i, item in enumerate(items)
     ]
 

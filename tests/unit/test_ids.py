@@ -51,3 +51,12 @@ async def test_the_service_makes_ids_of_the_second_it_creates_in(processes: Proc
     stamped = made_at(conversation.id)
     assert stamped is not None
     assert conversation.created_at - 1 <= stamped <= conversation.created_at
+
+
+def test_every_input_item_kind_has_an_id_prefix() -> None:
+    """A kind without one would fail a request that sends it without an id (a 500)."""
+    from typing import get_args
+
+    from domain.objects import INPUT_ID_PREFIX, InputItem
+
+    assert set(INPUT_ID_PREFIX) == set(get_args(InputItem))
