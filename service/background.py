@@ -25,7 +25,7 @@ class Background:
     def __init__(self, svc: Bundle, *, lease_ttl: float, claim_poll_s: float = 1.0) -> None:
         self.svc = svc
         self.worker = Worker(svc, poll_s=claim_poll_s)
-        self.sweeper = Sweeper(svc, every=lease_ttl / 2)
+        self.sweeper = Sweeper(svc, every=lease_ttl / 2, outage_grace_s=lease_ttl)
         self._drain: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -8,6 +8,14 @@ reason `worker_lost`, or `cancelled` if someone asked for that meanwhile. Of two
 only one wins the lease, so only one writes. A queued response whose claim expired needs no
 sweeping: it is claimable again, and the next worker to claim it generates it. A response in
 an MCP tool loop is not ended but continued here, from its last recorded step (`_resume`).
+
+A database that was away (a restart, a failover) stopped every owner renewing along with
+it, so an outage does not count against a lease: a sweeper whose pass met the database away
+leaves expired leases alone for a whole lease after it is back, time for every live owner
+to renew (each does every third of a lease). A process cut off alone still loses its
+responses, to the sweepers that never lost the database. The outage is seen by a pass that
+fails: the passes come every half lease and a lease lapses only after two thirds of one
+without a renewal, so an outage long enough to lapse a lease meets at least one pass.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import random
 import time
 
 from domain.commands import cancel, fail
-from domain.errors import DomainError
+from domain.errors import DomainError, StoreUnavailable
 from domain.reasons import FailReason
 from domain.state import ResponseState
 from domain.tools import builtin_offered, mcp_servers
@@ -37,11 +45,21 @@ class Sweeper:
     """Finds expired leases and ends their responses; runs every `every` seconds."""
 
     def __init__(
-        self, svc: Bundle, *, every: float, batch: int = 100, loop_grace_s: float = 30.0
+        self,
+        svc: Bundle,
+        *,
+        every: float,
+        batch: int = 100,
+        loop_grace_s: float = 30.0,
+        outage_grace_s: float = 0.0,
     ) -> None:
         self._svc = svc
         self.every = every
         self.batch = batch
+        # After the database was away, expired leases are left this long (a lease).
+        self.outage_grace_s = outage_grace_s
+        self._away = False  # a pass met the database away and none has succeeded since
+        self._back_at: float | None = None  # when a pass first found it back (monotonic)
         # At once on start-up, then every period, jittered so that replicas spread out.
         self._loop = Periodic(
             "sweep", self.sweep_once, lambda: self.every * random.uniform(0.75, 1.25), at_once=True
@@ -60,9 +78,30 @@ class Sweeper:
 
     async def sweep_once(self) -> int:
         """End every response found with an expired lease; how many this pass ended."""
+        try:
+            return await self._sweep()
+        except StoreUnavailable:
+            self._away = True
+            raise
+
+    def _in_outage_grace(self, now: float) -> bool:
+        """Whether the database came back too recently for owners to have renewed."""
+        if self._away:
+            self._away, self._back_at = False, now
+            log.warning(
+                "the database is back: expired leases are left %.1fs for their owners to renew",
+                self.outage_grace_s,
+            )
+        if self._back_at is not None and now - self._back_at >= self.outage_grace_s:
+            self._back_at = None
+        return self._back_at is not None
+
+    async def _sweep(self) -> int:
         ended = 0
         expired = await self._svc.leases.expired(self.batch)
         now = time.monotonic()
+        if self._in_outage_grace(now):
+            return 0
         self._waiting = {rid: at for rid, at in self._waiting.items() if rid in expired}
         for rid in expired:
             if self._svc.runner.get(rid) is not None:

@@ -72,9 +72,16 @@ RETURNING id
 # their lease (fencing: a writer whose lease was taken over cannot append even at the right
 # version). Most batches hold no lifecycle event (they are deltas) and move only `version`;
 # the few that do also set the snapshot, and a terminal one releases the lease with it.
+# Every append of the lease's owner extends the lease as a renewal would ($6, $9: its
+# lifetime): a renewal skips the rows a flush holds locked (leases.py), and a busy writer
+# holds them most of the time, so a stream streaming at full speed could otherwise miss
+# renewal after renewal until another process's sweeper ended it while it still ran. Its
+# `lease_expires_at` is in no index, so the update stays a HOT one.
 _CLAIM_MOVED = """
 UPDATE responses AS r
-SET version = u.version, updated_at = $4
+SET version = u.version, updated_at = $4,
+    lease_expires_at = CASE WHEN r.lease_owner IS NOT NULL
+        THEN extract(epoch FROM clock_timestamp())::float8 + $6::float8 END
 FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, expected, version)
 WHERE r.id = u.id AND r.version = u.expected
   AND (r.lease_owner IS NULL OR r.lease_owner = $5::text)
@@ -86,7 +93,8 @@ UPDATE responses AS r
 SET version = u.version, updated_at = u.updated_at, status = u.status,
     snapshot = u.snapshot, snapshot_version = u.snapshot_version,
     lease_owner = CASE WHEN u.status IN ({terminal}) THEN NULL ELSE r.lease_owner END,
-    lease_expires_at = CASE WHEN u.status IN ({terminal}) THEN NULL ELSE r.lease_expires_at END
+    lease_expires_at = CASE WHEN u.status IN ({terminal}) OR r.lease_owner IS NULL THEN NULL
+        ELSE extract(epoch FROM clock_timestamp())::float8 + $9::float8 END
 FROM unnest($1::int[], $2::float8[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[])
      AS u(version, updated_at, status, snapshot, snapshot_version, id, expected)
 WHERE r.id = u.id AND r.version = u.expected
@@ -128,7 +136,7 @@ def commit_one(kinds: tuple[bool, bool, bool]) -> str:
     """The flush as one statement, for a flush of these kinds of claims (new, moved,
     changed streams): only those CTEs, their parameters first, in `_CLAIMS`' order, then
     the events' six columns, the channel and the payload. A kind no batch is costs
-    nothing: a flush of deltas alone, the most common, binds 13 parameters instead of 35
+    nothing: a flush of deltas alone, the most common, binds 14 parameters instead of 37
     (asyncpg checks each array parameter against abstract base classes in Python, even an
     empty one) and runs one CTE instead of three. At most seven statements, each prepared
     once per connection."""
@@ -442,8 +450,9 @@ class PostgresEventStore(SqlEventStore):
                 [b.last for b in moved],
                 now,
                 me,
+                self.settings.lease_ttl,
             ),
-            (*_columns(changed, 7), me),
+            (*_columns(changed, 7), me, self.settings.lease_ttl),
         )
 
     async def _commit_together(

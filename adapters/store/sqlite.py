@@ -40,12 +40,15 @@ _INSERT_ROW = (
 )
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
 # Numbered parameters: the status (?3) also decides whether a terminal event releases the
-# lease. The guard itself (version and lease owner) was checked under the write lock.
+# lease, and any other append of the owner extends it to ?8, as on PostgreSQL (postgres.py,
+# `_CLAIM_MOVED`). The guard itself (version and lease owner) was checked under the write
+# lock.
 _UPDATE_ROW = (
     "UPDATE responses SET version = ?1, updated_at = ?2, status = coalesce(?3, status), "
     "snapshot = coalesce(?4, snapshot), snapshot_version = coalesce(?5, snapshot_version), "
     f"lease_owner = CASE WHEN ?3 IN ({_TERMINAL}) THEN NULL ELSE lease_owner END, "
-    f"lease_expires_at = CASE WHEN ?3 IN ({_TERMINAL}) THEN NULL ELSE lease_expires_at END "
+    f"lease_expires_at = CASE WHEN ?3 IN ({_TERMINAL}) OR lease_owner IS NULL THEN NULL "
+    "ELSE ?8 END "
     "WHERE id = ?6 AND version = ?7"
 )
 
@@ -117,7 +120,9 @@ class SqliteEventStore(SqlEventStore):
             rows = [(*row_insert(b, now), *self._creation_lease(b, now)) for b in creates]
             await conn.exec_driver_sql(_INSERT_ROW, rows)
         if updates:
-            result = await conn.exec_driver_sql(_UPDATE_ROW, [row_change(b, now) for b in updates])
+            expires = now + self.settings.lease_ttl
+            changes = [(*row_change(b, now), expires) for b in updates]
+            result = await conn.exec_driver_sql(_UPDATE_ROW, changes)
             if result.rowcount != len(updates):  # impossible while we hold the write lock
                 raise RuntimeError("read-model guard changed under the write lock")
         return {b.stream_id for b in creates} | {b.stream_id for b in updates}

@@ -178,7 +178,10 @@ def test_the_primary_dying_mid_stream_loses_and_doubles_nothing_after_the_standb
                     assert [e["sequence_number"] for e in events] == list(range(len(events)))
                     # Completed, not failed: its lease outlived the failover (a lease lost
                     # would have been swept, `failed` with reason `worker_lost`).
-                    assert events[-1]["type"] == "response.completed"
+                    assert events[-1]["type"] == "response.completed", (
+                        f"{events[-1]}\n--- server.log\n{server.log_text()[-4000:]}"
+                        f"\n--- other.log\n{other.log_text()[-4000:]}"
+                    )
                     rid = events[0]["response"]["id"]
                     log = http.get(
                         f"/v1/responses/{rid}/events", params={"format": "jsonl"}

@@ -189,3 +189,45 @@ def test_a_frozen_database_is_a_quick_503_and_the_server_recovers_without_a_rest
         finally:
             stop_server(server)
         assert sorted(fold_check(pg.url()).status.values()) == ["completed"] * 3
+
+
+def test_an_outage_longer_than_a_lease_ends_no_response_whose_process_is_alive(
+    tmp_path: Path,
+) -> None:
+    """While the database is away no owner can renew, so every lease lapses at once. When it
+    is back, another replica's sweeper must not end a response whose process is alive and
+    about to renew it (`failed`, `worker_lost`): it leaves expired leases a whole lease
+    first. The response waits on its engine (its first delta is 10 s away) through the
+    outage and after it, so no flush of its own extends its lease: only its renewal keeps
+    it; then its client cancels it."""
+    ttl = 2.0
+    quiet = {"scripted_delay_ms": "10000"}
+    with private_postgres() as pg:
+        owner = start_server(pg.url(), "postgres", tmp_path / "owner.log", "--lease-ttl-s", "2")
+        other = start_server(pg.url(), "postgres", tmp_path / "other.log", "--lease-ttl-s", "2")
+        body = {"model": "scripted", "input": "x", "background": True, "metadata": quiet}
+        try:
+            with httpx.Client(base_url=owner.base_url, timeout=10) as http:
+                rid = http.post("/v1/responses", json=body).json()["id"]
+                assert http.get(f"/v1/responses/{rid}").json()["status"] == "in_progress"
+                pg.stop()
+                time.sleep(1.5 * ttl)  # its lease lapses, and both sweepers meet the outage
+                pg.start()
+                back = time.monotonic()
+                while time.monotonic() < back + 2 * ttl + 0.5:  # the sweepers' grace, and more
+                    assert _status(http, rid) in ("in_progress", None), other.log_text()[-3000:]
+                    time.sleep(0.1)
+                assert http.post(f"/v1/responses/{rid}/cancel").json()["status"] == "cancelled"
+            assert "the database is back" in other.log_text()
+            for replica in (owner, other):
+                assert "Traceback" not in replica.log_text()
+        finally:
+            stop_server(other)
+            stop_server(owner)
+        assert list(fold_check(pg.url()).status.values()) == ["cancelled"]
+
+
+def _status(http: httpx.Client, rid: str) -> str | None:
+    """The response's status, None while the server answers 503 (the database waking)."""
+    got = http.get(f"/v1/responses/{rid}")
+    return None if got.status_code == 503 else str(got.json()["status"])

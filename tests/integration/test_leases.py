@@ -19,6 +19,7 @@ from adapters.store.leases import SqlLeases
 from adapters.store.migrate import upgrade
 from adapters.store.tables import responses as t_responses
 from domain.builder import emit
+from domain.commands import start
 from domain.errors import Conflict
 from domain.events import ResponseCancelled
 from domain.fold import replay
@@ -185,6 +186,29 @@ async def test_a_fenced_stream_fails_alone_in_its_flush(proc: Opener) -> None:
         )
     assert results[0] is None
     assert isinstance(results[1], Conflict)
+
+
+async def test_an_append_by_the_lease_owner_extends_its_lease(proc: Opener) -> None:
+    """Every append of the owner extends its lease, deltas and lifecycle events alike. On
+    PostgreSQL a renewal skips the rows a flush holds locked, and a busy writer (one flush
+    after another, each waiting for a synchronous standby) holds them most of the time:
+    without this a stream streaming at full speed could miss its renewals until its lease
+    lapsed, and another process's sweeper ended it `failed` while it still ran."""
+    a = await proc("proc-a", ttl=600)
+    sweeper = SqlLeases(await proc("sweeper"))
+    rid = await queued(a)
+    assert await SqlLeases(a).acquire(rid) is not None
+    state = replay(await a.read_events(rid))
+    async with GroupCommitWriter(a) as writer:
+        for step in (start, lambda s: emit(s, TextDelta(text="more"))):
+            await lapse(a, rid)  # no renewal found the row free for a whole lease
+            d = step(state)
+            await writer.append(rid, state.version, d.events)
+            state = d.state
+            owner, expires = await lease_of(a, rid)
+            assert owner == "proc-a"
+            assert expires == pytest.approx(time.time() + 600, abs=60)
+            assert rid not in await sweeper.expired(1000)
 
 
 async def test_concurrent_claimers_never_get_the_same_response(proc: Opener) -> None:

@@ -352,6 +352,35 @@ async def test_the_sweeper_ends_a_response_whose_owner_is_gone_as_worker_lost(
     assert await sweeper.sweep_once() == 0
 
 
+async def test_after_an_outage_the_sweeper_leaves_expired_leases_a_lease_to_be_renewed(
+    processes: Processes,
+) -> None:
+    """No owner could renew while the database was away, so its leases lapsed with every
+    other: a sweeper that met the outage ends none for a whole lease after it is back. The
+    owner that renews meanwhile keeps its response; the one that does not is gone."""
+    kept, lost = await lost_response(processes), await lost_response(processes)
+    await processes.set_lease(kept, "alive", 0.0)
+    alive = await processes.start(owner="alive")
+    other = await processes.start(owner="proc-b")
+    sweeper = Sweeper(other, every=1.0, outage_grace_s=0.5)
+    expired = other.leases.expired
+
+    async def away(limit: int) -> list[str]:
+        raise StoreUnavailable("cannot use the database now (retry shortly)")
+
+    other.leases.expired = away  # type: ignore[method-assign]
+    with pytest.raises(StoreUnavailable):
+        await sweeper.sweep_once()
+    other.leases.expired = expired  # type: ignore[method-assign]
+    assert await sweeper.sweep_once() == 0  # back, but too soon for any owner to renew
+    assert (await alive.leases.renew([kept])).held == {kept}
+    assert await sweeper.sweep_once() == 0
+    await asyncio.sleep(0.5)
+    assert await sweeper.sweep_once() == 1
+    assert await end_reason(alive, lost) == ("response.failed", FailReason.WORKER_LOST)
+    assert await status_of(alive, kept) == "in_progress"
+
+
 async def test_the_sweeper_leaves_the_generations_of_its_own_process_alone(
     processes: Processes,
 ) -> None:
