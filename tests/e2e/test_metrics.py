@@ -153,9 +153,10 @@ def test_leases_claimed_lost_and_swept_move_when_a_lease_is_taken_over(
     fresh_pg: Callable[[], str], tmp_path: Path
 ) -> None:
     """An API-only replica (A) queues a background response; B claims and generates it.
-    Its lease is then made to run out, as if B had stalled (B renews only every 10 s, so
-    it cannot win the race): A's sweeper takes the lease over and ends the response, and
-    B, whose next append the store refuses, stops its generation. Each counts its part."""
+    B then stalls (SIGSTOP: it neither appends, which extends a lease, nor renews) and its
+    lease is made to run out: A's sweeper takes the lease over and ends the response, and
+    B, woken, finds its next append refused and stops its generation. Each counts its
+    part."""
     url = fresh_pg()
     a = start_server(url, "postgres", tmp_path / "a.log", "--workers", "0", "--lease-ttl-s", "1")
     b = start_server(url, "postgres", tmp_path / "b.log", "--workers", "2", "--lease-ttl-s", "30")
@@ -169,9 +170,13 @@ def test_leases_claimed_lost_and_swept_move_when_a_lease_is_taken_over(
             wait(lambda: value(scrape(on_b), "resplog_leases_held") == 1)
             assert value(scrape(on_b), "resplog_leases_claimed_total") == 1
             wait(lambda: bool(client.responses.retrieve(r.id).output_text))
-            asyncio.run(_expire_lease(url, r.id))
-            wait(lambda: client.responses.retrieve(r.id).status == "failed")
-            assert value(scrape(on_a), "resplog_sweeper_actions_total", action="ended") == 1
+            b.process.send_signal(signal.SIGSTOP)
+            try:
+                asyncio.run(_expire_lease(url, r.id))
+                wait(lambda: client.responses.retrieve(r.id).status == "failed")
+                assert value(scrape(on_a), "resplog_sweeper_actions_total", action="ended") == 1
+            finally:
+                b.process.send_signal(signal.SIGCONT)
             wait(lambda: value(scrape(on_b), "resplog_leases_lost_total") == 1)
             wait(lambda: value(scrape(on_b), "resplog_leases_held") == 0)
             assert value(scrape(on_b), "resplog_sweeper_actions_total", action="ended") == 0
