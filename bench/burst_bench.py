@@ -620,6 +620,8 @@ async def sample(args: argparse.Namespace) -> None:
                 cpu += (await raw_bursts(pid, raw, args.burst, 1))[1]
             await spy_process.wait()
             report_samples(out, statistics.median(cpu))
+            if args.sample_out:
+                shutil.copyfile(out, args.sample_out)
 
 
 # The reference servers `--floors` measures resplog against (bench/reference_apps.py), by
@@ -761,6 +763,11 @@ async def main() -> None:
         type=float,
         metavar="SECONDS",
         help="bursts for SECONDS under py-spy: where a create's CPU goes, line by line",
+    )
+    p.add_argument(
+        "--sample-out",
+        metavar="PATH",
+        help="with --sample: keep py-spy's raw stacks there (one line a stack: frames, count)",
     )
     args = p.parse_args()
     if args.sample:
