@@ -8,7 +8,7 @@ server's (`<prefix>_<conversation suffix>_<random>`) unless the client named the
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import msgspec
 
@@ -34,7 +34,7 @@ from service.bundle import Bundle
 from service.ids import new_id
 from service.ports import Batches, ConversationItems, ConversationRow
 from service.reads import stored_now
-from service.references import response_of
+from service.references import conversation_items_of, response_of
 
 _PREFIX: dict[type, str] = {**INPUT_ID_PREFIX, SetAsideItem: "item"}
 
@@ -58,7 +58,14 @@ async def visible(svc: Bundle, conversation_id: str, owner: str) -> Conversation
     return row
 
 
-def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[ConversationItem]:
+async def _given(
+    svc: Bundle,
+    conversation_id: str,
+    items: Sequence[ConversationItem | ItemReference],
+    owner: str,
+) -> list[ConversationItem]:
+    """The items a request adds: at most OpenAI's number, each reference replaced by the
+    item it names (service/references.py), and ids of the server's for the unnamed."""
     if len(items) > MAX_ITEMS_PER_REQUEST:
         raise InvalidRequest(
             f"Invalid 'items': too many items ({len(items)}; the limit is "
@@ -66,6 +73,10 @@ def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[Conve
             param="items",
             code="array_above_max_length",
         )
+    return _with_ids(conversation_id, await conversation_items_of(svc, items, owner))
+
+
+def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[ConversationItem]:
     suffix = conversation_id.removeprefix("conv_")[:16]
     return [
         item
@@ -78,12 +89,17 @@ def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[Conve
 
 
 async def create_conversation(
-    svc: Bundle, items: list[ConversationItem], metadata: dict[str, str], owner: str
+    svc: Bundle,
+    items: Sequence[ConversationItem | ItemReference],
+    metadata: dict[str, str],
+    owner: str,
 ) -> ConversationObject:
     now = svc.clock()
     cid = new_conversation_id(now)
+    given = await _given(svc, cid, items, owner)
+    _no_duplicates(given, ())
     conversation = ConversationObject(id=cid, created_at=int(now), metadata=metadata)
-    await svc.conversations.create(conversation, owner, _with_ids(cid, items), now)
+    await svc.conversations.create(conversation, owner, given, now)
     return conversation
 
 
@@ -108,11 +124,22 @@ async def delete(svc: Bundle, conversation_id: str, owner: str) -> ConversationD
 
 
 async def add_items(
-    svc: Bundle, conversation_id: str, items: list[ConversationItem], owner: str
+    svc: Bundle,
+    conversation_id: str,
+    items: Sequence[ConversationItem | ItemReference],
+    owner: str,
 ) -> list[ConversationItem]:
     await visible(svc, conversation_id, owner)
-    given = _with_ids(conversation_id, items)
-    known = {i.id for i in (await svc.conversations.items(conversation_id)).items}
+    given = await _given(svc, conversation_id, items, owner)
+    _no_duplicates(given, {i.id for i in (await svc.conversations.items(conversation_id)).items})
+    if not await svc.conversations.add_items(conversation_id, given, svc.clock()):
+        raise _not_found(conversation_id)
+    return given
+
+
+def _no_duplicates(given: list[ConversationItem], known: Collection[str]) -> None:
+    """OpenAI's 400 for an item whose id the conversation has, or the request has twice (a
+    reference to an item already added names it again)."""
     for n, item in enumerate(given):
         if item.id in known or item.id in {g.id for g in given[:n]}:
             raise InvalidRequest(
@@ -121,9 +148,6 @@ async def add_items(
                 param=f"items[{n}].id",
                 code="invalid_value",
             )
-    if not await svc.conversations.add_items(conversation_id, given, svc.clock()):
-        raise _not_found(conversation_id)
-    return given
 
 
 async def list_items(

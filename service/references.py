@@ -8,7 +8,10 @@ its own. An id a client chose for its own input item names no place and cannot b
 referenced: it is answered as OpenAI answers an unknown item.
 
 The create use-case puts the item itself in the reference's place before the request is
-recorded, so the log holds what the model saw and replays without the other response. An
+recorded, so the log holds what the model saw and replays without the other response. Items
+added to a conversation by reference (`POST /v1/conversations/{id}/items`, or a new
+conversation's `items`) are resolved the same way (`conversation_items_of`): the
+conversation's log holds the item under its id, as OpenAI lists it. An
 MCP call or approval request is passed back as itself (the model is shown a call as a
 function call and its output, and the loop finds the request an approval answers:
 service/mcploop.py); an item of a kind no engine is given (an MCP listing, a built-in call,
@@ -19,6 +22,7 @@ it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -109,6 +113,23 @@ async def resolve_with_aside(
     return typed, {**extra, SET_ASIDE: sorted(aside, key=lambda a: int(a["at"]))}
 
 
+async def conversation_items_of(
+    svc: Bundle, items: Sequence[ConversationItem | ItemReference], owner: str
+) -> list[ConversationItem]:
+    """Items to add to a conversation, each reference replaced by the item it names (its
+    id kept); one of a kind no model is shown is set aside, as a response's is when it
+    leaves its items in its conversation (`conversation_items`). An unknown or foreign id
+    is the 404 of a create's input, about `items[i]`."""
+    out: list[ConversationItem] = []
+    for n, item in enumerate(items):
+        if not isinstance(item, ItemReference):
+            out.append(item)
+            continue
+        found = await _resolve(svc, item, owner, f"items[{n}]")
+        out.append(SetAsideItem.of(found) if isinstance(found, dict) else found)
+    return out
+
+
 async def _resolved(
     svc: Bundle, items: list[InputItem | ItemReference], owner: str
 ) -> list[Resolved]:
@@ -118,24 +139,24 @@ async def _resolved(
     ]
 
 
-async def _resolve(svc: Bundle, ref: ItemReference, owner: str) -> Resolved:
+async def _resolve(svc: Bundle, ref: ItemReference, owner: str, param: str = "input") -> Resolved:
     found = _ITEM_ID.match(ref.id)
     if found is not None:
         links = await svc.index.chain(f"resp_{found.group(1)}", owner, 1)
         facts = links[0].request_facts if links else None
         if facts is not None:
             if found.group(2):
-                return _in_input(_asked.decode(facts), ref)
+                return _in_input(_asked.decode(facts), ref, param)
             output = _final.decode(links[0].snapshot).output
             item = next((i for i in output if i.id == ref.id), None)
             if isinstance(item, _RAN):
                 return msgspec.to_builtins(item)  # type: ignore[no-any-return]
             if item is not None:
                 return as_input(item)
-    raise _not_found(ref)
+    raise _not_found(ref, param)
 
 
-def _in_input(asked: _Asked, ref: ItemReference) -> Resolved:
+def _in_input(asked: _Asked, ref: ItemReference, param: str) -> Resolved:
     """The input item of an earlier request named by `ref`: a typed one, or one that
     request set aside (its facts keep it as sent, with its id)."""
     typed = next((i for i in asked.input if i.id == ref.id), None)
@@ -144,15 +165,15 @@ def _in_input(asked: _Asked, ref: ItemReference) -> Resolved:
     for aside in asked.extra.get(SET_ASIDE, []):
         if aside["item"].get("id") == ref.id:
             return dict(aside["item"])
-    raise _not_found(ref)
+    raise _not_found(ref, param)
 
 
-def _not_found(ref: ItemReference) -> NotFound:
+def _not_found(ref: ItemReference, param: str) -> NotFound:
     return NotFound(
         f"Item with id '{ref.id[:128]}' not found. Items are not persisted when `store` is "
         "set to false. Try again with `store` set to true, or remove this item from your "
         "input.",
-        param="input",
+        param=param,
     )
 
 

@@ -55,20 +55,17 @@ def _decode(body: bytes, limits: Limits, kind: type[Any]) -> Any:
         raise rejection(exc, raw) from exc
 
 
-def _items(params: list[InputItemParam] | None, limits: Limits) -> list[ConversationItem]:
-    out: list[ConversationItem] = []
+def _items(
+    params: list[InputItemParam] | None, limits: Limits
+) -> list[ConversationItem | ItemReference]:
+    """The items as sent; an `item_reference` stays one, for the use-case to resolve
+    (service/references.py `conversation_items_of`)."""
+    out: list[ConversationItem | ItemReference] = []
     for i, param in enumerate(params or []):
         if isinstance(param, SetAsideItemParam):
             out.append(_set_aside(param.item, f"items[{i}]"))
-            continue
-        item = _item(param, f"items[{i}]", limits)
-        if isinstance(item, ItemReference):
-            raise InvalidRequest(
-                f"Invalid 'items[{i}]': an item reference cannot be added to a conversation.",
-                param=f"items[{i}].type",
-                code="invalid_value",
-            )
-        out.append(item)
+        else:
+            out.append(_item(param, f"items[{i}]", limits))
     return out
 
 
@@ -87,7 +84,7 @@ def _set_aside(item: dict[str, Any], param: str) -> SetAsideItem:
 
 def parse_create_conversation(
     body: bytes, limits: Limits
-) -> tuple[list[ConversationItem], dict[str, str]]:
+) -> tuple[list[ConversationItem | ItemReference], dict[str, str]]:
     parsed: CreateConversationBody = _decode(body or b"{}", limits, CreateConversationBody)
     return _items(parsed.items, limits), _metadata(parsed.metadata, limits)
 
@@ -97,6 +94,6 @@ def parse_update_conversation(body: bytes, limits: Limits) -> dict[str, str]:
     return _metadata(parsed.metadata, limits)
 
 
-def parse_add_items(body: bytes, limits: Limits) -> list[ConversationItem]:
+def parse_add_items(body: bytes, limits: Limits) -> list[ConversationItem | ItemReference]:
     parsed: AddItemsBody = _decode(body, limits, AddItemsBody)
     return _items(parsed.items, limits)

@@ -301,3 +301,76 @@ def test_an_approval_answer_without_an_id_gets_one(client: openai.OpenAI) -> Non
     answer = {"type": "mcp_approval_response", "approval_request_id": "mcpr_x", "approve": True}
     added = client.conversations.items.create(conv.id, items=[answer])  # type: ignore[list-item]
     assert added.data[0].id.startswith("mcpa_")
+
+
+def test_items_of_earlier_responses_are_added_by_reference(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """`item_reference` in a conversation's items (openai-python `ItemCreateParams`: any
+    input item): the item it names joins the conversation under its own id, as a
+    reference in a create's input is replaced by its item; the next turn's model sees it."""
+    tools: Any = [
+        {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    ]
+    earlier = client.responses.create(model="scripted", input="Tea?")
+    called = client.responses.create(model="scripted", input="go", tools=tools)
+    reasoning, message = earlier.output[0], earlier.output[-1]
+    asked = f"msg_{earlier.id.removeprefix('resp_')}_in0"
+    conv = client.conversations.create(items=[{"type": "item_reference", "id": asked}])
+    added = client.conversations.items.create(
+        conv.id,
+        items=[
+            {"type": "item_reference", "id": reasoning.id},
+            {"id": message.id},  # openai-python `ItemReference`: the type may be left out
+            {"type": "item_reference", "id": called.output[-1].id},
+        ],
+    )
+    assert [(i.id, i.type) for i in added.data] == [
+        (reasoning.id, "reasoning"),
+        (message.id, "message"),
+        (called.output[-1].id, "function_call"),
+    ]
+    listed = client.conversations.items.list(conv.id, order="asc").data
+    assert [i.id for i in listed] == [asked, reasoning.id, message.id, called.output[-1].id]
+    first = listed[0].model_dump(exclude_none=True)
+    assert (first["role"], first["content"][0]["text"]) == ("user", "Tea?")
+    said = listed[2].model_dump(exclude_none=True)
+    assert said["role"] == "assistant"
+    assert said["content"] == message.model_dump(exclude_none=True)["content"]
+    seen = client.responses.create(
+        model="scripted", conversation=conv.id, input="More?", metadata=TRANSCRIPT
+    )
+    shown = seen.output_text.split(" | ")
+    assert shown[0] == "user: Tea?" and shown[1].startswith("reasoning: "), shown
+    assert shown[2:] == ["assistant: You said: Tea?", "function_call: ", "user: More?"], shown
+    # Named again, an item is a duplicate; an unknown id is OpenAI's 404; neither adds.
+    count = len(client.conversations.items.list(conv.id, limit=100).data)
+    with pytest.raises(openai.BadRequestError) as again:
+        client.conversations.items.create(conv.id, items=[{"type": "item_reference", "id": asked}])
+    assert again.value.code == "invalid_value"
+    assert again.value.body["param"] == "items[0].id"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as twice:
+        client.conversations.create(items=[{"type": "item_reference", "id": asked}, {"id": asked}])
+    assert twice.value.body["param"] == "items[1].id"  # type: ignore[index]
+    unknown = "msg_00000000000000000000000000000000_0"
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.conversations.items.create(
+            conv.id,
+            items=[
+                {"role": "user", "content": "kept out"},
+                {"type": "item_reference", "id": unknown},
+            ],
+        )
+    body: Any = caught.value.body
+    assert body["param"] == "items[1]"
+    assert body["message"].startswith(f"Item with id '{unknown}' not found.")
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.create(items=[{"type": "item_reference", "id": unknown}])
+    unstored = client.responses.create(model="scripted", input="x", store=False)
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.create(
+            conv.id, items=[{"type": "item_reference", "id": unstored.output[-1].id}]
+        )
+    assert len(client.conversations.items.list(conv.id, limit=100).data) == count
+    checked = verify_all(server)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

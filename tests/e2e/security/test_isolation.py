@@ -103,8 +103,9 @@ def test_the_owner_reaches_every_endpoint_of_its_own_response(
 def test_another_owners_items_cannot_be_referenced(
     keyed: Server, key_of: Callable[[str], str], alice: dict[str, str]
 ) -> None:
-    """`item_reference` reads an item from the log: Bob naming one of Alice's items gets
-    the answer for an id that never existed, and nothing is written."""
+    """`item_reference` reads an item from the log: Bob naming one of Alice's items, in a
+    create's input or in a conversation's items, gets the answer for an id that never
+    existed, and nothing is written."""
     suffix = alice["done"].removeprefix("resp_")
     own_items = [f"msg_{suffix}_in0", f"msg_{suffix}_1"]
     with http(keyed, alice["key"]) as own:
@@ -119,6 +120,15 @@ def test_another_owners_items_cannot_be_referenced(
             assert answer.status_code == 404, answer.text
             assert answer.json()["error"]["message"].startswith(f"Item with id '{item}' not found")
             assert log_state(keyed, running=alice["running"]) == before
+        # Nor can he add one to a conversation of his own by reference.
+        conv = bob.post("/v1/conversations", json={}).json()["id"]
+        for item in own_items:
+            ref = {"items": [{"type": "item_reference", "id": item}]}
+            answer = bob.post(f"/v1/conversations/{conv}/items", json=ref)
+            assert answer.status_code == 404, answer.text
+            assert answer.json()["error"]["message"].startswith(f"Item with id '{item}' not found")
+            assert bob.post("/v1/conversations", json=ref).status_code == 404
+        assert bob.get(f"/v1/conversations/{conv}/items").json()["data"] == []
 
 
 def test_another_owners_conversation_is_404_everywhere_and_writes_nothing(
