@@ -2,7 +2,8 @@
 
 A conversation is visible to its owner until deleted: another owner's, or a deleted one, is
 the same 404 as an id that never existed. Items added through the API get ids of the
-server's (`<prefix>_<conversation suffix>_<random>`) unless the client named them.
+server's (`<prefix>_<conversation id's suffix>_<16 random hex digits>`) unless the client
+named them; a reference finds one by its id (service/references.py).
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ async def _given(
 
 
 def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[ConversationItem]:
-    suffix = conversation_id.removeprefix("conv_")[:16]
+    # The whole conversation id, so that an `item_reference` finds the item from its id
+    # alone (service/references.py), as a response's items are found from theirs.
+    suffix = conversation_id.removeprefix("conv_")
     return [
         item
         if item.id

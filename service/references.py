@@ -4,8 +4,12 @@ Item ids name their place in the log: the server derives every id it gives from 
 id and the item's position (`msg_<suffix>_2` is output 2 of `resp_<suffix>`, `msg_<suffix>_in0`
 input 0; domain/builder.py `item_id`, service/responses.py `assign_ids`). So a reference is
 read from that one response, through the read model's owner check, without an index of
-its own. An id a client chose for its own input item names no place and cannot be
-referenced: it is answered as OpenAI answers an unknown item.
+its own. An item added to a conversation through the API has an id of the server's that
+names the conversation (`msg_<conversation suffix>_<16 random hex digits>`,
+service/conversations.py), and is read from that conversation's items, through its owner
+check. An id a client chose for its own item names no place and cannot be referenced (nor
+can an item added to a conversation before its ids named the whole conversation): it is
+answered as OpenAI answers an unknown item.
 
 The create use-case puts the item itself in the reference's place before the request is
 recorded, so the log holds what the model saw and replays without the other response. Items
@@ -53,6 +57,9 @@ from service.wire import SET_ASIDE
 
 # <prefix>_<response suffix>_<output index> or _in<input index>
 _ITEM_ID = re.compile(r"^[a-z]+_([A-Za-z0-9]{1,128})_(in)?([0-9]{1,9})$")
+# <prefix>_<conversation suffix>_<16 random hex digits>: an item added through the API
+# (service/ids.py: a suffix is 50 hex digits, 48 for ids of before)
+_CONVERSATION_ITEM_ID = re.compile(r"^[a-z]+_([0-9a-f]{48,50})_[0-9a-f]{16}$")
 
 
 class _Final(msgspec.Struct, frozen=True, kw_only=True):
@@ -153,6 +160,23 @@ async def _resolve(svc: Bundle, ref: ItemReference, owner: str, param: str = "in
                 return msgspec.to_builtins(item)  # type: ignore[no-any-return]
             if item is not None:
                 return as_input(item)
+    added = _CONVERSATION_ITEM_ID.match(ref.id)
+    if added is not None:
+        return await _in_conversation(svc, f"conv_{added.group(1)}", ref, owner, param)
+    raise _not_found(ref, param)
+
+
+async def _in_conversation(
+    svc: Bundle, conversation_id: str, ref: ItemReference, owner: str, param: str
+) -> Resolved:
+    """An item added to a conversation through the API, from that conversation's items (a
+    deleted item, or one of a deleted or another owner's conversation, is not found); one
+    of a kind no model is shown is set aside, as listed."""
+    row = await svc.conversations.get(conversation_id)
+    if row is not None and row.owner == owner and row.deleted_at is None:
+        for item in (await svc.conversations.items(conversation_id)).items:
+            if item.id == ref.id:
+                return item.listed() if isinstance(item, SetAsideItem) else item
     raise _not_found(ref, param)
 
 

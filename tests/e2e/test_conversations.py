@@ -374,3 +374,53 @@ def test_items_of_earlier_responses_are_added_by_reference(
     assert len(client.conversations.items.list(conv.id, limit=100).data) == count
     checked = verify_all(server)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_items_added_to_a_conversation_are_found_by_reference(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """An item added through the API has an id of the server's that names its conversation,
+    so a reference finds it, in a create's input and in another conversation's items, until
+    it or its conversation is deleted."""
+    conv = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "My name is Ada."}, PASSED_BACK[2]]
+    )
+    said, shell = client.conversations.items.list(conv.id, order="asc").data
+    assert said.id.startswith(f"msg_{conv.id.removeprefix('conv_')}_")
+    assert shell.id.startswith(f"item_{conv.id.removeprefix('conv_')}_")
+    r = client.responses.create(
+        model="scripted",
+        input=[
+            {"type": "item_reference", "id": said.id},
+            {"type": "item_reference", "id": shell.id},
+            {"role": "user", "content": "Who am I?"},
+        ],
+        metadata=TRANSCRIPT,
+    )
+    assert r.output_text.startswith("user: My name is Ada. | user: Who am I?"), r.output_text
+    assert "steeped" not in r.output_text  # set aside, in the reference's place
+    asked = client.responses.input_items.list(r.id, order="asc").data
+    assert [(i.id, i.type) for i in asked[:2]] == [
+        (said.id, "message"),
+        (shell.id, "local_shell_call_output"),
+    ]
+    other = client.conversations.create(items=[{"id": said.id}])
+    client.conversations.items.create(other.id, items=[{"type": "item_reference", "id": shell.id}])
+    copied = client.conversations.items.list(other.id, order="asc").data
+    assert [i.model_dump(exclude_none=True) for i in copied] == [
+        said.model_dump(exclude_none=True),
+        shell.model_dump(exclude_none=True),
+    ]
+    # Deleted, the item is gone for references too; so is every item of a deleted
+    # conversation.
+    client.conversations.items.delete(said.id, conversation_id=conv.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="scripted", input=[{"type": "item_reference", "id": said.id}])
+    client.conversations.delete(conv.id)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.conversations.items.create(
+            other.id, items=[{"type": "item_reference", "id": shell.id}]
+        )
+    assert caught.value.body["param"] == "items[0]"  # type: ignore[index]
+    checked = verify_all(server)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -157,6 +157,13 @@ def test_another_owners_conversation_is_404_everywhere_and_writes_nothing(
             "/v1/responses",
             {"json": {"model": "scripted", "input": "x", "conversation": cid}},
         ),
+        # Her item named by reference, in a create's input and in a conversation's items.
+        (
+            "POST",
+            "/v1/responses",
+            {"json": {"model": "scripted", "input": [{"type": "item_reference", "id": item}]}},
+        ),
+        ("POST", "/v1/conversations", {"json": {"items": [{"id": item}]}}),
     ]
     with http(keyed, key_of("bob")) as bob:
         for method, path, kw in asks:
