@@ -2,10 +2,12 @@
 place of everything it replaced (domain only: the summary is written by service/compaction.py
 and opened by service/sealing.py).
 
-Two places hold a compaction: the response being created (`Compaction`, from its request's
-facts: its earlier turns and all but its trailing input items are replaced), and an earlier
+Three places hold a compaction: the response being created (`Compaction`, from its request's
+facts: its earlier turns and all but its trailing input items are replaced), an earlier
 turn whose output holds a compaction item (every turn before it is replaced, and its own
-input up to its last user message).
+input up to its last user message), and a conversation's items (every item before the last
+compaction item is replaced: OpenAI's "the latest compaction item carries the necessary
+context to continue the conversation").
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import msgspec
 
 from domain.generation import Compaction, Turn
 from domain.objects import CompactionItem, InputCompaction, InputItem, InputMessage
+
+# The key of the request facts' `extra` that records a compaction made at create.
+COMPACTION_FACT = "compaction"
 
 
 def summary_item(item: CompactionItem) -> InputCompaction:
@@ -52,3 +57,14 @@ def last_user(items: list[InputItem]) -> int:
         if isinstance(item, InputMessage) and item.role == "user":
             return i
     return 0
+
+
+def since_last_compaction(items: list[InputItem]) -> list[InputItem]:
+    """A conversation's items from its last compaction item on (all, when it has none). A
+    response compacted at create leaves the item in its conversation before the input items
+    it kept (service/references.py `conversation_items`), so its next turn starts as a
+    `previous_response_id` continuation of it would (`from_last_compaction`)."""
+    for i in range(len(items) - 1, -1, -1):
+        if isinstance(items[i], InputCompaction):
+            return items[i:]
+    return items

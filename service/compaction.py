@@ -35,7 +35,7 @@ from domain.objects import (
 from service.bundle import Bundle
 from service.history import load_history
 from service.mcploop import engine_prompt
-from service.references import resolve_references
+from service.references import as_input, resolve_references
 from service.responses import create_and_wait
 from service.sealing import check_sealed
 from service.wire import CreateRequest
@@ -96,8 +96,6 @@ async def auto_compact(
     threshold = compact_threshold(req.extra)
     if not trigger and threshold is None:
         return None
-    if isinstance(req.response.conversation, ConversationRef):
-        return None  # a conversation's items are its own stream: compact it with /compact
     counted = None
     if not trigger:
         from service.responses import build_prompt
@@ -110,7 +108,7 @@ async def auto_compact(
             return None
         if threshold is None or counted <= threshold:
             return None
-    final = await create_and_wait(svc, _summarising(req, items), owner)
+    final = await create_and_wait(svc, _summarising(req, items, history), owner)
     if final.status != "completed":
         raise EngineError(
             f"the summarising response {final.id} ended {final.status}", code="compaction_failed"
@@ -141,9 +139,16 @@ def compact_threshold(extra: dict[str, Any]) -> int | None:
     return None
 
 
-def _summarising(req: CreateRequest, given: list[InputItem]) -> CreateRequest:
+def _summarising(
+    req: CreateRequest, given: list[InputItem], history: list[Turn] | None = None
+) -> CreateRequest:
     """The request of the response that writes the summary: the conversation, then the ask;
-    no tools; stored and marked, so the log shows the compaction."""
+    no tools; stored and marked, so the log shows the compaction. A request on a
+    `conversation` gives the conversation's items (`history`, from its last compaction on)
+    as input instead: a response on the conversation itself would join it when it ends."""
+    if isinstance(req.response.conversation, ConversationRef):
+        earlier = [i for turn in history or [] for i in [*turn.input, *map(as_input, turn.output)]]
+        given = [*earlier, *given]
     own = req.response.instructions
     instructions = INSTRUCTIONS + (f"\n\nThe conversation's instructions:\n{own}" if own else "")
     response = msgspec.structs.replace(
@@ -154,6 +159,7 @@ def _summarising(req: CreateRequest, given: list[InputItem]) -> CreateRequest:
         background=False,
         store=True,
         metadata={MARK: "1"},
+        conversation=msgspec.UNSET,
     )
     ask = InputMessage(id="", role="user", content=[InputText(text=ASK)])
     # Not the request's own extras: a summarising response never compacts in its turn.

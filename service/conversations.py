@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
+from domain.compaction import since_last_compaction
 from domain.conversations import (
     MAX_ITEMS_PER_REQUEST,
     ConversationDeleted,
@@ -187,11 +188,11 @@ async def history_of(
     svc: Bundle, conversation_id: str, owner: str, given: Sequence[InputItem | ItemReference] = ()
 ) -> list[Turn]:
     """What a response that names the conversation sees before its own input (`given`):
-    the conversation's items (but those set aside), as one earlier turn, then the MCP
-    approval requests that `given` answers."""
+    the conversation's items (but those set aside) from its last compaction item on, as one
+    earlier turn, then the MCP approval requests that `given` answers."""
     await visible(svc, conversation_id, owner)
     items = (await svc.conversations.items(conversation_id)).items
-    shown = [i for i in items if not isinstance(i, SetAsideItem)]
+    shown = since_last_compaction([i for i in items if not isinstance(i, SetAsideItem)])
     earlier = Turn(response_id=conversation_id, instructions=None, input=shown, output=[])
     return [earlier, *await _approvals_asked(svc, conversation_id, given, owner)]
 

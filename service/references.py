@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from domain.compaction import COMPACTION_FACT
 from domain.conversations import ConversationItem
 from domain.errors import NotFound
 from domain.objects import (
@@ -214,12 +215,29 @@ def conversation_items(
     given: list[ConversationItem] = list(asked)
     for aside in sorted(extra.get(SET_ASIDE, []), key=lambda a: int(a["at"])):
         given.insert(aside["at"], SetAsideItem.of(aside["item"]))
+    kept = _kept_after_compaction(given, extra)
     for made in output:
         if isinstance(made, _RAN):
             given.append(SetAsideItem.of(msgspec.to_builtins(made)))
+        elif isinstance(made, CompactionItem) and kept is not None:
+            given.insert(kept, as_input(made))
         else:
             given.append(as_input(made))
     return given
+
+
+def _kept_after_compaction(given: list[ConversationItem], extra: dict[str, Any]) -> int | None:
+    """Where a compaction made at create goes among the response's input (`given`, its
+    items set aside in place): before the trailing input items the engine was still given
+    (`kept_items`), so that the conversation's next turn, which starts from its last
+    compaction item (domain/compaction.py `since_last_compaction`), sees what this one's
+    engine saw. None: no compaction was made."""
+    made = extra.get(COMPACTION_FACT)
+    if made is None:
+        return None
+    typed = [n for n, item in enumerate(given) if not isinstance(item, SetAsideItem)]
+    first_kept = len(typed) - int(made.get("kept_items", 0))
+    return typed[first_kept] if 0 <= first_kept < len(typed) else len(given)
 
 
 def as_input(item: InputItem | OutputItem) -> InputItem:

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from domain.commands import create, prepare
-from domain.compaction import compacted, from_last_compaction
+from domain.compaction import COMPACTION_FACT, compacted, from_last_compaction
 from domain.errors import InvalidRequest
 from domain.events import RequestFacts
 from domain.fold import project
@@ -49,9 +49,6 @@ from service.references import resolve_with_aside
 from service.runner import Generation
 from service.sealing import check_sealed
 from service.wire import SET_ASIDE, CreateRequest
-
-# The key of the request facts' `extra` that records a compaction made at create.
-COMPACTION_FACT = "compaction"
 
 
 def new_response_id(now: float) -> str:

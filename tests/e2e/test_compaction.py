@@ -174,3 +174,58 @@ def facts_of(server: Server, rid: str) -> dict[str, Any]:
         check=True,
     ).stdout
     return dict(json.loads(out.splitlines()[0])["facts"])
+
+
+def test_context_management_compacts_a_conversation_and_its_next_turn_starts_there(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """A create on a `conversation` over `compact_threshold`: the conversation's items are
+    summarised by a response of its own, which joins no conversation; the compaction joins
+    this one before the input it kept, and the next turn starts from it, as a
+    `previous_response_id` continuation does."""
+    conv = client.conversations.create(
+        items=[{"role": "user", "content": "alpha beta gamma delta epsilon"}]
+    )
+    client.responses.create(
+        model="scripted", conversation=conv.id, input="zeta eta theta iota kappa"
+    )
+    three = client.responses.create(
+        model="scripted",
+        input="what now?",
+        conversation=conv.id,
+        context_management=[{"type": "compaction", "compact_threshold": 20}],
+        metadata=TRANSCRIPT,
+    )
+    kinds = [i.type for i in three.output]
+    assert kinds[0] == "compaction" and "message" in kinds
+    writer = client.responses.retrieve("resp_" + three.output[0].id.removeprefix("cmp_"))
+    assert writer.conversation is None and writer.metadata == {"resplog_compaction": "1"}
+    assert "alpha beta gamma" in writer.output_text and "zeta eta" in writer.output_text
+    head = f"developer: Summary of the conversation before this point:\n{writer.output_text}"
+    assert three.output_text == f"{head} | user: what now?"
+    recorded = facts_of(server, three.id)["extra"]["compaction"]
+    assert recorded["summarized_by"] == writer.id and recorded["input_tokens"] > 20
+    listed = client.conversations.items.list(conv.id, order="asc", limit=100).data
+    assert [i.type for i in listed] == [
+        *["message"],  # the first item
+        *["message", "reasoning", "message"],  # the second turn
+        *["compaction", "message", "reasoning", "message"],  # this one: the compaction first
+    ]
+    assert listed[4].id == three.output[0].id
+    assert listed[5].model_dump()["content"][0]["text"] == "what now?"
+    four = client.responses.create(
+        model="scripted", input="and then?", conversation=conv.id, metadata=TRANSCRIPT
+    )
+    # The summary, then this turn's items from the compaction on, and no earlier item.
+    reasoning = listed[6].model_dump()["content"][0]["text"]
+    assert four.output_text == (
+        f"{head} | user: what now? | reasoning: {reasoning} | assistant: {three.output_text}"
+        " | user: and then?"
+    )
+    checked = subprocess.run(
+        [RESPLOG, "verify", "--all", "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
