@@ -222,6 +222,14 @@ def test_context_management_compacts_a_conversation_and_its_next_turn_starts_the
         f"{head} | user: what now? | reasoning: {reasoning} | assistant: {three.output_text}"
         " | user: and then?"
     )
+    shown = subprocess.run(
+        [RESPLOG, "conversation", conv.id, "--database-url", server.database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"the conversation before here compacted, summary written by {writer.id}" in shown
     checked = subprocess.run(
         [RESPLOG, "verify", "--all", "--database-url", server.database_url],
         capture_output=True,
