@@ -129,11 +129,12 @@ async def conversation_items_of(
     leaves its items in its conversation (`conversation_items`). An unknown or foreign id
     is the 404 of a create's input, about `items[i]`."""
     out: list[ConversationItem] = []
+    read: _Read = {}
     for n, item in enumerate(items):
         if not isinstance(item, ItemReference):
             out.append(item)
             continue
-        found = await _resolve(svc, item, owner, f"items[{n}]")
+        found = await _resolve(svc, item, owner, read, f"items[{n}]")
         out.append(SetAsideItem.of(found) if isinstance(found, dict) else found)
     return out
 
@@ -141,13 +142,21 @@ async def conversation_items_of(
 async def _resolved(
     svc: Bundle, items: list[InputItem | ItemReference], owner: str
 ) -> list[Resolved]:
+    read: _Read = {}
     return [
-        await _resolve(svc, item, owner) if isinstance(item, ItemReference) else item
+        await _resolve(svc, item, owner, read) if isinstance(item, ItemReference) else item
         for item in items
     ]
 
 
-async def _resolve(svc: Bundle, ref: ItemReference, owner: str, param: str = "input") -> Resolved:
+# The items of each conversation a request's references named, by id (none: not the
+# owner's), read once a request however many of its references name the conversation.
+_Read = dict[str, dict[str, ConversationItem]]
+
+
+async def _resolve(
+    svc: Bundle, ref: ItemReference, owner: str, read: _Read, param: str = "input"
+) -> Resolved:
     found = _ITEM_ID.match(ref.id)
     if found is not None:
         links = await svc.index.chain(f"resp_{found.group(1)}", owner, 1)
@@ -163,22 +172,26 @@ async def _resolve(svc: Bundle, ref: ItemReference, owner: str, param: str = "in
                 return as_input(item)
     added = _CONVERSATION_ITEM_ID.match(ref.id)
     if added is not None:
-        return await _in_conversation(svc, f"conv_{added.group(1)}", ref, owner, param)
+        items = await _conversation(svc, f"conv_{added.group(1)}", owner, read)
+        kept = items.get(ref.id)
+        if kept is not None:
+            return kept.listed() if isinstance(kept, SetAsideItem) else kept
     raise _not_found(ref, param)
 
 
-async def _in_conversation(
-    svc: Bundle, conversation_id: str, ref: ItemReference, owner: str, param: str
-) -> Resolved:
-    """An item added to a conversation through the API, from that conversation's items (a
-    deleted item, or one of a deleted or another owner's conversation, is not found); one
-    of a kind no model is shown is set aside, as listed."""
-    row = await svc.conversations.get(conversation_id)
-    if row is not None and row.owner == owner and row.deleted_at is None:
-        for item in (await svc.conversations.items(conversation_id)).items:
-            if item.id == ref.id:
-                return item.listed() if isinstance(item, SetAsideItem) else item
-    raise _not_found(ref, param)
+async def _conversation(
+    svc: Bundle, conversation_id: str, owner: str, read: _Read
+) -> dict[str, ConversationItem]:
+    """The visible items of a conversation of `owner`, by id, for the references that name
+    items added to it through the API (none for a deleted or another owner's
+    conversation; a deleted item is not visible). One of a kind no model is shown is set
+    aside where it is named, as listed."""
+    if conversation_id not in read:
+        row = await svc.conversations.get(conversation_id)
+        visible = row is not None and row.owner == owner and row.deleted_at is None
+        items = (await svc.conversations.items(conversation_id)).items if visible else []
+        read[conversation_id] = {item.id: item for item in items}
+    return read[conversation_id]
 
 
 def _in_input(asked: _Asked, ref: ItemReference, param: str) -> Resolved:
