@@ -47,13 +47,7 @@ def test_a_compacted_conversation_continues_from_its_summary(
     assert "Summary of the conversation before this point:" in later.output_text
     assert "I like tea." in later.output_text
     assert [i.type for i in client.responses.input_items.list(later.id).data][-1] == "compaction"
-    shown = subprocess.run(
-        [RESPLOG, "conversation", later.id, "--database-url", server.database_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    shown = conversation_view(server, later.id)
     assert f"compaction: earlier turns replaced by the summary {compacted.id} wrote" in shown
 
 
@@ -155,14 +149,19 @@ def test_context_management_compacts_a_conversation_over_its_threshold(
     )
     assert four.output_text.startswith(f"{head} | user: what now? | assistant: ")
     assert four.output_text.endswith("| user: and then?")
-    shown = subprocess.run(
-        [RESPLOG, "conversation", four.id, "--database-url", server.database_url],
+    shown = conversation_view(server, four.id)
+    assert f"the conversation before here compacted, summary written by {writer}" in shown
+
+
+def conversation_view(server: Server, named: str) -> str:
+    """`resplog conversation` of a response or a conversation."""
+    return subprocess.run(
+        [RESPLOG, "conversation", named, "--database-url", server.database_url],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     ).stdout
-    assert f"the conversation before here compacted, summary written by {writer}" in shown
 
 
 def facts_of(server: Server, rid: str) -> dict[str, Any]:
@@ -222,13 +221,7 @@ def test_context_management_compacts_a_conversation_and_its_next_turn_starts_the
         f"{head} | user: what now? | reasoning: {reasoning} | assistant: {three.output_text}"
         " | user: and then?"
     )
-    shown = subprocess.run(
-        [RESPLOG, "conversation", conv.id, "--database-url", server.database_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    shown = conversation_view(server, conv.id)
     assert f"the conversation before here compacted, summary written by {writer.id}" in shown
     checked = subprocess.run(
         [RESPLOG, "verify", "--all", "--database-url", server.database_url],
