@@ -15,7 +15,16 @@ from __future__ import annotations
 import msgspec
 
 from domain.generation import Compaction, Turn
-from domain.objects import CompactionItem, InputCompaction, InputItem, InputMessage
+from domain.objects import (
+    CompactionItem,
+    CustomToolCallOutput,
+    FunctionCallOutput,
+    InputCompaction,
+    InputCustomToolCall,
+    InputFunctionCall,
+    InputItem,
+    InputMessage,
+)
 
 # The key of the request facts' `extra` that records a compaction made at create.
 COMPACTION_FACT = "compaction"
@@ -44,10 +53,31 @@ def from_last_compaction(history: list[Turn]) -> list[Turn]:
         if not found:
             continue
         rest = [x for x in turn.output if not isinstance(x, CompactionItem)]
-        kept = turn.input[last_user(turn.input) :] if rest else []
+        kept = turn.input[kept_from(turn.input) :] if rest else []
         head = msgspec.structs.replace(turn, input=[summary_item(found[-1]), *kept], output=rest)
         return [head, *history[k + 1 :]]
     return history
+
+
+def kept_from(items: list[InputItem]) -> int:
+    """Where the input items a compaction keeps begin: at the last user message (the first
+    item when there is none), or later, past every tool output whose call is not kept. Such
+    a call is replaced by the summary with what came before it, and an engine cannot render
+    an output without its call (adapters/engines/harmony/render.py): a tool loop's step,
+    whose input is the outputs of calls the previous response made, keeps nothing."""
+    begin = last_user(items)
+    while True:
+        kept = items[begin:]
+        calls = {i.call_id for i in kept if isinstance(i, InputFunctionCall | InputCustomToolCall)}
+        orphans = [
+            n
+            for n, item in enumerate(kept)
+            if isinstance(item, FunctionCallOutput | CustomToolCallOutput)
+            and item.call_id not in calls
+        ]
+        if not orphans:
+            return begin
+        begin += orphans[-1] + 1
 
 
 def last_user(items: list[InputItem]) -> int:

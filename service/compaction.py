@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from domain.compaction import last_user
+from domain.compaction import kept_from
 from domain.errors import EngineError
 from domain.generation import Compaction, TokenUsage, Turn
 from domain.objects import (
@@ -90,8 +90,9 @@ async def auto_compact(
     """The compaction a create asks for, made now by a summarising response of its own:
     Codex's `compaction_trigger` (the compaction is then the whole answer), or
     `context_management`'s `compact_threshold` crossed by the prompt's token count (the
-    summary then replaces the conversation but for the request's last user message and
-    what follows it). None when neither applies."""
+    summary then replaces the conversation but for the request's items from its last
+    user message on, tool outputs whose calls it replaced excepted: `kept_from`). None
+    when neither applies."""
     trigger = bool(req.extra.get(TRIGGER))
     threshold = compact_threshold(req.extra)
     if not trigger and threshold is None:
@@ -120,7 +121,7 @@ async def auto_compact(
         item=item,
         summarized_by=final.id,
         only=trigger,
-        kept_items=0 if trigger else len(items) - last_user(items),
+        kept_items=0 if trigger else len(items) - kept_from(items),
         usage=TokenUsage(
             input_tokens=used.input_tokens if used else 0,
             output_tokens=used.output_tokens if used else 0,

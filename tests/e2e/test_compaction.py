@@ -230,3 +230,36 @@ def test_context_management_compacts_a_conversation_and_its_next_turn_starts_the
         timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_compacted_tool_loop_step_keeps_no_output_without_its_call(
+    client: openai.OpenAI,
+) -> None:
+    """A tool loop's step sends only the outputs of the calls the previous response made;
+    compacted there, those calls are replaced by the summary, so the outputs go with them
+    (an engine cannot render an output without its call): the engine is given the summary,
+    which holds them, and the next step continues from it."""
+    tools: Any = [
+        {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    ]
+    first = client.responses.create(model="scripted", input="go", tools=tools)
+    call = first.output[-1]
+    assert call.type == "function_call"
+    step = client.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        tools=tools,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "42"}],
+        context_management=[{"type": "compaction", "compact_threshold": 1}],
+        tool_choice="none",  # the scripted engine answers with its transcript
+        metadata=TRANSCRIPT,
+    )
+    assert step.output[0].type == "compaction"
+    writer = client.responses.retrieve("resp_" + step.output[0].id.removeprefix("cmp_"))
+    assert "function_call_output" in writer.output_text  # the summary holds the output
+    head = f"developer: Summary of the conversation before this point:\n{writer.output_text}"
+    assert step.output_text == head
+    after = client.responses.create(
+        model="scripted", previous_response_id=step.id, input="and?", metadata=TRANSCRIPT
+    )
+    assert after.output_text == f"{head} | assistant: {head} | user: and?"

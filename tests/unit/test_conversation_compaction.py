@@ -1,7 +1,8 @@
-"""Where a compaction made at create joins its conversation, and where a conversation's next
-turn starts (service/references.py `conversation_items`, domain/compaction.py
-`since_last_compaction`): together they must give the next turn what the compacted
-response's engine was given, as a `previous_response_id` continuation does."""
+"""What a compaction keeps of a request's input (domain/compaction.py `kept_from`), where a
+compaction made at create joins its conversation, and where a conversation's next turn
+starts (service/references.py `conversation_items`, `since_last_compaction`): together they
+must give the next turn what the compacted response's engine was given, as a
+`previous_response_id` continuation does, and never a tool output without its call."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 
 import pytest
 
-from domain.compaction import COMPACTION_FACT, since_last_compaction
+from domain.compaction import COMPACTION_FACT, kept_from, since_last_compaction
 from domain.conversations import ConversationItem
 from domain.objects import (
     CompactionItem,
+    FunctionCallOutput,
     InputCompaction,
+    InputFunctionCall,
     InputItem,
     InputMessage,
     InputText,
@@ -73,3 +76,33 @@ def test_a_conversations_next_turn_starts_at_its_last_compaction() -> None:
     assert [i.id for i in since_last_compaction(items)] == ["cmp_b", "u3"]
     plain: list[InputItem] = [said("u1"), said("u2")]
     assert since_last_compaction(plain) == plain
+
+
+def call(cid: str) -> InputFunctionCall:
+    return InputFunctionCall(id=f"fc_{cid}", call_id=cid, name="f", arguments="{}")
+
+
+def output(cid: str) -> FunctionCallOutput:
+    return FunctionCallOutput(id=f"fco_{cid}", call_id=cid, output="42")
+
+
+@pytest.mark.parametrize(
+    ("items", "first_kept"),
+    [
+        # From the last user message on.
+        ([said("u1"), said("a1", "assistant"), said("u2")], 2),
+        # No user message: all of it.
+        ([said("a1", "assistant"), said("a2", "assistant")], 0),
+        # A call and its output after the user message are kept together.
+        ([said("u1"), call("x"), output("x")], 0),
+        # A tool loop's step: the output of a call the summary replaced is not kept.
+        ([output("x")], 1),
+        ([said("u1"), output("x"), said("a1", "assistant")], 2),
+        # Dropping an orphan drops the calls before it, so their outputs go too.
+        ([said("u1"), call("y"), output("x"), output("y")], 4),
+    ],
+)
+def test_a_compaction_keeps_no_tool_output_without_its_call(
+    items: list[InputItem], first_kept: int
+) -> None:
+    assert kept_from(items) == first_kept
