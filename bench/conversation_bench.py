@@ -1,6 +1,6 @@
-"""Conversations at size: the latency of listing items, and of a turn, as a conversation
-grows to N items (a real `resplog serve`, scripted engine at zero delay, PostgreSQL or
-SQLite). Prints medians beside the figures at the smallest size of the same run.
+"""Conversations at size: the latency of listing items, of retrieving one, and of a turn, as
+a conversation grows to N items (a real `resplog serve`, scripted engine at zero delay,
+PostgreSQL or SQLite). Prints medians beside the figures at the smallest size of the same run.
 
     .venv/bin/python bench/conversation_bench.py --items 10000
 """
@@ -37,7 +37,10 @@ def run(base: str, total: int, rounds: int) -> None:
         cid = http.post("/v1/conversations", json={}).json()["id"]
         marks = sorted({10, total // 10, total // 2, total})
         have = 0
-        print(f"{'items':>7} {'list first page ms':>19} {'list after mid ms':>18} {'turn ms':>8}")
+        print(
+            f"{'items':>7} {'list first page ms':>19} {'list after mid ms':>18}"
+            f" {'retrieve one ms':>16} {'turn ms':>8}"
+        )
         for mark in marks:
             while have < mark:
                 n = min(20, mark - have)
@@ -52,12 +55,16 @@ def run(base: str, total: int, rounds: int) -> None:
                 lambda mid=mid: http.get(f"/v1/conversations/{cid}/items", params={"after": mid}),
                 rounds,
             )
+            one = timed(
+                lambda mid=mid: http.get(f"/v1/conversations/{cid}/items/{mid}").raise_for_status(),
+                rounds,
+            )
             body = {"model": "scripted", "conversation": cid, "input": "x"}
             turn = timed(
                 lambda body=body: http.post("/v1/responses", json=body).raise_for_status(), rounds
             )
             have += 3 * rounds  # each turn added its input, reasoning and answer
-            print(f"{have:7d} {first:19.1f} {after:18.1f} {turn:8.1f}")
+            print(f"{have:7d} {first:19.1f} {after:18.1f} {one:16.1f} {turn:8.1f}")
 
 
 def main() -> None:
