@@ -169,10 +169,10 @@ async def list_items(
 
 async def get_item(svc: Bundle, conversation_id: str, item_id: str, owner: str) -> ConversationItem:
     await visible(svc, conversation_id, owner)
-    for item in (await svc.conversations.items(conversation_id)).items:
-        if item.id == item_id:
-            return item
-    raise NotFound(f"Item with id '{item_id}' not found.")
+    item = await svc.conversations.item(conversation_id, item_id)
+    if item is None:
+        raise NotFound(f"Item with id '{item_id}' not found.")
+    return item
 
 
 async def delete_item(

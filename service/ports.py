@@ -379,6 +379,11 @@ class Conversations(Protocol):
         item `after` (which must exist: else none)."""
         ...
 
+    async def item(self, conversation_id: str, item_id: str) -> ConversationItem | None:
+        """One visible item by its id (None: not in the conversation, or deleted), read by
+        itself however many items the conversation has."""
+        ...
+
     async def delete_item(self, conversation_id: str, item_id: str, now: float) -> bool: ...
 
 

@@ -149,9 +149,9 @@ async def _resolved(
     ]
 
 
-# The items of each conversation a request's references named, by id (none: not the
-# owner's), read once a request however many of its references name the conversation.
-_Read = dict[str, dict[str, ConversationItem]]
+# Whether each conversation a request's references named is the owner's and not deleted,
+# read once a request however many of its references name it.
+_Read = dict[str, bool]
 
 
 async def _resolve(
@@ -172,26 +172,24 @@ async def _resolve(
                 return as_input(item)
     added = _CONVERSATION_ITEM_ID.match(ref.id)
     if added is not None:
-        items = await _conversation(svc, f"conv_{added.group(1)}", owner, read)
-        kept = items.get(ref.id)
+        kept = await _in_conversation(svc, f"conv_{added.group(1)}", ref.id, owner, read)
         if kept is not None:
             return kept.listed() if isinstance(kept, SetAsideItem) else kept
     raise _not_found(ref, param)
 
 
-async def _conversation(
-    svc: Bundle, conversation_id: str, owner: str, read: _Read
-) -> dict[str, ConversationItem]:
-    """The visible items of a conversation of `owner`, by id, for the references that name
-    items added to it through the API (none for a deleted or another owner's
-    conversation; a deleted item is not visible). One of a kind no model is shown is set
-    aside where it is named, as listed."""
+async def _in_conversation(
+    svc: Bundle, conversation_id: str, item_id: str, owner: str, read: _Read
+) -> ConversationItem | None:
+    """An item added to a conversation of `owner` through the API (None: a deleted item,
+    or one of a deleted or another owner's conversation). One of a kind no model is shown
+    is set aside where it is named, as listed."""
     if conversation_id not in read:
         row = await svc.conversations.get(conversation_id)
-        visible = row is not None and row.owner == owner and row.deleted_at is None
-        items = (await svc.conversations.items(conversation_id)).items if visible else []
-        read[conversation_id] = {item.id: item for item in items}
-    return read[conversation_id]
+        read[conversation_id] = row is not None and row.owner == owner and row.deleted_at is None
+    if not read[conversation_id]:
+        return None
+    return await svc.conversations.item(conversation_id, item_id)
 
 
 def _in_input(asked: _Asked, ref: ItemReference, param: str) -> Resolved:

@@ -167,6 +167,21 @@ class SqlConversations:
         return ConversationItems(items=[_item.decode(d) for d in kept], has_more=more)
 
     @guarded
+    async def item(self, conversation_id: str, item_id: str) -> ConversationItem | None:
+        # The unique index on (conversation_id, item_id) finds it.
+        query = sa.select(t_items.c.data).where(
+            t_items.c.conversation_id == conversation_id,
+            t_items.c.item_id == item_id,
+            t_items.c.deleted_at.is_(None),
+        )
+        async with self._store.engine.connect() as conn:
+            data = (await conn.execute(query)).scalar()
+            if data is None:
+                return None
+            found = await blobs.load(conn, set(blobs.references(data)))
+        return _item.decode(blobs.put_back(data, found))
+
+    @guarded
     async def delete_item(self, conversation_id: str, item_id: str, now: float) -> bool:
         async with self._store.begin_write() as conn:
             hit = await conn.execute(

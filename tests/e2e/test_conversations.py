@@ -60,6 +60,10 @@ def test_three_turns_through_a_conversation_and_its_items(client: openai.OpenAI)
     # Deleting an item hides it from the list and from the next prompt.
     client.conversations.items.delete(items[0].id, conversation_id=conv.id)
     assert items[0].id not in [i.id for i in client.conversations.items.list(conv.id).data]
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.retrieve(items[0].id, conversation_id=conv.id)
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.retrieve("msg_nope", conversation_id=conv.id)
     three = client.responses.create(
         model="scripted", conversation=conv.id, input="Who am I?", metadata=TRANSCRIPT
     )
