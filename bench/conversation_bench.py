@@ -1,6 +1,7 @@
-"""Conversations at size: the latency of listing items, of retrieving one, and of a turn, as
-a conversation grows to N items (a real `resplog serve`, scripted engine at zero delay,
-PostgreSQL or SQLite). Prints medians beside the figures at the smallest size of the same run.
+"""Conversations at size: the latency of listing items, of retrieving one, of adding one, and
+of a turn, as a conversation grows to N items (a real `resplog serve`, scripted engine at
+zero delay, PostgreSQL or SQLite). Prints medians beside the figures at the smallest size
+of the same run.
 
     .venv/bin/python bench/conversation_bench.py --items 10000
 """
@@ -32,6 +33,9 @@ def timed(fn: object, rounds: int) -> float:
     return statistics.median(out)
 
 
+ONE_ITEM = {"items": [{"role": "user", "content": "one more"}]}
+
+
 def run(base: str, total: int, rounds: int) -> None:
     with httpx.Client(base_url=base, timeout=120) as http:
         cid = http.post("/v1/conversations", json={}).json()["id"]
@@ -39,7 +43,7 @@ def run(base: str, total: int, rounds: int) -> None:
         have = 0
         print(
             f"{'items':>7} {'list first page ms':>19} {'list after mid ms':>18}"
-            f" {'retrieve one ms':>16} {'turn ms':>8}"
+            f" {'retrieve one ms':>16} {'add one ms':>11} {'turn ms':>8}"
         )
         for mark in marks:
             while have < mark:
@@ -59,12 +63,19 @@ def run(base: str, total: int, rounds: int) -> None:
                 lambda mid=mid: http.get(f"/v1/conversations/{cid}/items/{mid}").raise_for_status(),
                 rounds,
             )
+            add = timed(
+                lambda: http.post(
+                    f"/v1/conversations/{cid}/items", json=ONE_ITEM
+                ).raise_for_status(),
+                rounds,
+            )
+            have += rounds
             body = {"model": "scripted", "conversation": cid, "input": "x"}
             turn = timed(
                 lambda body=body: http.post("/v1/responses", json=body).raise_for_status(), rounds
             )
             have += 3 * rounds  # each turn added its input, reasoning and answer
-            print(f"{have:7d} {first:19.1f} {after:18.1f} {one:16.1f} {turn:8.1f}")
+            print(f"{have:7d} {first:19.1f} {after:18.1f} {one:16.1f} {add:11.1f} {turn:8.1f}")
 
 
 def main() -> None:

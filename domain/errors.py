@@ -51,6 +51,15 @@ class Conflict(DomainError):
     """An append lost the race: the stream was not at the expected version."""
 
 
+class DuplicateItems(DomainError):
+    """A conversation has (or had: a deleted item keeps its id) items with these ids, so
+    the items given with them were not added; nothing was."""
+
+    def __init__(self, item_ids: frozenset[str]):
+        super().__init__(f"items already in the conversation: {', '.join(sorted(item_ids))}")
+        self.item_ids = item_ids
+
+
 class InvalidRequest(DomainError):
     """The request is malformed or asks for something unsupported."""
 

@@ -20,7 +20,7 @@ from domain.conversations import (
     ConversationItem,
     ConversationObject,
 )
-from domain.errors import InvalidRequest, NotFound
+from domain.errors import DuplicateItems, InvalidRequest, NotFound
 from domain.generation import Turn
 from domain.objects import (
     INPUT_ID_PREFIX,
@@ -135,8 +135,15 @@ async def add_items(
 ) -> list[ConversationItem]:
     await visible(svc, conversation_id, owner)
     given = await _given(svc, conversation_id, items, owner)
-    _no_duplicates(given, {i.id for i in (await svc.conversations.items(conversation_id)).items})
-    if not await svc.conversations.add_items(conversation_id, given, svc.clock()):
+    _no_duplicates(given, ())
+    try:
+        added = await svc.conversations.add_items(conversation_id, given, svc.clock())
+    except DuplicateItems as exc:
+        # The store checks the ids the conversation has (one indexed read, whatever its
+        # size, deleted items included: their ids stay taken); the 400 names the first.
+        _no_duplicates(given, exc.item_ids)
+        raise
+    if not added:
         raise _not_found(conversation_id)
     return given
 

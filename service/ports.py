@@ -365,7 +365,12 @@ class Conversations(Protocol):
 
     async def add_items(
         self, conversation_id: str, items: list[ConversationItem], now: float
-    ) -> bool: ...
+    ) -> bool:
+        """Add them as one event; False if the conversation is gone. Raises
+        `DuplicateItems`, with nothing written, if the conversation has or had (deleted) an
+        item of one of their ids: checked in the write's own transaction, so two requests
+        that add the same id at once cannot both succeed."""
+        ...
 
     async def items(
         self,

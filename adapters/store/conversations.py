@@ -37,6 +37,7 @@ from domain.conversations import (
     Removed,
     Updated,
 )
+from domain.errors import DuplicateItems
 from service.ports import ConversationItems, ConversationRow
 
 _item = msgspec.json.Decoder(ConversationItem)
@@ -126,7 +127,7 @@ class SqlConversations:
         self, conversation_id: str, items: list[ConversationItem], now: float
     ) -> bool:
         async with self._store.begin_write() as conn:
-            return await _add(conn, conversation_id, items, None, now)
+            return await _add(conn, conversation_id, items, None, now, refuse_taken=True)
 
     @guarded
     async def items(
@@ -349,11 +350,25 @@ async def _add(
     items: list[ConversationItem],
     response_id: str | None,
     now: float,
+    *,
+    refuse_taken: bool = False,
 ) -> bool:
     event = ItemsAdded(sequence_number=0, items=items, response_id=response_id)
     position = await append(conn, conversation_id, event, now)
     if position is None:
         return False
+    if refuse_taken and items:
+        # After the append, whose row lock queues every other change to this conversation,
+        # so no item can arrive between this read and the insert. Raising rolls the append
+        # back: nothing of the request is written.
+        taken = await conn.execute(
+            sa.select(t_items.c.item_id).where(
+                t_items.c.conversation_id == conversation_id,
+                t_items.c.item_id.in_([item.id for item in items]),
+            )
+        )
+        if ids := frozenset(taken.scalars()):
+            raise DuplicateItems(ids)
     if items:
         # An item already in the conversation (an id a client passed again) is not added
         # twice: the insert skips it rather than failing the transaction, which for a

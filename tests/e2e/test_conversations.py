@@ -64,6 +64,13 @@ def test_three_turns_through_a_conversation_and_its_items(client: openai.OpenAI)
         client.conversations.items.retrieve(items[0].id, conversation_id=conv.id)
     with pytest.raises(openai.NotFoundError):
         client.conversations.items.retrieve("msg_nope", conversation_id=conv.id)
+    # Its id stays taken: adding an item of that id again is the duplicate 400, not a 200
+    # for an item that would never show.
+    with pytest.raises(openai.BadRequestError) as again:
+        client.conversations.items.create(
+            conv.id, items=[{"id": items[0].id, "role": "user", "content": "back?"}]
+        )
+    assert again.value.body["param"] == "items[0].id"  # type: ignore[index]
     three = client.responses.create(
         model="scripted", conversation=conv.id, input="Who am I?", metadata=TRANSCRIPT
     )
