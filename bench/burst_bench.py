@@ -19,7 +19,9 @@ Starts a real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQ
   the first delta), so that the figure is the server's: on the 2-core box an httpx client
   on the same machine spends more CPU on 64 streams than the server does, and sends the
   requests one after another while it works. The same burst through httpx is printed
-  beside it, for comparison.
+  beside it, for comparison, and the burst and its floor again on connections kept open
+  from one burst to the next (HTTP/1.1 keep-alive, as an SDK's connection pool sends a
+  client's requests): what opening and closing a connection adds to each.
 
     .venv/bin/python bench/burst_bench.py --creates 300 --burst 64 --rounds 5
 
@@ -55,7 +57,8 @@ of the profiled time; CPU per create is the plain run's figure.
 
 With `--sample SECONDS`, the bursts run that long under py-spy instead (a sampler: it adds
 nothing to each call; `pip install py-spy`), and the bench prints the share of the samples,
-as µs of a create's CPU, by the part of the code in the innermost frame and by line.
+as µs of a create's CPU, by the part of the code in the innermost frame and by line
+(`--kept-alive`: the bursts on kept-alive connections).
 
 With `--floors`, the bench records one streaming create's reply, write by write, and sends
 bursts of it from two reference servers that do nothing else (bench/reference_apps.py: a
@@ -225,14 +228,20 @@ class RawBurst:
 
     Each burst opens its connections first, then writes one prepared request on every one
     in the same loop turn, so that the server sees them together, as it sees requests from
-    many clients; the connections close after the burst."""
+    many clients; the connections close after the burst. With `kept`, the connections stay
+    open from one burst to the next, as an SDK's pool keeps them (HTTP/1.1 keep-alive): a
+    burst's window then holds no connection's opening or closing."""
 
-    def __init__(self, base_url: str, tokens: int, *, health: bool = False) -> None:
+    def __init__(
+        self, base_url: str, tokens: int, *, health: bool = False, kept: bool = False
+    ) -> None:
         """`health`: each request a `GET /health` instead (the burst's floor: what the
         HTTP stack alone costs in the same shape), timed to the end of its reply."""
         host, port = base_url.removeprefix("http://").rsplit(":", 1)
         self.host, self.port = host, int(port)
         self.health = health
+        self.kept = kept
+        self.open: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         if health:
             self.request = f"GET /health HTTP/1.1\r\nhost: {host}:{port}\r\n\r\n".encode()
             return
@@ -274,9 +283,18 @@ class RawBurst:
         finally:
             writer.close()
 
+    async def connect(self, size: int) -> None:
+        """With `kept`: the connections the bursts reuse, opened before the first."""
+        while len(self.open) < size:
+            self.open.append(await asyncio.open_connection(self.host, self.port))
+
     async def burst(self, size: int) -> list[float]:
         """Seconds from each request's write to its first content delta."""
-        streams = [await asyncio.open_connection(self.host, self.port) for _ in range(size)]
+        if self.kept:
+            await self.connect(size)
+            streams = self.open[:size]
+        else:
+            streams = [await asyncio.open_connection(self.host, self.port) for _ in range(size)]
         try:
             go = asyncio.Event()
             tasks = [asyncio.create_task(self._one(stream, go)) for stream in streams]
@@ -284,8 +302,14 @@ class RawBurst:
             go.set()
             return list(await asyncio.gather(*tasks))
         finally:
-            for _, writer in streams:
-                writer.close()
+            if not self.kept:
+                for _, writer in streams:
+                    writer.close()
+
+    def close(self) -> None:
+        for _, writer in self.open:
+            writer.close()
+        self.open = []
 
 
 async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
@@ -354,6 +378,18 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         await floor.burst(args.burst)  # warm up
         # A burst of GETs is short: the mean over more of them.
         health_firsts, health_cpu = await raw_bursts(pid, floor, args.burst, args.rounds * 4)
+        kept = RawBurst(server.base_url, args.tokens, kept=True)
+        kept_floor = RawBurst(server.base_url, args.tokens, health=True, kept=True)
+        try:
+            await kept.burst(args.burst)  # warm up, and the connections the bursts keep
+            kept_firsts, kept_cpu = await raw_bursts(pid, kept, args.burst, args.rounds)
+            await kept_floor.burst(args.burst)
+            kept_health_firsts, kept_health_cpu = await raw_bursts(
+                pid, kept_floor, args.burst, args.rounds * 4
+            )
+        finally:
+            kept.close()
+            kept_floor.close()
         through_httpx: list[float] = []
         for _ in range(args.rounds):
             await asyncio.sleep(0.5)
@@ -377,6 +413,18 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         f"| floor: {args.burst} `GET /health` together (to the end of each reply) "
         f"| {statistics.median(health_firsts) * 1e3:.1f} | {pct(health_firsts, 99) * 1e3:.1f} "
         f"| {statistics.mean(health_cpu):,.0f} µs a request (mean of {len(health_cpu)} bursts) |"
+    )
+    print(
+        f"| {args.burst}, on kept-alive connections "
+        f"| {statistics.median(kept_firsts) * 1e3:.1f} | {pct(kept_firsts, 99) * 1e3:.1f} "
+        f"| {statistics.median(kept_cpu):,.0f} µs (median of the bursts) |"
+    )
+    print(
+        f"| floor: {args.burst} `GET /health` together, on kept-alive connections "
+        f"| {statistics.median(kept_health_firsts) * 1e3:.1f} "
+        f"| {pct(kept_health_firsts, 99) * 1e3:.1f} "
+        f"| {statistics.mean(kept_health_cpu):,.0f} µs a request "
+        f"(mean of {len(kept_health_cpu)} bursts) |"
     )
 
 
@@ -543,7 +591,7 @@ async def profile(args: argparse.Namespace) -> None:
         out = Path(tmp) / "server.prof"
         env = {**os.environ, "PYTHONPATH": tmp, "RESPLOG_BENCH_PROFILE": str(out)}
         async with serving(tmp, args, env) as server:
-            raw = RawBurst(server.base_url, args.tokens)
+            raw = RawBurst(server.base_url, args.tokens, kept=args.kept_alive)
             for _ in range(3):  # warm up: connections, pools, caches
                 await raw.burst(args.burst)
             await asyncio.sleep(0.5)
@@ -605,7 +653,7 @@ async def sample(args: argparse.Namespace) -> None:
         out = Path(tmp) / "samples.txt"
         async with serving(tmp, args) as server:
             pid = server.process.pid
-            raw = RawBurst(server.base_url, args.tokens)
+            raw = RawBurst(server.base_url, args.tokens, kept=args.kept_alive)
             for _ in range(3):  # warm up: connections, pools, caches
                 await raw.burst(args.burst)
             command = [spy, "record", "-p", str(pid), "--nonblocking", "-r", "1000"]
@@ -619,6 +667,7 @@ async def sample(args: argparse.Namespace) -> None:
             while time.monotonic() - began < args.sample:
                 cpu += (await raw_bursts(pid, raw, args.burst, 1))[1]
             await spy_process.wait()
+            raw.close()
             report_samples(out, statistics.median(cpu))
             if args.sample_out:
                 shutil.copyfile(out, args.sample_out)
@@ -768,6 +817,11 @@ async def main() -> None:
         "--sample-out",
         metavar="PATH",
         help="with --sample: keep py-spy's raw stacks there (one line a stack: frames, count)",
+    )
+    p.add_argument(
+        "--kept-alive",
+        action="store_true",
+        help="with --sample: the bursts reuse their connections (keep-alive), as a pool does",
     )
     args = p.parse_args()
     if args.sample:
