@@ -184,22 +184,31 @@ class SqlConversations:
 
     @guarded
     async def delete_item(self, conversation_id: str, item_id: str, now: float) -> bool:
-        async with self._store.begin_write() as conn:
-            hit = await conn.execute(
-                t_items.update()
-                .where(
-                    t_items.c.conversation_id == conversation_id,
-                    t_items.c.item_id == item_id,
-                    t_items.c.deleted_at.is_(None),
+        try:
+            async with self._store.begin_write() as conn:
+                # The append first: it finds the conversation not deleted, and its row lock
+                # queues every other change to it until this one commits.
+                event = ItemDeleted(sequence_number=0, item_id=item_id)
+                if await append(conn, conversation_id, event, now) is None:
+                    return False
+                hit = await conn.execute(
+                    t_items.update()
+                    .where(
+                        t_items.c.conversation_id == conversation_id,
+                        t_items.c.item_id == item_id,
+                        t_items.c.deleted_at.is_(None),
+                    )
+                    .values(deleted_at=now)
                 )
-                .values(deleted_at=now)
-            )
-            if hit.rowcount != 1:
-                return False
-            await append(
-                conn, conversation_id, ItemDeleted(sequence_number=0, item_id=item_id), now
-            )
+                if hit.rowcount != 1:
+                    raise _NoSuchItem  # leaving the block rolls the append back
+        except _NoSuchItem:
+            return False
         return True
+
+
+class _NoSuchItem(Exception):
+    """No visible item of that id: the delete's transaction is rolled back."""
 
 
 class ConversationSummary(msgspec.Struct, frozen=True, kw_only=True):
