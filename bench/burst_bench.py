@@ -57,8 +57,8 @@ of the profiled time; CPU per create is the plain run's figure.
 
 With `--sample SECONDS`, the bursts run that long under py-spy instead (a sampler: it adds
 nothing to each call; `pip install py-spy`), and the bench prints the share of the samples,
-as µs of a create's CPU, by the part of the code in the innermost frame and by line
-(`--kept-alive`: the bursts on kept-alive connections).
+as µs of a create's CPU, by the part of the code in the innermost frame and by line.
+`--kept-alive` runs the bursts of `--sample` or `--profile` on kept-alive connections.
 
 With `--floors`, the bench records one streaming create's reply, write by write, and sends
 bursts of it from two reference servers that do nothing else (bench/reference_apps.py: a
@@ -601,6 +601,7 @@ async def profile(args: argparse.Namespace) -> None:
                 await raw.burst(args.burst)
                 await asyncio.sleep(0.3)  # the group commit that follows the last reply
             server.process.send_signal(signal.SIGUSR2)
+            raw.close()
             await asyncio.sleep(2.0)  # the server writes its figures (well under a second)
             if not out.exists():
                 raise RuntimeError(f"the server wrote no profile: {server.log_text()[-2000:]}")
@@ -821,7 +822,8 @@ async def main() -> None:
     p.add_argument(
         "--kept-alive",
         action="store_true",
-        help="with --sample: the bursts reuse their connections (keep-alive), as a pool does",
+        help="with --sample or --profile: the bursts reuse their connections (keep-alive), "
+        "as a pool does",
     )
     args = p.parse_args()
     if args.sample:
