@@ -262,9 +262,7 @@ class ToolLoop:
         builtins = self.builtins(state.response.tools)
         if state.open_index is not None:  # a dead process's loop, taken over
             await step(interrupted(state, self.limits.idempotent))
-        for server in servers.values():
-            if server.server_label not in listed(holder[0]):
-                await self._list(holder, server, headers, step)
+        await self._list_all(holder, servers, headers, step)
         usage = TokenUsage()
         limit = state.response.max_tool_calls
         while True:
@@ -307,28 +305,50 @@ class ToolLoop:
                 out += mcp_offered(servers[label], item.tools)
         return out
 
-    async def _list(
+    async def _list_all(
         self,
         holder: list[ResponseState],
-        server: McpServer,
+        servers: dict[str, McpServer],
         headers: dict[str, dict[str, str]],
         step: Step,
     ) -> None:
-        await step(list_started(holder[0], server.server_label))
-        tools: list[dict[str, Any]] | None = None
+        """List the tools of every server the log has not listed yet. The servers are all
+        asked at once, so a response with several waits for the slowest, not for their
+        sum; their items are still logged one after another, in the order of `tools`. A
+        list changes nothing on its server, so asking before its `in_progress` event is
+        logged is safe (a call, which may, is asked only after its own)."""
+        todo = [s for s in servers.values() if s.server_label not in listed(holder[0])]
+        asked = [asyncio.ensure_future(self._ask_list(s, headers)) for s in todo]
+        try:
+            for server, answer in zip(todo, asked, strict=True):
+                await step(list_started(holder[0], server.server_label))
+                tools, error = await answer
+                await step(list_ended(holder[0], tools, error))
+        finally:
+            for left in asked:
+                left.cancel()
+            if asked:
+                await asyncio.wait(asked)
+            for left in asked:  # what one raised after an earlier one ended the loop
+                if not left.cancelled():
+                    left.exception()
+
+    async def _ask_list(
+        self, server: McpServer, headers: dict[str, dict[str, str]]
+    ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """The server's tools, or why it gave none."""
         error: str | None = None
         try:
-            tools = await asyncio.wait_for(
+            return await asyncio.wait_for(
                 self._servers.list_tools(server.server_url, headers.get(server.server_label, {})),
                 self.limits.call_timeout_s,
-            )
+            ), None
         except ToolError as exc:
             error = _text(exc.error)
         except TimeoutError:
             error = f"the server did not list its tools within {self.limits.call_timeout_s:g} s"
-        if error is not None:
-            log.warning("listing the tools of %s failed: %s", server.server_label, error)
-        await step(list_ended(holder[0], tools, error))
+        log.warning("listing the tools of %s failed: %s", server.server_label, error)
+        return None, error
 
     async def _call(
         self,

@@ -225,6 +225,48 @@ def test_an_unreachable_server_is_a_failed_tool_list(sdk: openai.OpenAI, tmp_pat
     assert listed.type == "mcp_list_tools" and listed.error  # type: ignore[union-attr]
 
 
+def test_the_servers_of_one_response_are_asked_for_their_tools_at_once(
+    sdk: openai.OpenAI, tmp_path: Path
+) -> None:
+    # The first server answers its listing only once the second has been asked for its:
+    # listed one after the other, the first would wait out the call timeout (3 s here)
+    # and fail.
+    met = tmp_path / "second-asked"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = _start_tools(tmp_path / "a", "--list-gate", str(met))
+    second = _start_tools(tmp_path / "b", "--list-mark", str(met))
+    try:
+        r = sdk.responses.create(
+            model="scripted",
+            input="two servers",
+            tools=[
+                {
+                    "type": "mcp",
+                    "server_label": label,
+                    "server_url": ts.url,
+                    "require_approval": "never",
+                }
+                for label, ts in (("first", first), ("second", second))
+            ],  # type: ignore[misc]
+            metadata={"scripted_calls": "echo"},
+        )
+    finally:
+        for ts in (first, second):
+            ts.process.kill()
+            ts.process.wait()
+    assert r.status == "completed"
+    lists = [i for i in r.output if i.type == "mcp_list_tools"]
+    # Logged one after the other, in the order of `tools`, each with its server's tools.
+    assert [i.server_label for i in lists] == ["first", "second"]  # type: ignore[union-attr]
+    for listed in lists:
+        assert listed.error is None and "echo" in [t.name for t in listed.tools]  # type: ignore[union-attr]
+    assert [i.type for i in r.output[:2]] == ["mcp_list_tools", "mcp_list_tools"]
+    (call,) = _calls(r)
+    assert call.status == "completed"  # type: ignore[attr-defined]
+    assert first.calls() + second.calls() == ["echo"]
+
+
 def test_wrong_credentials_fail_the_listing(sdk: openai.OpenAI, tools: ToolServer) -> None:
     r = sdk.responses.create(
         model="scripted",

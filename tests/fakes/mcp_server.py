@@ -6,7 +6,9 @@ the tool's name to `--calls`, so a test counts executions across processes. Tool
 `echo` and `shout` (text), `secret_tool` (for `allowed_tools`), `boom` (raises), `hang`
 (never returns), `garbage` (a huge output), and `slow` (returns once `--gate` exists, so
 a test can kill the caller while the call is in flight). With `--auth`, a request without
-that exact `Authorization` header is refused with 401.
+that exact `Authorization` header is refused with 401. `--list-mark FILE` creates FILE when
+the server is asked for its tools, and `--list-gate FILE` answers that question only once
+FILE exists: two servers so joined show whether a client asks them at the same time.
 
 It is also a tool server for gpt-oss's built-ins (`resplog serve --tool-server`, docs/mcp.md):
 `browser.search`, `browser.open` and `browser.find` over a small corpus of local pages
@@ -182,14 +184,51 @@ class RequireAuth:
         await self.app(scope, receive, send)
 
 
+class OnList:
+    """Acts on a `tools/list` request before the server answers it (`--list-mark`,
+    `--list-gate`): reads the JSON-RPC body, then hands it on unchanged."""
+
+    def __init__(self, app: ASGIApp, mark: Path | None, gate: Path | None) -> None:
+        self.app, self.mark, self.gate = app, mark, gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if b'"tools/list"' in body:
+            if self.mark is not None:
+                self.mark.touch()
+            while self.gate is not None and not await asyncio.to_thread(self.gate.exists):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        sent = False
+
+        async def replay() -> dict[str, object]:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)  # type: ignore[arg-type]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--calls", type=Path, required=True)
     parser.add_argument("--gate", type=Path)
     parser.add_argument("--auth")
+    parser.add_argument("--list-mark", type=Path)
+    parser.add_argument("--list-gate", type=Path)
     args = parser.parse_args()
     app: ASGIApp = build(args.calls, args.gate).streamable_http_app(stateless_http=True)
+    if args.list_mark or args.list_gate:
+        app = OnList(app, args.list_mark, args.list_gate)
     if args.auth:
         app = RequireAuth(app, args.auth)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
