@@ -178,6 +178,23 @@ def _linear(turn: Turn) -> Turn:
     )
 
 
+def listed_before(prompt: Prompt) -> dict[str, McpListTools]:
+    """The tool lists the earlier turns of the prompt hold, the newest of each server (by
+    label) that did not fail. OpenAI lists a server's tools again only when the list is
+    no longer in the request's context: a turn that continues one with its list
+    (`previous_response_id`) offers the tools from it, and lists only servers new to the
+    request. A list cut away by compaction or truncation is not in the history, and a
+    server whose newest list failed has none, so either is listed again."""
+    found: dict[str, McpListTools] = {}
+    for turn in prompt.history:
+        for item in turn.output:
+            if isinstance(item, McpListTools):
+                found.pop(item.server_label, None)
+                if item.error is None:
+                    found[item.server_label] = item
+    return found
+
+
 def _approved(prompt: Prompt, state: ResponseState) -> McpApprovalRequest | None:
     """The next approved request that was not run yet: a request of the turn this one
     continues, or one passed back in the input by a client that keeps its own history (the
@@ -262,7 +279,8 @@ class ToolLoop:
         builtins = self.builtins(state.response.tools)
         if state.open_index is not None:  # a dead process's loop, taken over
             await step(interrupted(state, self.limits.idempotent))
-        await self._list_all(holder, servers, headers, step)
+        known = listed_before(prompt)
+        await self._list_all(holder, servers, headers, step, known)
         usage = TokenUsage()
         limit = state.response.max_tool_calls
         while True:
@@ -273,7 +291,7 @@ class ToolLoop:
                 )
             call = pending_server_call(holder[0])
             if isinstance(call, McpCall):
-                await self._call(holder, call, servers, headers, step, limit, deadline)
+                await self._call(holder, call, servers, headers, step, limit, deadline, known)
                 continue
             if call is not None:
                 await self._builtin_call(holder, call, step, limit, deadline)
@@ -284,7 +302,7 @@ class ToolLoop:
                 continue
             offered = list(prompt.tools)
             if limit is None or calls_made(holder[0]) < limit:
-                offered += self.offered(holder[0], servers) + builtins
+                offered += self.offered(holder[0], servers, known) + builtins
             assert holder[0].response is not None
             so_far = as_input(holder[0].response.output, holder[0])
             nxt = msgspec.structs.replace(
@@ -298,9 +316,15 @@ class ToolLoop:
             return
 
     @staticmethod
-    def offered(state: ResponseState, servers: dict[str, McpServer]) -> list[OfferedTool]:
+    def offered(
+        state: ResponseState,
+        servers: dict[str, McpServer],
+        known: dict[str, McpListTools] | None = None,
+    ) -> list[OfferedTool]:
+        """The MCP tools the model may call: each server's, from this response's list of
+        them, else from the list an earlier turn holds (`known`)."""
         out: list[OfferedTool] = []
-        for label, item in listed(state).items():
+        for label, item in {**(known or {}), **listed(state)}.items():
             if label in servers and item.error is None:
                 out += mcp_offered(servers[label], item.tools)
         return out
@@ -311,13 +335,16 @@ class ToolLoop:
         servers: dict[str, McpServer],
         headers: dict[str, dict[str, str]],
         step: Step,
+        known: dict[str, McpListTools],
     ) -> None:
-        """List the tools of every server the log has not listed yet. The servers are all
+        """List the tools of every server neither the log of this response nor an earlier
+        turn (`known`) has listed yet. The servers are all
         asked at once, so a response with several waits for the slowest, not for their
         sum; their items are still logged one after another, in the order of `tools`. A
         list changes nothing on its server, so asking before its `in_progress` event is
         logged is safe (a call, which may, is asked only after its own)."""
-        todo = [s for s in servers.values() if s.server_label not in listed(holder[0])]
+        done = {*listed(holder[0]), *known}
+        todo = [s for s in servers.values() if s.server_label not in done]
         asked = [asyncio.ensure_future(self._ask_list(s, headers)) for s in todo]
         try:
             for server, answer in zip(todo, asked, strict=True):
@@ -359,11 +386,14 @@ class ToolLoop:
         step: Step,
         limit: int | None,
         deadline: float,
+        known: dict[str, McpListTools],
     ) -> None:
         state = holder[0]
         server = servers.get(call.server_label)
         allowed = {
-            t.name for t in self.offered(state, servers) if t.server_label == call.server_label
+            t.name
+            for t in self.offered(state, servers, known)
+            if t.server_label == call.server_label
         }
         refusal: dict[str, Any] | None = None
         arguments: Any = None

@@ -267,6 +267,71 @@ def test_the_servers_of_one_response_are_asked_for_their_tools_at_once(
     assert first.calls() + second.calls() == ["echo"]
 
 
+def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
+    sdk: openai.OpenAI, tmp_path: Path
+) -> None:
+    # OpenAI lists a server's tools again only when the list is no longer in the context:
+    # a `previous_response_id` turn offers them from the list its history holds.
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = _start_tools(tmp_path / "a", "--lists", str(tmp_path / "a" / "lists"))
+    second = _start_tools(tmp_path / "b", "--lists", str(tmp_path / "b" / "lists"))
+
+    def server(label: str, ts: ToolServer) -> dict[str, object]:
+        return {
+            "type": "mcp",
+            "server_label": label,
+            "server_url": ts.url,
+            "require_approval": "never",
+        }
+
+    def listings(ts: ToolServer) -> int:
+        # The `mcp` client asks for the tools before each call too (to check the result
+        # against the tool's output schema): what is left are the listings.
+        path = ts.calls_path.parent / "lists"
+        return (len(path.read_text().split()) if path.exists() else 0) - len(ts.calls())
+
+    try:
+        one = sdk.responses.create(
+            model="scripted",
+            input="first turn",
+            tools=[server("first", first)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo"},
+        )
+        two = sdk.responses.create(
+            model="scripted",
+            input="second turn",
+            previous_response_id=one.id,
+            tools=[server("first", first)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "shout"},
+        )
+        three = sdk.responses.create(
+            model="scripted",
+            input="third turn, a server more",
+            previous_response_id=two.id,
+            tools=[server("first", first), server("second", second)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo"},
+        )
+    finally:
+        for ts in (first, second):
+            ts.process.kill()
+            ts.process.wait()
+
+    def kinds(r: Any) -> list[str]:
+        return [i.type for i in r.output]
+
+    assert kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
+    # The second turn's call ran on the tools the first turn listed: no list item, no list.
+    assert "mcp_list_tools" not in kinds(two) and two.status == "completed"
+    (shouted,) = _calls(two)
+    assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
+    # The third lists only the server new to it.
+    listed = [i for i in three.output if i.type == "mcp_list_tools"]
+    assert [i.server_label for i in listed] == ["second"]  # type: ignore[union-attr]
+    assert (listings(first), listings(second)) == (1, 1)
+    assert sorted(first.calls() + second.calls()) == ["echo", "echo", "shout"]
+
+
 def test_wrong_credentials_fail_the_listing(sdk: openai.OpenAI, tools: ToolServer) -> None:
     r = sdk.responses.create(
         model="scripted",

@@ -9,6 +9,7 @@ a test can kill the caller while the call is in flight). With `--auth`, a reques
 that exact `Authorization` header is refused with 401. `--list-mark FILE` creates FILE when
 the server is asked for its tools, and `--list-gate FILE` answers that question only once
 FILE exists: two servers so joined show whether a client asks them at the same time.
+`--lists FILE` appends a line to FILE at each such question, so a test counts them.
 
 It is also a tool server for gpt-oss's built-ins (`resplog serve --tool-server`, docs/mcp.md):
 `browser.search`, `browser.open` and `browser.find` over a small corpus of local pages
@@ -186,10 +187,12 @@ class RequireAuth:
 
 class OnList:
     """Acts on a `tools/list` request before the server answers it (`--list-mark`,
-    `--list-gate`): reads the JSON-RPC body, then hands it on unchanged."""
+    `--list-gate`, `--lists`): reads the JSON-RPC body, then hands it on unchanged."""
 
-    def __init__(self, app: ASGIApp, mark: Path | None, gate: Path | None) -> None:
-        self.app, self.mark, self.gate = app, mark, gate
+    def __init__(
+        self, app: ASGIApp, mark: Path | None, gate: Path | None, lists: Path | None
+    ) -> None:
+        self.app, self.mark, self.gate, self.lists = app, mark, gate, lists
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -201,6 +204,9 @@ class OnList:
             body += message.get("body", b"")
             more = message.get("more_body", False)
         if b'"tools/list"' in body:
+            if self.lists is not None:
+                with self.lists.open("a") as f:
+                    f.write("tools/list\n")
             if self.mark is not None:
                 self.mark.touch()
             while self.gate is not None and not await asyncio.to_thread(self.gate.exists):  # noqa: ASYNC110
@@ -225,10 +231,11 @@ def main() -> None:
     parser.add_argument("--auth")
     parser.add_argument("--list-mark", type=Path)
     parser.add_argument("--list-gate", type=Path)
+    parser.add_argument("--lists", type=Path)
     args = parser.parse_args()
     app: ASGIApp = build(args.calls, args.gate).streamable_http_app(stateless_http=True)
-    if args.list_mark or args.list_gate:
-        app = OnList(app, args.list_mark, args.list_gate)
+    if args.list_mark or args.list_gate or args.lists:
+        app = OnList(app, args.list_mark, args.list_gate, args.lists)
     if args.auth:
         app = RequireAuth(app, args.auth)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")

@@ -14,9 +14,16 @@ from domain.errors import InvalidTransition
 from domain.events import encode
 from domain.fold import replay
 from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart, Turn
-from domain.objects import InputItem, InputMessage, InputText, McpApprovalResponse, McpCall
+from domain.objects import (
+    InputItem,
+    InputMessage,
+    InputText,
+    McpApprovalResponse,
+    McpCall,
+    McpListTools,
+)
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
-from service.mcploop import as_input, engine_prompt
+from service.mcploop import as_input, engine_prompt, listed_before
 from service.wire import Limits, parse_create_body
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
@@ -196,3 +203,21 @@ def test_mcp_calls_passed_back_are_shown_as_calls_in_the_input_and_in_earlier_tu
     assert seen(shown.history[0].input) == [call, result, ("InputMessage", "")]
     plain = make_prompt([ask])
     assert engine_prompt(plain) is plain
+
+
+def test_the_tool_lists_of_earlier_turns_are_the_newest_of_each_server_that_did_not_fail() -> None:
+    def listing(label: str, n: int, error: str | None = None) -> McpListTools:
+        tools = [{"name": f"t{n}", "input_schema": {"type": "object"}}]
+        return McpListTools(id=f"mcpl_{n}", server_label=label, tools=tools, error=error)
+
+    def turn(*items: McpListTools) -> Turn:
+        return Turn(response_id="resp_x", instructions=None, input=[], output=list(items))
+
+    history = [
+        turn(listing("a", 1), listing("b", 2), listing("c", 3)),
+        turn(listing("a", 4), listing("b", 5, error="unreachable")),
+    ]
+    found = listed_before(make_prompt(history=history))
+    # a: its newer list; b: its newest failed, so it is listed again; c: the only one.
+    assert {label: item.id for label, item in found.items()} == {"a": "mcpl_4", "c": "mcpl_3"}
+    assert listed_before(make_prompt()) == {}
