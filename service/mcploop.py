@@ -338,11 +338,11 @@ class ToolLoop:
         known: dict[str, McpListTools],
     ) -> None:
         """List the tools of every server neither the log of this response nor an earlier
-        turn (`known`) has listed yet. The servers are all
-        asked at once, so a response with several waits for the slowest, not for their
-        sum; their items are still logged one after another, in the order of `tools`. A
-        list changes nothing on its server, so asking before its `in_progress` event is
-        logged is safe (a call, which may, is asked only after its own)."""
+        turn (`known`) has listed yet. The servers are all asked at once, so a response
+        with several waits for the slowest, not for their sum; their items are still
+        logged one after another, in the order of `tools`. A list changes nothing on its
+        server, so asking before its `in_progress` event is logged is safe (a call, which
+        may, is asked only after its own)."""
         done = {*listed(holder[0]), *known}
         todo = [s for s in servers.values() if s.server_label not in done]
         asked = [asyncio.ensure_future(self._ask_list(s, headers)) for s in todo]
