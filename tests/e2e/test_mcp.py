@@ -225,6 +225,11 @@ def test_an_unreachable_server_is_a_failed_tool_list(sdk: openai.OpenAI, tmp_pat
     assert listed.type == "mcp_list_tools" and listed.error  # type: ignore[union-attr]
 
 
+def _open_tool(label: str, ts: ToolServer) -> dict[str, object]:
+    """An `mcp` tool of a server that asks for no credentials, its calls run unasked."""
+    return {"type": "mcp", "server_label": label, "server_url": ts.url, "require_approval": "never"}
+
+
 def test_the_servers_of_one_response_are_asked_for_their_tools_at_once(
     sdk: openai.OpenAI, tmp_path: Path
 ) -> None:
@@ -240,15 +245,7 @@ def test_the_servers_of_one_response_are_asked_for_their_tools_at_once(
         r = sdk.responses.create(
             model="scripted",
             input="two servers",
-            tools=[
-                {
-                    "type": "mcp",
-                    "server_label": label,
-                    "server_url": ts.url,
-                    "require_approval": "never",
-                }
-                for label, ts in (("first", first), ("second", second))
-            ],  # type: ignore[misc]
+            tools=[_open_tool("first", first), _open_tool("second", second)],  # type: ignore[list-item]
             metadata={"scripted_calls": "echo"},
         )
     finally:
@@ -277,14 +274,6 @@ def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
     first = _start_tools(tmp_path / "a", "--lists", str(tmp_path / "a" / "lists"))
     second = _start_tools(tmp_path / "b", "--lists", str(tmp_path / "b" / "lists"))
 
-    def server(label: str, ts: ToolServer) -> dict[str, object]:
-        return {
-            "type": "mcp",
-            "server_label": label,
-            "server_url": ts.url,
-            "require_approval": "never",
-        }
-
     def listings(ts: ToolServer) -> int:
         # The `mcp` client asks for the tools before each call too (to check the result
         # against the tool's output schema): what is left are the listings.
@@ -295,21 +284,21 @@ def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
         one = sdk.responses.create(
             model="scripted",
             input="first turn",
-            tools=[server("first", first)],  # type: ignore[list-item]
+            tools=[_open_tool("first", first)],  # type: ignore[list-item]
             metadata={"scripted_calls": "echo"},
         )
         two = sdk.responses.create(
             model="scripted",
             input="second turn",
             previous_response_id=one.id,
-            tools=[server("first", first)],  # type: ignore[list-item]
+            tools=[_open_tool("first", first)],  # type: ignore[list-item]
             metadata={"scripted_calls": "shout"},
         )
         three = sdk.responses.create(
             model="scripted",
             input="third turn, a server more",
             previous_response_id=two.id,
-            tools=[server("first", first), server("second", second)],  # type: ignore[list-item]
+            tools=[_open_tool("first", first), _open_tool("second", second)],  # type: ignore[list-item]
             metadata={"scripted_calls": "echo"},
         )
     finally:
