@@ -12,6 +12,8 @@ context to continue the conversation").
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from domain.generation import Compaction, Turn
@@ -25,6 +27,8 @@ from domain.objects import (
     InputItem,
     InputMessage,
 )
+
+_Item = TypeVar("_Item")
 
 # The key of the request facts' `extra` that records a compaction made at create.
 COMPACTION_FACT = "compaction"
@@ -89,8 +93,9 @@ def last_user(items: list[InputItem]) -> int:
     return 0
 
 
-def since_last_compaction(items: list[InputItem]) -> list[InputItem]:
-    """A conversation's items from its last compaction item on (all, when it has none). A
+def since_last_compaction(items: list[_Item]) -> list[_Item]:
+    """A conversation's items from its last compaction item on (all, when it has none; those
+    set aside among them too, when they are given). A
     response compacted at create leaves the item in its conversation before the input items
     it kept (service/references.py `conversation_items`), so its next turn starts as a
     `previous_response_id` continuation of it would (`from_last_compaction`)."""

@@ -14,6 +14,7 @@ import msgspec
 from domain.objects import (
     CompactionItem,
     InputItem,
+    McpListTools,
     OutputItem,
     ReasoningConfig,
     TextConfig,
@@ -29,6 +30,10 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     instructions: str | None
     input: list[InputItem]
     output: list[OutputItem]
+    # MCP tool lists in the turn's context that are neither its input nor its output: a
+    # conversation's, which it keeps set aside (service/conversations.py `history_of`).
+    # No model is shown them; the tool loop offers a listed server's tools from them.
+    listed: list[McpListTools] = msgspec.field(default_factory=list)
 
 
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ so any process can continue it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -60,6 +61,44 @@ def execution_error(text: str) -> dict[str, Any]:
 def protocol_error(message: str, code: int = -32603) -> dict[str, Any]:
     """A failed call's `error` when the server broke the protocol (`McpProtocolError`)."""
     return {"type": "mcp_protocol_error", "code": code, "message": message}
+
+
+class _SentTool(msgspec.Struct, frozen=True):
+    """What a tool of a list kept as sent must hold for its tool to be offered."""
+
+    name: str
+    input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
+    description: str | None = None
+
+
+class _SentList(msgspec.Struct, frozen=True):
+    """What an `mcp_list_tools` item kept as sent must hold to stand for its server's list."""
+
+    server_label: str
+    tools: list[_SentTool] = msgspec.field(default_factory=list)
+    error: str | None = None
+
+
+def lists_sent(items: Iterable[dict[str, Any]]) -> list[McpListTools]:
+    """The MCP tool lists among items kept as sent, in their order: a conversation's items
+    set aside (a response's own lists are kept there as it made them), or a request's
+    input set aside (a client that keeps its own history passes an earlier answer's lists
+    back). An item that is no list, or whose shape is not a list's (each tool a `name`,
+    its `input_schema` an object), stands for nothing: its server is listed again."""
+    out: list[McpListTools] = []
+    for sent in items:
+        if sent.get("type") != "mcp_list_tools":
+            continue
+        try:
+            shape = msgspec.convert(sent, _SentList)
+        except msgspec.ValidationError:
+            continue
+        tools = [dict(t) for t in sent.get("tools") or ()]
+        iid = str(sent.get("id") or "")
+        out.append(
+            McpListTools(id=iid, server_label=shape.server_label, tools=tools, error=shape.error)
+        )
+    return out
 
 
 def listed(state: ResponseState) -> dict[str, McpListTools]:

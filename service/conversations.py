@@ -22,6 +22,7 @@ from domain.conversations import (
 )
 from domain.errors import DuplicateItems, InvalidRequest, NotFound
 from domain.generation import Turn
+from domain.mcp import lists_sent
 from domain.objects import (
     INPUT_ID_PREFIX,
     ConversationRef,
@@ -196,11 +197,18 @@ async def history_of(
 ) -> list[Turn]:
     """What a response that names the conversation sees before its own input (`given`):
     the conversation's items (but those set aside) from its last compaction item on, as one
-    earlier turn, then the MCP approval requests that `given` answers."""
+    earlier turn, then the MCP approval requests that `given` answers. The MCP tool lists
+    set aside among those items are the turn's `listed`: no model is shown them, and the
+    tool loop offers a listed server's tools from them rather than listing it again
+    (service/mcploop.py `listed_before`)."""
     await visible(svc, conversation_id, owner)
     items = (await svc.conversations.items(conversation_id)).items
-    shown = since_last_compaction([i for i in items if not isinstance(i, SetAsideItem)])
-    earlier = Turn(response_id=conversation_id, instructions=None, input=shown, output=[])
+    since = since_last_compaction(items)  # the lists set aside among them too
+    shown = [i for i in since if not isinstance(i, SetAsideItem)]
+    lists = lists_sent(i.listed() for i in since if isinstance(i, SetAsideItem))
+    earlier = Turn(
+        response_id=conversation_id, instructions=None, input=shown, output=[], listed=lists
+    )
     return [earlier, *await _approvals_asked(svc, conversation_id, given, owner)]
 
 

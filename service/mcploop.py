@@ -44,6 +44,7 @@ from domain.mcp import (
     list_ended,
     list_started,
     listed,
+    lists_sent,
     protocol_error,
 )
 from domain.objects import (
@@ -67,6 +68,7 @@ from domain.state import Decision, ResponseState
 from domain.tools import McpServer, OfferedTool, builtin_offered, mcp_offered, mcp_servers
 from service.ports import ToolError, ToolServers
 from service.sealing import Sealer
+from service.wire import SET_ASIDE
 
 log = logging.getLogger("resplog.mcp")
 
@@ -178,20 +180,23 @@ def _linear(turn: Turn) -> Turn:
     )
 
 
-def listed_before(prompt: Prompt) -> dict[str, McpListTools]:
-    """The tool lists the earlier turns of the prompt hold, the newest of each server (by
-    label) that did not fail. OpenAI lists a server's tools again only when the list is
-    no longer in the request's context: a turn that continues one with its list
-    (`previous_response_id`) offers the tools from it, and lists only servers new to the
-    request. A list cut away by compaction or truncation is not in the history, and a
-    server whose newest list failed has none, so either is listed again."""
+def listed_before(prompt: Prompt, facts: RequestFacts | None = None) -> dict[str, McpListTools]:
+    """The tool lists in the request's context, the newest of each server (by label) that
+    did not fail: those of the earlier turns of the prompt (a `previous_response_id`
+    chain's outputs, or the lists a conversation holds: a turn's `listed`), then those the
+    request's own input passes back (set aside in its `facts`). OpenAI lists a server's
+    tools again only when the list is no longer in the request's context: a turn that has
+    its list offers the tools from it, and lists only servers new to the request. A list
+    cut away by compaction or truncation is not in the history, and a server whose newest
+    list failed has none, so either is listed again."""
     found: dict[str, McpListTools] = {}
-    for turn in prompt.history:
-        for item in turn.output:
-            if isinstance(item, McpListTools):
-                found.pop(item.server_label, None)
-                if item.error is None:
-                    found[item.server_label] = item
+    aside = [] if facts is None else facts.extra.get(SET_ASIDE, [])
+    passed = lists_sent(a["item"] for a in sorted(aside, key=lambda a: int(a["at"])))
+    for item in [*(i for t in prompt.history for i in (*t.listed, *t.output)), *passed]:
+        if isinstance(item, McpListTools):
+            found.pop(item.server_label, None)
+            if item.error is None:
+                found[item.server_label] = item
     return found
 
 
@@ -279,7 +284,7 @@ class ToolLoop:
         builtins = self.builtins(state.response.tools)
         if state.open_index is not None:  # a dead process's loop, taken over
             await step(interrupted(state, self.limits.idempotent))
-        known = listed_before(prompt)
+        known = listed_before(prompt, state.facts)
         await self._list_all(holder, servers, headers, step, known)
         usage = TokenUsage()
         limit = state.response.max_tool_calls

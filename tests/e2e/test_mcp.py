@@ -264,22 +264,34 @@ def test_the_servers_of_one_response_are_asked_for_their_tools_at_once(
     assert first.calls() + second.calls() == ["echo"]
 
 
+def _listed_servers(tmp_path: Path) -> tuple[ToolServer, ToolServer]:
+    """Two MCP servers that count the times they are asked for their tools (`_listings`)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    return (
+        _start_tools(tmp_path / "a", "--lists", str(tmp_path / "a" / "lists")),
+        _start_tools(tmp_path / "b", "--lists", str(tmp_path / "b" / "lists")),
+    )
+
+
+def _listings(ts: ToolServer) -> int:
+    """How many times a server of `_listed_servers` listed its tools for a turn. The `mcp`
+    client asks for the tools before each call too (to check the result against the
+    tool's output schema): what is left are the listings."""
+    path = ts.calls_path.parent / "lists"
+    return (len(path.read_text().split()) if path.exists() else 0) - len(ts.calls())
+
+
+def _kinds(r: Any) -> list[str]:
+    return [i.type for i in r.output]
+
+
 def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
     sdk: openai.OpenAI, tmp_path: Path
 ) -> None:
     # OpenAI lists a server's tools again only when the list is no longer in the context:
     # a `previous_response_id` turn offers them from the list its history holds.
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
-    first = _start_tools(tmp_path / "a", "--lists", str(tmp_path / "a" / "lists"))
-    second = _start_tools(tmp_path / "b", "--lists", str(tmp_path / "b" / "lists"))
-
-    def listings(ts: ToolServer) -> int:
-        # The `mcp` client asks for the tools before each call too (to check the result
-        # against the tool's output schema): what is left are the listings.
-        path = ts.calls_path.parent / "lists"
-        return (len(path.read_text().split()) if path.exists() else 0) - len(ts.calls())
-
+    first, second = _listed_servers(tmp_path)
     try:
         one = sdk.responses.create(
             model="scripted",
@@ -306,19 +318,105 @@ def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
             ts.process.kill()
             ts.process.wait()
 
-    def kinds(r: Any) -> list[str]:
-        return [i.type for i in r.output]
-
-    assert kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
+    assert _kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
     # The second turn's call ran on the tools the first turn listed: no list item, no list.
-    assert "mcp_list_tools" not in kinds(two) and two.status == "completed"
+    assert "mcp_list_tools" not in _kinds(two) and two.status == "completed"
     (shouted,) = _calls(two)
     assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
     # The third lists only the server new to it.
     listed = [i for i in three.output if i.type == "mcp_list_tools"]
     assert [i.server_label for i in listed] == ["second"]  # type: ignore[union-attr]
-    assert (listings(first), listings(second)) == (1, 1)
+    assert (_listings(first), _listings(second)) == (1, 1)
     assert sorted(first.calls() + second.calls()) == ["echo", "echo", "shout"]
+
+
+def test_a_conversation_turn_lists_only_servers_its_conversation_holds_no_list_of(
+    sdk: openai.OpenAI, tmp_path: Path
+) -> None:
+    # A conversation keeps each response's lists (set aside, shown to no model): they
+    # are in the next turn's context as a `previous_response_id` chain's are.
+    first, second = _listed_servers(tmp_path)
+    conversation = sdk.conversations.create()
+    try:
+        one = sdk.responses.create(
+            model="scripted",
+            input="first turn",
+            conversation=conversation.id,
+            tools=[_open_tool("first", first)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo"},
+        )
+        two = sdk.responses.create(
+            model="scripted",
+            input="second turn, a server more",
+            conversation=conversation.id,
+            tools=[_open_tool("first", first), _open_tool("second", second)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "shout"},
+        )
+    finally:
+        for ts in (first, second):
+            ts.process.kill()
+            ts.process.wait()
+    assert _kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
+    listed = [i for i in two.output if i.type == "mcp_list_tools"]
+    assert [i.server_label for i in listed] == ["second"]  # type: ignore[union-attr]
+    (shouted,) = _calls(two)  # a tool of the first server, from the conversation's list
+    assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
+    assert (_listings(first), _listings(second)) == (1, 1)
+    # The conversation holds each list once, as its response made it.
+    items = sdk.conversations.items.list(conversation.id, order="asc").data
+    held = [i for i in items if i.type == "mcp_list_tools"]
+    assert [i.server_label for i in held] == ["first", "second"]  # type: ignore[union-attr]
+
+
+def test_a_list_passed_back_as_input_is_not_listed_again(
+    sdk: openai.OpenAI, tmp_path: Path
+) -> None:
+    # A client that keeps its own history (no `previous_response_id`, `store: false`)
+    # sends an earlier answer's output back, its `mcp_list_tools` items with it.
+    first, second = _listed_servers(tmp_path)
+    tool = _open_tool("first", first)
+    try:
+        one = sdk.responses.create(
+            model="scripted",
+            input="first turn",
+            store=False,
+            tools=[tool],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo"},
+        )
+        # The passed-back call is the input's first tool output: the script's second
+        # tool (`echo,shout`) is the next call.
+        passed = [i.model_dump(exclude_none=True) for i in one.output]
+        asked = [{"role": "user", "content": "first turn"}, *passed]
+        two = sdk.responses.create(
+            model="scripted",
+            input=[*asked, {"role": "user", "content": "second turn"}],  # type: ignore[list-item]
+            store=False,
+            tools=[tool],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo,shout"},
+        )
+        # The same, its list's shape broken: it stands for nothing, so the server is
+        # listed again.
+        broken = [
+            {**i, "tools": [{"name": 7}]} if i.get("type") == "mcp_list_tools" else i for i in asked
+        ]
+        three = sdk.responses.create(
+            model="scripted",
+            input=[*broken, {"role": "user", "content": "third turn"}],  # type: ignore[list-item]
+            store=False,
+            tools=[tool],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo,shout"},
+        )
+    finally:
+        for ts in (first, second):
+            ts.process.kill()
+            ts.process.wait()
+    assert _kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
+    assert "mcp_list_tools" not in _kinds(two) and two.status == "completed"
+    (shouted,) = _calls(two)
+    assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
+    assert _kinds(three)[0] == "mcp_list_tools" and _calls(three)[0].status == "completed"  # type: ignore[attr-defined]
+    assert _listings(first) == 2
+    assert first.calls() == ["echo", "shout", "shout"]
 
 
 def test_wrong_credentials_fail_the_listing(sdk: openai.OpenAI, tools: ToolServer) -> None:

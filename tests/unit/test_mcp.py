@@ -11,9 +11,10 @@ import pytest
 
 from domain import mcp
 from domain.errors import InvalidTransition
-from domain.events import encode
+from domain.events import RequestFacts, encode
 from domain.fold import replay
 from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart, Turn
+from domain.mcp import lists_sent
 from domain.objects import (
     InputItem,
     InputMessage,
@@ -24,7 +25,7 @@ from domain.objects import (
 )
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
 from service.mcploop import as_input, engine_prompt, listed_before
-from service.wire import Limits, parse_create_body
+from service.wire import SET_ASIDE, Limits, parse_create_body
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
 
@@ -221,3 +222,35 @@ def test_the_tool_lists_of_earlier_turns_are_the_newest_of_each_server_that_did_
     # a: its newer list; b: its newest failed, so it is listed again; c: the only one.
     assert {label: item.id for label, item in found.items()} == {"a": "mcpl_4", "c": "mcpl_3"}
     assert listed_before(make_prompt()) == {}
+
+
+def test_lists_passed_back_are_newer_than_the_history_and_a_malformed_one_stands_for_none() -> None:
+    def sent(label: str, n: int, **more: object) -> dict[str, object]:
+        tools = [{"name": f"t{n}", "input_schema": {"type": "object"}, "annotations": None}]
+        return {
+            "type": "mcp_list_tools",
+            "id": f"mcpl_{n}",
+            "server_label": label,
+            "tools": tools,
+            **more,
+        }
+
+    earlier = lists_sent([sent("a", 1), sent("b", 2)])
+    history = [Turn(response_id="resp_x", instructions=None, input=[], output=[*earlier])]
+    aside = [  # as the request's facts keep them: by their place in the input, any order
+        {"at": 3, "item": sent("a", 4)},
+        {"at": 1, "item": sent("a", 3)},
+        {"at": 2, "item": sent("b", 5, tools=[{"name": 7}])},  # not a list's shape
+        {"at": 4, "item": sent("c", 6, error="unreachable")},
+        {"at": 5, "item": {"type": "web_search_call", "id": "ws_1"}},
+    ]
+    facts = RequestFacts(owner="o", input=[], extra={SET_ASIDE: aside})
+    found = listed_before(make_prompt(history=history), facts)
+    # a: the last one passed back; b: its malformed list stands for nothing, so the
+    # history's holds; c: failed, listed again.
+    assert {label: item.id for label, item in found.items()} == {"a": "mcpl_4", "b": "mcpl_2"}
+    # Kept as sent, the fields no offer reads included.
+    assert found["a"].tools == sent("a", 4)["tools"]
+    bare = {"type": "mcp_list_tools", "server_label": "x"}
+    assert lists_sent([{**bare, "tools": [{"name": "n", "input_schema": None}]}]) == []
+    assert lists_sent([bare])[0].tools == []  # a server of no tools
