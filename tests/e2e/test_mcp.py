@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import socket
 import subprocess
@@ -264,14 +265,22 @@ def test_the_servers_of_one_response_are_asked_for_their_tools_at_once(
     assert first.calls() + second.calls() == ["echo"]
 
 
-def _listed_servers(tmp_path: Path) -> tuple[ToolServer, ToolServer]:
-    """Two MCP servers that count the times they are asked for their tools (`_listings`)."""
+@contextlib.contextmanager
+def _listed_servers(tmp_path: Path) -> Iterator[tuple[ToolServer, ToolServer]]:
+    """Two MCP servers that count the times they are asked for their tools (`_listings`),
+    stopped at the end."""
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-    return (
+    servers = (
         _start_tools(tmp_path / "a", "--lists", str(tmp_path / "a" / "lists")),
         _start_tools(tmp_path / "b", "--lists", str(tmp_path / "b" / "lists")),
     )
+    try:
+        yield servers
+    finally:
+        for ts in servers:
+            ts.process.kill()
+            ts.process.wait()
 
 
 def _listings(ts: ToolServer) -> int:
@@ -282,8 +291,27 @@ def _listings(ts: ToolServer) -> int:
     return (len(path.read_text().split()) if path.exists() else 0) - len(ts.calls())
 
 
+def _turn(sdk: openai.OpenAI, given: Any, calls: str, *servers: ToolServer, **more: Any) -> Any:
+    """A response whose script calls `calls` (comma-separated, one per step) on the servers
+    given, labelled `first` and `second` in their order."""
+    labels = ("first", "second")[: len(servers)]
+    tools = [_open_tool(label, ts) for label, ts in zip(labels, servers, strict=True)]
+    return sdk.responses.create(
+        model="scripted",
+        input=given,
+        tools=tools,  # type: ignore[arg-type]
+        metadata={"scripted_calls": calls},
+        **more,
+    )
+
+
 def _kinds(r: Any) -> list[str]:
     return [i.type for i in r.output]
+
+
+def _listed(r: Any) -> list[str]:
+    """The servers a response listed, in its order."""
+    return [i.server_label for i in r.output if i.type == "mcp_list_tools"]
 
 
 def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
@@ -291,43 +319,18 @@ def test_a_turn_that_continues_one_with_its_tool_list_lists_only_new_servers(
 ) -> None:
     # OpenAI lists a server's tools again only when the list is no longer in the context:
     # a `previous_response_id` turn offers them from the list its history holds.
-    first, second = _listed_servers(tmp_path)
-    try:
-        one = sdk.responses.create(
-            model="scripted",
-            input="first turn",
-            tools=[_open_tool("first", first)],  # type: ignore[list-item]
-            metadata={"scripted_calls": "echo"},
-        )
-        two = sdk.responses.create(
-            model="scripted",
-            input="second turn",
-            previous_response_id=one.id,
-            tools=[_open_tool("first", first)],  # type: ignore[list-item]
-            metadata={"scripted_calls": "shout"},
-        )
-        three = sdk.responses.create(
-            model="scripted",
-            input="third turn, a server more",
-            previous_response_id=two.id,
-            tools=[_open_tool("first", first), _open_tool("second", second)],  # type: ignore[list-item]
-            metadata={"scripted_calls": "echo"},
-        )
-    finally:
-        for ts in (first, second):
-            ts.process.kill()
-            ts.process.wait()
-
-    assert _kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
+    with _listed_servers(tmp_path) as (first, second):
+        one = _turn(sdk, "first turn", "echo", first)
+        two = _turn(sdk, "second turn", "shout", first, previous_response_id=one.id)
+        three = _turn(sdk, "a server more", "echo", first, second, previous_response_id=two.id)
+        assert (_listings(first), _listings(second)) == (1, 1)
+        assert sorted(first.calls() + second.calls()) == ["echo", "echo", "shout"]
+    assert _listed(one) == ["first"] and one.status == "completed"
     # The second turn's call ran on the tools the first turn listed: no list item, no list.
-    assert "mcp_list_tools" not in _kinds(two) and two.status == "completed"
+    assert _listed(two) == [] and two.status == "completed"
     (shouted,) = _calls(two)
     assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
-    # The third lists only the server new to it.
-    listed = [i for i in three.output if i.type == "mcp_list_tools"]
-    assert [i.server_label for i in listed] == ["second"]  # type: ignore[union-attr]
-    assert (_listings(first), _listings(second)) == (1, 1)
-    assert sorted(first.calls() + second.calls()) == ["echo", "echo", "shout"]
+    assert _listed(three) == ["second"]  # only the server new to it
 
 
 def test_a_conversation_turn_lists_only_servers_its_conversation_holds_no_list_of(
@@ -335,33 +338,15 @@ def test_a_conversation_turn_lists_only_servers_its_conversation_holds_no_list_o
 ) -> None:
     # A conversation keeps each response's lists (set aside, shown to no model): they
     # are in the next turn's context as a `previous_response_id` chain's are.
-    first, second = _listed_servers(tmp_path)
     conversation = sdk.conversations.create()
-    try:
-        one = sdk.responses.create(
-            model="scripted",
-            input="first turn",
-            conversation=conversation.id,
-            tools=[_open_tool("first", first)],  # type: ignore[list-item]
-            metadata={"scripted_calls": "echo"},
-        )
-        two = sdk.responses.create(
-            model="scripted",
-            input="second turn, a server more",
-            conversation=conversation.id,
-            tools=[_open_tool("first", first), _open_tool("second", second)],  # type: ignore[list-item]
-            metadata={"scripted_calls": "shout"},
-        )
-    finally:
-        for ts in (first, second):
-            ts.process.kill()
-            ts.process.wait()
-    assert _kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
-    listed = [i for i in two.output if i.type == "mcp_list_tools"]
-    assert [i.server_label for i in listed] == ["second"]  # type: ignore[union-attr]
+    with _listed_servers(tmp_path) as (first, second):
+        one = _turn(sdk, "first turn", "echo", first, conversation=conversation.id)
+        two = _turn(sdk, "a server more", "shout", first, second, conversation=conversation.id)
+        assert (_listings(first), _listings(second)) == (1, 1)
+    assert _listed(one) == ["first"] and one.status == "completed"
+    assert _listed(two) == ["second"]
     (shouted,) = _calls(two)  # a tool of the first server, from the conversation's list
     assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
-    assert (_listings(first), _listings(second)) == (1, 1)
     # The conversation holds each list once, as its response made it.
     items = sdk.conversations.items.list(conversation.id, order="asc").data
     held = [i for i in items if i.type == "mcp_list_tools"]
@@ -373,50 +358,28 @@ def test_a_list_passed_back_as_input_is_not_listed_again(
 ) -> None:
     # A client that keeps its own history (no `previous_response_id`, `store: false`)
     # sends an earlier answer's output back, its `mcp_list_tools` items with it.
-    first, second = _listed_servers(tmp_path)
-    tool = _open_tool("first", first)
-    try:
-        one = sdk.responses.create(
-            model="scripted",
-            input="first turn",
-            store=False,
-            tools=[tool],  # type: ignore[list-item]
-            metadata={"scripted_calls": "echo"},
-        )
+    with _listed_servers(tmp_path) as (first, _):
+        one = _turn(sdk, "first turn", "echo", first, store=False)
         # The passed-back call is the input's first tool output: the script's second
         # tool (`echo,shout`) is the next call.
         passed = [i.model_dump(exclude_none=True) for i in one.output]
         asked = [{"role": "user", "content": "first turn"}, *passed]
-        two = sdk.responses.create(
-            model="scripted",
-            input=[*asked, {"role": "user", "content": "second turn"}],  # type: ignore[list-item]
-            store=False,
-            tools=[tool],  # type: ignore[list-item]
-            metadata={"scripted_calls": "echo,shout"},
-        )
+        second_turn = [*asked, {"role": "user", "content": "second turn"}]
+        two = _turn(sdk, second_turn, "echo,shout", first, store=False)
         # The same, its list's shape broken: it stands for nothing, so the server is
         # listed again.
         broken = [
             {**i, "tools": [{"name": 7}]} if i.get("type") == "mcp_list_tools" else i for i in asked
         ]
-        three = sdk.responses.create(
-            model="scripted",
-            input=[*broken, {"role": "user", "content": "third turn"}],  # type: ignore[list-item]
-            store=False,
-            tools=[tool],  # type: ignore[list-item]
-            metadata={"scripted_calls": "echo,shout"},
-        )
-    finally:
-        for ts in (first, second):
-            ts.process.kill()
-            ts.process.wait()
-    assert _kinds(one)[0] == "mcp_list_tools" and one.status == "completed"
-    assert "mcp_list_tools" not in _kinds(two) and two.status == "completed"
+        third_turn = [*broken, {"role": "user", "content": "third turn"}]
+        three = _turn(sdk, third_turn, "echo,shout", first, store=False)
+        assert _listings(first) == 2
+        assert first.calls() == ["echo", "shout", "shout"]
+    assert _listed(one) == ["first"] and one.status == "completed"
+    assert _listed(two) == [] and two.status == "completed"
     (shouted,) = _calls(two)
     assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
-    assert _kinds(three)[0] == "mcp_list_tools" and _calls(three)[0].status == "completed"  # type: ignore[attr-defined]
-    assert _listings(first) == 2
-    assert first.calls() == ["echo", "shout", "shout"]
+    assert _listed(three) == ["first"] and _calls(three)[0].status == "completed"  # type: ignore[attr-defined]
 
 
 def test_wrong_credentials_fail_the_listing(sdk: openai.OpenAI, tools: ToolServer) -> None:
