@@ -30,9 +30,10 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     instructions: str | None
     input: list[InputItem]
     output: list[OutputItem]
-    # MCP tool lists in the turn's context that are neither its input nor its output: a
-    # conversation's, which it keeps set aside (service/conversations.py `history_of`).
-    # No model is shown them; the tool loop offers a listed server's tools from them.
+    # MCP tool lists in the turn's context that no model is shown: a conversation's, which
+    # it keeps set aside (service/conversations.py `history_of`), or those an earlier
+    # request's input passed back (set aside too: service/history.py). The tool loop
+    # offers a listed server's tools from them (service/mcploop.py `listed_before`).
     listed: list[McpListTools] = msgspec.field(default_factory=list)
 
 

@@ -10,14 +10,17 @@ needs (`bench/chain_bench.py` measures both).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from domain.errors import InvalidRequest, NotFound
 from domain.generation import Turn
+from domain.mcp import lists_sent
 from domain.objects import ConversationRef, InputItem, ItemReference, OutputItem, ResponseObject
 from service.bundle import Bundle
 from service.ports import ChainLink
+from service.wire import SET_ASIDE
 
 MAX_CHAIN = 1000
 
@@ -29,10 +32,22 @@ class _Answer(msgspec.Struct, frozen=True, kw_only=True):
     output: list[OutputItem] = msgspec.field(default_factory=list)
 
 
+class _Aside(msgspec.Struct, frozen=True, kw_only=True):
+    at: int
+    item: dict[str, Any]
+
+
+class _Extra(msgspec.Struct, frozen=True, kw_only=True):
+    """The input items a request set aside (service/wire's `SET_ASIDE`)."""
+
+    aside: list[_Aside] = msgspec.field(default_factory=list, name=SET_ASIDE)
+
+
 class _Asked(msgspec.Struct, frozen=True, kw_only=True):
     """What a turn needs of a request's hidden facts."""
 
     input: list[InputItem]
+    extra: _Extra = msgspec.field(default_factory=_Extra)
 
 
 _answer = msgspec.json.Decoder(_Answer)
@@ -90,9 +105,14 @@ def _turn(link: ChainLink, previous_id: str) -> Turn:
     if link.request_facts is None:
         raise _previous_not_found(previous_id)
     answer = _answer.decode(link.snapshot)
+    asked = _asked.decode(link.request_facts)
+    # MCP tool lists its client passed back: set aside, shown to no model, but in the
+    # context of every later turn (service/mcploop.py `listed_before`).
+    aside = sorted(asked.extra.aside, key=lambda a: a.at)
     return Turn(
         response_id=link.response_id,
         instructions=answer.instructions,
-        input=_asked.decode(link.request_facts).input,
+        input=asked.input,
         output=answer.output,
+        listed=lists_sent(a.item for a in aside),
     )

@@ -183,8 +183,9 @@ def _linear(turn: Turn) -> Turn:
 def listed_before(prompt: Prompt, facts: RequestFacts | None = None) -> dict[str, McpListTools]:
     """The tool lists in the request's context, the newest of each server (by label) that
     did not fail: those of the earlier turns of the prompt (a `previous_response_id`
-    chain's outputs, or the lists a conversation holds: a turn's `listed`), then those the
-    request's own input passes back (set aside in its `facts`). OpenAI lists a server's
+    chain's outputs and the lists its requests passed back, or the lists a conversation
+    holds: a turn's `listed` and `output`), then those the request's own input passes back
+    (set aside in its `facts`). OpenAI lists a server's
     tools again only when the list is no longer in the request's context: a turn that has
     its list offers the tools from it, and lists only servers new to the request. A list
     cut away by compaction or truncation is not in the history, and a server whose newest

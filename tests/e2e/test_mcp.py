@@ -373,13 +373,19 @@ def test_a_list_passed_back_as_input_is_not_listed_again(
         ]
         third_turn = [*broken, {"role": "user", "content": "third turn"}]
         three = _turn(sdk, third_turn, "echo,shout", first, store=False)
+        # A stored turn that passed the list back, and one that continues it: the list
+        # is in the second's context too, as its chain's input.
+        four = _turn(sdk, second_turn, "echo,shout", first)
+        five = _turn(sdk, "fifth turn", "shout", first, previous_response_id=four.id)
         assert _listings(first) == 2
-        assert first.calls() == ["echo", "shout", "shout"]
+        assert first.calls() == ["echo", "shout", "shout", "shout", "shout"]
     assert _listed(one) == ["first"] and one.status == "completed"
     assert _listed(two) == [] and two.status == "completed"
     (shouted,) = _calls(two)
     assert shouted.status == "completed" and shouted.server_label == "first"  # type: ignore[attr-defined]
     assert _listed(three) == ["first"] and _calls(three)[0].status == "completed"  # type: ignore[attr-defined]
+    for turn in (four, five):
+        assert _listed(turn) == [] and _calls(turn)[0].status == "completed"  # type: ignore[attr-defined]
 
 
 def test_wrong_credentials_fail_the_listing(sdk: openai.OpenAI, tools: ToolServer) -> None:
