@@ -95,10 +95,10 @@ def last_user(items: list[InputItem]) -> int:
 
 def since_last_compaction(items: list[_Item]) -> list[_Item]:
     """A conversation's items from its last compaction item on (all, when it has none; those
-    set aside among them too, when they are given). A
-    response compacted at create leaves the item in its conversation before the input items
-    it kept (service/references.py `conversation_items`), so its next turn starts as a
-    `previous_response_id` continuation of it would (`from_last_compaction`)."""
+    set aside among them too, when they are given). A response compacted at create leaves
+    the item in its conversation before the input items it kept (service/references.py
+    `conversation_items`), so its next turn starts as a `previous_response_id`
+    continuation of it would (`from_last_compaction`)."""
     for i in range(len(items) - 1, -1, -1):
         if isinstance(items[i], InputCompaction):
             return items[i:]

@@ -185,11 +185,11 @@ def listed_before(prompt: Prompt, facts: RequestFacts | None = None) -> dict[str
     did not fail: those of the earlier turns of the prompt (a `previous_response_id`
     chain's outputs and the lists its requests passed back, or the lists a conversation
     holds: a turn's `listed` and `output`), then those the request's own input passes back
-    (set aside in its `facts`). OpenAI lists a server's
-    tools again only when the list is no longer in the request's context: a turn that has
-    its list offers the tools from it, and lists only servers new to the request. A list
-    cut away by compaction or truncation is not in the history, and a server whose newest
-    list failed has none, so either is listed again."""
+    (set aside in its `facts`). OpenAI lists a server's tools again only when the list is
+    no longer in the request's context: a turn that has its list offers the tools from it,
+    and lists only servers new to the request. A list cut away by compaction or truncation
+    is not in the history, and a server whose newest list failed has none, so either is
+    listed again."""
     found: dict[str, McpListTools] = {}
     aside = [] if facts is None else facts.extra.get(SET_ASIDE, [])
     passed = lists_sent(a["item"] for a in sorted(aside, key=lambda a: int(a["at"])))
