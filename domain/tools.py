@@ -232,7 +232,8 @@ class McpServer(msgspec.Struct, frozen=True, kw_only=True):
 
     server_label: str
     server_url: str
-    allowed_tools: list[str] | None = None
+    # `allowed_tools` as a filter (a list of names is `{"tool_names": [...]}`); None: all.
+    allowed_tools: dict[str, Any] | None = None
     require_approval: Any = None
     server_description: str | None = None
 
@@ -244,13 +245,13 @@ def mcp_servers(tools: list[dict[str, Any]]) -> list[McpServer]:
         if tool.get("type") != "mcp":
             continue
         allowed = tool.get("allowed_tools")
-        if isinstance(allowed, dict):  # openai-python `McpAllowedToolsMcpToolFilter`
-            allowed = allowed.get("tool_names")
+        if isinstance(allowed, list):
+            allowed = {"tool_names": allowed}
         out.append(
             McpServer(
                 server_label=str(tool.get("server_label")),
                 server_url=str(tool.get("server_url")),
-                allowed_tools=[str(n) for n in allowed] if isinstance(allowed, list) else None,
+                allowed_tools=allowed if isinstance(allowed, dict) else None,
                 require_approval=tool.get("require_approval"),
                 server_description=tool.get("server_description"),
             )
@@ -258,35 +259,70 @@ def mcp_servers(tools: list[dict[str, Any]]) -> list[McpServer]:
     return out
 
 
-def needs_approval(server: McpServer, name: str) -> bool:
-    """Whether a call of `name` waits for the client (`require_approval`); OpenAI's default
-    is "always", so only "never" or a `never` filter naming the tool lets it run."""
+def read_only(tool: dict[str, Any]) -> bool:
+    """Whether a listed tool says it changes nothing (MCP's `readOnlyHint` annotation; lists
+    logged before 2026-12-06 spell it `read_only_hint`). A tool that gives no hint may
+    change something."""
+    notes = tool.get("annotations")
+    if not isinstance(notes, dict):
+        return False
+    return notes.get("readOnlyHint", notes.get("read_only_hint")) is True
+
+
+def _criteria(spec: Any) -> bool:
+    """Whether an MCP tool filter gives a criterion (`tool_names`, `read_only`)."""
+    return isinstance(spec, dict) and any(spec.get(k) is not None for k in _CRITERIA)
+
+
+_CRITERIA = ("tool_names", "read_only")
+
+
+def matches(spec: Any, tool: dict[str, Any]) -> bool:
+    """Whether an MCP tool filter (openai-python `McpAllowedToolsMcpToolFilter` and the
+    filters of `require_approval`: `tool_names`, `read_only`) takes a listed tool: every
+    criterion it gives holds (its name is named; its read-only hint is `read_only`). A
+    filter that gives none takes no tool."""
+    if not _criteria(spec):
+        return False
+    names, only = spec.get("tool_names"), spec.get("read_only")
+    if names is not None and tool.get("name") not in names:
+        return False
+    return only is None or read_only(tool) == only
+
+
+def needs_approval(server: McpServer, tool: dict[str, Any]) -> bool:
+    """Whether a call of a listed tool waits for the client (`require_approval`). OpenAI's
+    default is "always": only "never", or a `never` filter that takes the tool, lets it run
+    unasked; and when an `always` filter is given, a tool it does not take runs unasked."""
     rule = server.require_approval
     if rule == "never":
         return False
     if isinstance(rule, dict):
-        if name in ((rule.get("never") or {}).get("tool_names") or []):
+        if matches(rule.get("never"), tool):
             return False
-        always = rule.get("always")
-        if isinstance(always, dict) and always.get("tool_names") is not None:
-            return name in always["tool_names"]
+        if _criteria(rule.get("always")):
+            return matches(rule["always"], tool)
     return True
 
 
 def mcp_offered(server: McpServer, listed_tools: list[dict[str, Any]]) -> list[OfferedTool]:
-    """A listed server's tools the model is told about: those `allowed_tools` leaves."""
+    """A listed server's tools the model is told about: those `allowed_tools` takes (all,
+    when it is not given or gives no criterion)."""
     out = []
+    allowed = server.allowed_tools
+    every = allowed is None or (
+        allowed.get("tool_names") is None and allowed.get("read_only") is None
+    )
     for t in listed_tools:
-        name = str(t.get("name"))
-        if server.allowed_tools is not None and name not in server.allowed_tools:
+        if not every and not matches(allowed, t):
             continue
         out.append(
             OfferedTool(
-                name=name,
+                name=str(t.get("name")),
                 description=t.get("description"),
                 parameters=t.get("input_schema"),
                 server_label=server.server_label,
-                approval=needs_approval(server, name),
+                approval=needs_approval(server, t),
             )
         )
     return out

@@ -49,8 +49,8 @@ class McpToolServers:
             entry: dict[str, Any] = {"name": tool.name, "input_schema": tool.input_schema}
             if tool.description is not None:
                 entry["description"] = tool.description
-            if tool.annotations is not None:
-                entry["annotations"] = tool.annotations.model_dump(exclude_none=True)
+            if tool.annotations is not None:  # by MCP's own names (`readOnlyHint`), as sent
+                entry["annotations"] = tool.annotations.model_dump(exclude_none=True, by_alias=True)
             tools.append(entry)
         return tools
 

@@ -74,6 +74,22 @@ class HostedToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag=
     tool: dict[str, Any]
 
 
+class McpToolFilterParam(_Strict, frozen=True, kw_only=True, omit_defaults=True):
+    """Which of an MCP server's tools (openai-python `McpAllowedToolsMcpToolFilter`, and the
+    filters of `require_approval`): those named, those whose `readOnlyHint` is `read_only`,
+    or those that are both (domain/tools.py `matches`)."""
+
+    tool_names: list[str] | None = None
+    read_only: bool | None = None
+
+
+class McpApprovalFilterParam(_Strict, frozen=True, kw_only=True, omit_defaults=True):
+    """openai-python `McpRequireApprovalMcpToolApprovalFilter`."""
+
+    always: McpToolFilterParam | None = None
+    never: McpToolFilterParam | None = None
+
+
 class McpToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="mcp"):
     """A remote MCP server whose tools the server runs (openai-python `tool.py` `Mcp`;
     docs/mcp.md). `headers` and `authorization` are secrets: never echoed or stored."""
@@ -82,9 +98,9 @@ class McpToolParam(_Strict, frozen=True, kw_only=True, tag_field="type", tag="mc
     server_url: str | None = None
     connector_id: str | None = None
     tunnel_id: str | None = None
-    allowed_tools: list[str] | dict[str, Any] | None = None
+    allowed_tools: list[str] | McpToolFilterParam | None = None
     allowed_callers: list[str] | None = None
-    require_approval: str | dict[str, Any] | None = None
+    require_approval: Literal["always", "never"] | McpApprovalFilterParam | None = None
     headers: dict[str, str] | None = None
     authorization: str | None = None
     server_description: str | None = None

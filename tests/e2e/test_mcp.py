@@ -179,6 +179,36 @@ def test_allowed_tools_hides_the_others_from_the_model(
     assert "secret_tool" not in tools.calls()
 
 
+def test_read_only_filters_take_the_tools_that_say_they_change_nothing(
+    sdk: openai.OpenAI, tools: ToolServer
+) -> None:
+    # `echo` says it changes nothing (MCP's `readOnlyHint`); `shout` gives no hint, so it
+    # may change something.
+    reads = sdk.responses.create(
+        model="scripted",
+        input="reads only",
+        tools=[_tool(tools, allowed_tools={"read_only": True})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "shout"},  # not offered: the model answers instead
+    )
+    assert reads.status == "completed" and _calls(reads) == []
+    listed = next(i for i in reads.output if i.type == "mcp_list_tools")
+    hints = {t.name: t.annotations for t in listed.tools}  # type: ignore[union-attr]
+    assert hints["echo"] == {"readOnlyHint": True}  # as the server sent it
+    asked = sdk.responses.create(
+        model="scripted",
+        input="reads unasked",
+        tools=[_tool(tools, require_approval={"never": {"read_only": True}})],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo,shout"},
+    )
+    steps = [i.type for i in asked.output if i.type in ("mcp_call", "mcp_approval_request")]
+    assert steps == ["mcp_call", "mcp_approval_request"]
+    (echo,) = _calls(asked)
+    assert echo.status == "completed" and echo.name == "echo"  # type: ignore[attr-defined]
+    request = next(i for i in asked.output if i.type == "mcp_approval_request")
+    assert request.name == "shout"  # type: ignore[union-attr]
+    assert tools.calls() == ["echo"]
+
+
 def test_a_failing_tool_is_a_failed_call_and_the_model_goes_on(
     sdk: openai.OpenAI, tools: ToolServer
 ) -> None:

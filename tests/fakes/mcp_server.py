@@ -29,6 +29,7 @@ from pathlib import Path
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -39,7 +40,9 @@ def build(calls: Path, gate: Path | None) -> MCPServer:
         with calls.open("a") as f:
             f.write(name + "\n")
 
-    @server.tool(description="Echo the text back.")
+    # Changes nothing, and says so (MCP's `readOnlyHint`), for the `read_only` filters of
+    # `allowed_tools` and `require_approval`; the other tools give no hint.
+    @server.tool(description="Echo the text back.", annotations=ToolAnnotations(readOnlyHint=True))
     def echo(text: str) -> str:
         count("echo")
         return f"echo: {text}"

@@ -102,31 +102,56 @@ def test_a_response_ended_mid_call_fails_the_call_it_never_ran() -> None:
 
 
 SERVER = McpServer(server_label="t", server_url="http://x")
-LISTED = [{"name": "a", "input_schema": {}}, {"name": "b", "input_schema": {}}]
-
-
-def test_allowed_tools_filters_what_the_model_is_offered() -> None:
-    assert [t.name for t in mcp_offered(SERVER, LISTED)] == ["a", "b"]
-    only_a = msgspec.structs.replace(SERVER, allowed_tools=["a"])
-    assert [t.name for t in mcp_offered(only_a, LISTED)] == ["a"]
-    assert all(t.server_label == "t" for t in mcp_offered(SERVER, LISTED))
+# `a` says it changes nothing (MCP's `readOnlyHint`; `c` as lists logged before
+# 2026-12-06 spell it); `b` gives no hint; `d` says it may change something.
+LISTED = [
+    {"name": "a", "input_schema": {}, "annotations": {"readOnlyHint": True}},
+    {"name": "b", "input_schema": {}},
+    {"name": "c", "input_schema": {}, "annotations": {"read_only_hint": True}},
+    {"name": "d", "input_schema": {}, "annotations": {"readOnlyHint": False}},
+]
 
 
 @pytest.mark.parametrize(
-    ("rule", "name", "needed"),
+    ("allowed", "offered"),
     [
-        (None, "a", True),  # OpenAI's default: always
-        ("always", "a", True),
-        ("never", "a", False),
-        ({"never": {"tool_names": ["a"]}}, "a", False),
-        ({"never": {"tool_names": ["a"]}}, "b", True),
-        ({"always": {"tool_names": ["b"]}}, "a", False),
-        ({"always": {"tool_names": ["b"]}}, "b", True),
+        (None, "abcd"),
+        (["a"], "a"),
+        ({"tool_names": ["a", "b"]}, "ab"),
+        ({"read_only": True}, "ac"),
+        ({"read_only": False}, "bd"),
+        ({"read_only": True, "tool_names": ["a", "b"]}, "a"),  # both criteria hold
+        ({}, "abcd"),  # a filter of no criterion filters nothing
+        ({"tool_names": None, "read_only": None}, "abcd"),
     ],
 )
-def test_require_approval(rule: Any, name: str, needed: bool) -> None:
+def test_allowed_tools_filters_what_the_model_is_offered(allowed: Any, offered: str) -> None:
+    tool = {"type": "mcp", "server_label": "t", "server_url": "http://x", "allowed_tools": allowed}
+    (server,) = mcp_servers([tool])
+    assert "".join(t.name for t in mcp_offered(server, LISTED)) == offered
+    assert all(t.server_label == "t" for t in mcp_offered(server, LISTED))
+
+
+@pytest.mark.parametrize(
+    ("rule", "asked"),
+    [
+        (None, "abcd"),  # OpenAI's default: always
+        ("always", "abcd"),
+        ("never", ""),
+        ({"never": {"tool_names": ["a"]}}, "bcd"),
+        ({"always": {"tool_names": ["b"]}}, "b"),
+        ({"never": {"read_only": True}}, "bd"),  # reads run unasked, the rest are asked
+        ({"always": {"read_only": False}}, "bd"),
+        ({"never": {"read_only": True, "tool_names": ["c", "d"]}}, "abd"),
+        ({"never": {"tool_names": ["b"]}, "always": {"tool_names": ["a", "b"]}}, "a"),
+        ({"never": {}}, "abcd"),  # a filter of no criterion takes no tool
+        ({"always": {}}, "abcd"),
+    ],
+)
+def test_require_approval(rule: Any, asked: str) -> None:
     server = msgspec.structs.replace(SERVER, require_approval=rule)
-    assert needs_approval(server, name) is needed
+    assert "".join(t["name"] for t in LISTED if needs_approval(server, t)) == asked
+    assert "".join(t.name for t in mcp_offered(server, LISTED) if t.approval) == asked
 
 
 def _parse(**body: Any) -> Any:
@@ -150,7 +175,7 @@ def test_headers_and_authorization_are_taken_out_and_echoed_redacted() -> None:
     assert req.response.tools[0]["headers"] == {"X-Key": "<redacted>"}
     assert req.response.tools[0]["authorization"] == "<redacted>"
     assert req.secrets == {"t": {"X-Key": "s3cret", "Authorization": "Bearer tok-xyz-9"}}
-    assert mcp_servers(req.response.tools)[0].allowed_tools == ["a"]
+    assert mcp_servers(req.response.tools)[0].allowed_tools == {"tool_names": ["a"]}
 
 
 @pytest.mark.parametrize(
