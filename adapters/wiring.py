@@ -110,6 +110,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
     tools = None
     if settings.mcp_tools == "on":
         from adapters.tools import McpToolServers
+        from adapters.tools.hosts import HostPolicy
 
         limits = ToolLimits(
             call_timeout_s=settings.mcp_call_timeout_s,
@@ -117,7 +118,11 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
             max_output_bytes=settings.mcp_max_output_bytes,
             idempotent=settings.mcp_idempotent_tools,
         )
-        tools = ToolLoop(McpToolServers(), sealer, limits, settings.tool_server)
+        servers = McpToolServers(
+            HostPolicy.parse(settings.mcp_hosts),
+            trusted=frozenset([settings.tool_server] if settings.tool_server else []),
+        )
+        tools = ToolLoop(servers, sealer, limits, settings.tool_server)
     runner = Runner(database.writer, engine, tools=tools)
     keeper = LeaseKeeper(
         database.leases, runner, slots=settings.workers, renew_every=settings.lease_ttl_s / 3

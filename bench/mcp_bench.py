@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.tools.mcp import McpToolServers
 from bench.databases import PG, drop_postgres, fresh_postgres
 from tests.e2e.cluster import start_worker, stop
-from tests.e2e.conftest import start_server, stop_server
+from tests.e2e.conftest import LOOPBACK_MCP, start_server, stop_server
 from tests.e2e.test_mcp import _start_tools
 
 
@@ -164,7 +164,7 @@ def loop_steps(base: str, tool_url: str, responses: int, steps: int) -> list[flo
 def recovery(url: str, tmp: Path, ttl: float) -> float:
     (tmp / "rec").mkdir()
     tools = _start_tools(tmp / "rec")
-    flags = ("--lease-ttl-s", str(ttl))
+    flags = ("--lease-ttl-s", str(ttl), *LOOPBACK_MCP)
     api = start_server(url, "postgres", tmp / "api.log", "--workers", "0", *flags)
     victim = start_worker(url, tmp / "victim.log", *flags)
     survivor = None
@@ -212,7 +212,7 @@ def main() -> None:
         tmp = Path(d)
         tools = _start_tools(tmp)
         url, name = asyncio.run(fresh_postgres(args.database_url))
-        server = start_server(url, "postgres", tmp / "server.log")
+        server = start_server(url, "postgres", tmp / "server.log", *LOOPBACK_MCP)
         try:
             bare_calls(tools.url, 10)  # warm up
             bare = bare_calls(tools.url, args.bare)

@@ -48,6 +48,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mcp_max_output_bytes: int = 65536
     # Tools (`server_label:name`) whose in-flight call a takeover runs once more.
     mcp_idempotent_tools: frozenset[str] = frozenset()
+    # Where a request's MCP servers may be (adapters/tools/hosts.py): `public` addresses,
+    # networks, host names, or `any`.
+    mcp_hosts: str = "public"
     # The MCP server that runs gpt-oss's built-ins (`browser.*`, `python`); sglang only.
     tool_server: str | None = None
     # PostgreSQL: seconds to connect, and the most one statement may take (a frozen

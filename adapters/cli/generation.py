@@ -195,6 +195,17 @@ _OPTIONS = [
         "recorded failed.",
     ),
     click.option(
+        "--mcp-hosts",
+        envvar="RESPLOG_MCP_HOSTS",
+        default="public",
+        show_default=True,
+        metavar="ENTRY,...",
+        help="Where the MCP servers a request names may be: public (hosts whose every "
+        "address is a public one), networks (10.0.0.0/8), host names (mcp.internal), "
+        "domains (.corp.example), or any (no rule). A server elsewhere is a failed "
+        "listing or call (docs/mcp.md).",
+    ),
+    click.option(
         "--tool-server",
         envvar="RESPLOG_TOOL_SERVER",
         default=None,
@@ -229,6 +240,12 @@ def generation_settings(database_url: str, **options: Any) -> Settings:
         raise click.BadParameter(
             "gpt-oss's built-in tools need the sglang engine", param_hint="--tool-server"
         )
+    from adapters.tools.hosts import HostPolicy  # here: it loads the `mcp` package
+
+    try:
+        HostPolicy.parse(options.get("mcp_hosts") or "public")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--mcp-hosts") from exc
     try:
         AesGcmSealer.from_setting(options.get("reasoning_key"))
     except ValueError as exc:  # never echo the value: it is a secret

@@ -11,19 +11,39 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import httpcore2
+import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import (
+    MCP_DEFAULT_SSE_READ_TIMEOUT,
+    MCP_DEFAULT_TIMEOUT,
+    create_mcp_http_client,
+)
 
+from adapters.tools.hosts import GuardedBackend, HostPolicy
 from domain.mcp import execution_error, protocol_error
 from service.ports import ToolError
 
 log = logging.getLogger("resplog.mcp")
 
 
-def _client(url: str, headers: dict[str, str]) -> Client:
-    http = create_mcp_http_client(headers=dict(headers))
-    return Client(streamable_http_client(url, http_client=http), cache=None, mode="legacy")
+def _guarded(policy: HostPolicy, headers: dict[str, str]) -> httpx2.AsyncClient:
+    """The `mcp` package's HTTP client (its timeouts, no redirects of its own), connecting
+    only where `policy` allows (adapters/tools/hosts.py). httpx's transport takes no
+    network backend, so its pool is replaced by one over the guarded backend, as the
+    transport makes it (the default SSL context, HTTP/1.1, its limits); a test starts a
+    server the policy refuses, so a transport that stopped using the pool would show."""
+    transport = httpx2.AsyncHTTPTransport()
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=httpx2.create_ssl_context(),
+        max_connections=100,
+        max_keepalive_connections=20,
+        keepalive_expiry=5.0,
+        network_backend=GuardedBackend(policy),
+    )
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
 
 
 def _reason(exc: BaseException) -> str:
@@ -36,11 +56,24 @@ def _reason(exc: BaseException) -> str:
 
 
 class McpToolServers:
-    """Lists and calls the tools of MCP servers."""
+    """Lists and calls the tools of MCP servers: those a request names only where `hosts`
+    lets the server connect (None: anywhere), the operator's own (`trusted`, the tool
+    server of the built-ins) anywhere."""
+
+    def __init__(self, hosts: HostPolicy | None = None, trusted: frozenset[str] = frozenset()):
+        self._hosts = None if hosts is None or hosts.anything else hosts
+        self._trusted = trusted
+
+    def _client(self, url: str, headers: dict[str, str]) -> Client:
+        if self._hosts is None or url in self._trusted:
+            http = create_mcp_http_client(headers=dict(headers))
+        else:
+            http = _guarded(self._hosts, dict(headers))
+        return Client(streamable_http_client(url, http_client=http), cache=None, mode="legacy")
 
     async def list_tools(self, url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
         try:
-            async with _client(url, headers) as client:
+            async with self._client(url, headers) as client:
                 result = await client.list_tools()
         except Exception as exc:
             raise ToolError(protocol_error(f"listing the tools failed ({_reason(exc)})")) from exc
@@ -58,7 +91,7 @@ class McpToolServers:
         self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any]
     ) -> str:
         try:
-            async with _client(url, headers) as client:
+            async with self._client(url, headers) as client:
                 result = await client.call_tool(name, arguments)
         except Exception as exc:
             raise ToolError(protocol_error(f"the call failed ({_reason(exc)})")) from exc

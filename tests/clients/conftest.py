@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
+from tests.e2e.conftest import LOOPBACK_MCP, RESPLOG, Server, start_server, stop_server
 from tests.fakes.plugin import *  # noqa: F403
 from tests.fakes.process import FakeProcess
 
@@ -150,7 +150,7 @@ class ClientServers:
             tmp.mkdir()
             engine = ("--engine", "sglang", "--engine-url", self.sglang.url, "--model", model)
             server = start_server(
-                self.fresh_pg(), "postgres", tmp / "server.log", *KEY, engine=engine
+                self.fresh_pg(), "postgres", tmp / "server.log", *KEY, *LOOPBACK_MCP, engine=engine
             )
             log = tmp / "requests.jsonl"
             strip = ("--strip",) if os.environ.get("RESPLOG_PROXY_STRIP") else ()

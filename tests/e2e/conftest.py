@@ -75,6 +75,11 @@ class Server:
             await conn.close()
 
 
+# The tests' MCP servers listen on the loopback, which `serve` does not reach for a
+# request by default (`--mcp-hosts public`: adapters/tools/hosts.py).
+LOOPBACK_MCP = ("--mcp-hosts", "127.0.0.0/8")
+
+
 def start_server(
     database_url: str,
     kind: str,

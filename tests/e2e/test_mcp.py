@@ -23,7 +23,14 @@ import openai
 import pytest
 
 from tests.e2e.cluster import fold_check, start_worker, stop
-from tests.e2e.conftest import RESPLOG, Server, free_port, start_server, stop_server
+from tests.e2e.conftest import (
+    LOOPBACK_MCP,
+    RESPLOG,
+    Server,
+    free_port,
+    start_server,
+    stop_server,
+)
 from tests.fakes.plugin import *  # noqa: F403
 from tests.fakes.process import ROOT, FakeProcess
 
@@ -95,6 +102,7 @@ def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "3",
         "--mcp-max-output-bytes",
         "10000",
+        *LOOPBACK_MCP,
     )
     yield srv
     stop_server(srv)
@@ -254,6 +262,36 @@ def test_an_unreachable_server_is_a_failed_tool_list(sdk: openai.OpenAI, tmp_pat
     assert r.status == "completed"
     listed = r.output[0]
     assert listed.type == "mcp_list_tools" and listed.error  # type: ignore[union-attr]
+
+
+def test_by_default_a_request_cannot_make_the_server_reach_its_own_network(
+    tmp_path: Path,
+) -> None:
+    # `--mcp-hosts public`, the default: a server on the loopback (as a database's admin
+    # port or a cloud's metadata address would be) is a failed listing, and no call is
+    # made; the words name the host as the request gave it, not what it resolved to.
+    (tmp_path / "tools").mkdir()
+    ts = _start_tools(tmp_path / "tools", "--lists", str(tmp_path / "lists"))
+    srv = start_server(f"sqlite+aiosqlite:///{tmp_path / 'r.db'}", "sqlite", tmp_path / "s.log")
+    try:
+        client = openai.OpenAI(base_url=f"{srv.base_url}/v1", api_key="unused", max_retries=0)
+        inside = ts.url.replace("127.0.0.1", "localhost")
+        r = client.responses.create(
+            model="scripted",
+            input="reach inside",
+            tools=[{"type": "mcp", "server_label": "inside", "server_url": inside}],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo"},
+        )
+    finally:
+        stop_server(srv)
+        ts.process.kill()
+        ts.process.wait()
+    assert r.status == "completed" and _calls(r) == []
+    (listed,) = [i for i in r.output if i.type == "mcp_list_tools"]
+    error = listed.error or ""  # type: ignore[union-attr]
+    assert "localhost" in error and "--mcp-hosts" in error and "127.0.0.1" not in error
+    assert not (tmp_path / "lists").exists()  # the server was never asked
+    assert ts.calls() == []
 
 
 def _open_tool(label: str, ts: ToolServer) -> dict[str, object]:
@@ -486,7 +524,7 @@ def test_a_request_refused_by_the_server_runs_nothing(
 
 
 KEY = base64.b64encode(b"k" * 32).decode()
-TTL = ("--lease-ttl-s", "3", "--reasoning-key", KEY)
+TTL = ("--lease-ttl-s", "3", "--reasoning-key", KEY, *LOOPBACK_MCP)
 
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["failed", "idempotent"])
@@ -647,7 +685,11 @@ def sglang_mcp(
     tmp = tmp_path_factory.mktemp("mcp-sglang")
     engine = ("--engine", "sglang", "--engine-url", fake_sglang_server.url)
     srv = start_server(
-        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}", "sqlite", tmp / "server.log", engine=engine
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}",
+        "sqlite",
+        tmp / "server.log",
+        *LOOPBACK_MCP,
+        engine=engine,
     )
     yield srv
     stop_server(srv)
@@ -705,7 +747,11 @@ def chat_mcp(
     tmp = tmp_path_factory.mktemp("mcp-chat")
     engine = ("--engine", "openai-chat", "--engine-url", f"{fake_chat_server.url}/v1")
     srv = start_server(
-        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}", "sqlite", tmp / "server.log", engine=engine
+        f"sqlite+aiosqlite:///{tmp / 'resplog.db'}",
+        "sqlite",
+        tmp / "server.log",
+        *LOOPBACK_MCP,
+        engine=engine,
     )
     yield srv
     stop_server(srv)

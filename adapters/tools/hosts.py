@@ -1,0 +1,176 @@
+"""Which hosts a request's `mcp` tools may make this server connect to (`--mcp-hosts`).
+
+A request names its MCP servers by URL, and the server connects to them from inside the
+operator's network: without a rule, any API key could have it reach what only it can
+reach (a cloud's metadata address, a database's admin port, a service on the loopback).
+By default (`public`) a server's host must resolve to public addresses only; an operator
+whose MCP servers are inside names them (`mcp.internal`, `.corp.example`) or their
+networks (`10.0.0.0/8`); `any` turns the rule off.
+
+The rule is kept where the connection is made (`GuardedBackend`): the host is resolved
+once, every address it resolves to must be allowed, and the connection goes to the
+address that was checked, so a name that resolves elsewhere a moment later (DNS
+rebinding) reaches nothing new. A redirect is a new connection, checked the same way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+import httpcore2
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# `anyio.getaddrinfo`'s shape: a host's addresses (the socket address is each one's [4]).
+Resolve = Callable[..., Awaitable[list[tuple[Any, ...]]]]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+PUBLIC = "public"
+ANY = "any"
+DEFAULT = PUBLIC
+
+
+class HostPolicy:
+    """The parsed `--mcp-hosts`: `public`, `any`, networks and host names."""
+
+    def __init__(
+        self,
+        *,
+        public: bool = False,
+        anything: bool = False,
+        networks: Iterable[Network] = (),
+        names: Iterable[str] = (),
+        suffixes: Iterable[str] = (),
+    ) -> None:
+        self.public = public
+        self.anything = anything
+        self.networks = tuple(networks)
+        self.names = frozenset(names)
+        self.suffixes = tuple(suffixes)
+
+    @classmethod
+    def parse(cls, text: str) -> HostPolicy:
+        """Comma-separated entries: `public`, `any`, a network (`10.0.0.0/8`, an address
+        alone is its own network), a host name (`mcp.internal`), or every host under a
+        domain (`.corp.example` or `*.corp.example`). ValueError names an entry that is
+        none of them; nothing at all is a ValueError too."""
+        entries = [e.strip().lower() for e in text.split(",") if e.strip()]
+        if not entries:
+            raise ValueError("no entry: give `public`, `any`, networks or host names")
+        public = anything = False
+        networks: list[Network] = []
+        names: list[str] = []
+        suffixes: list[str] = []
+        for entry in entries:
+            if entry == PUBLIC:
+                public = True
+            elif entry == ANY:
+                anything = True
+            elif entry.startswith(("*.", ".")):
+                suffix = "." + entry.lstrip("*.")
+                if not _hostname(suffix[1:]):
+                    raise ValueError(f"{entry!r} is not a domain")
+                suffixes.append(suffix)
+            elif _network(entry) is not None:
+                networks.append(_network(entry))  # type: ignore[arg-type]
+            elif _hostname(entry):
+                names.append(entry)
+            else:
+                raise ValueError(f"{entry!r} is not `public`, `any`, a network or a host name")
+        return cls(
+            public=public, anything=anything, networks=networks, names=names, suffixes=suffixes
+        )
+
+    def named(self, host: str) -> bool:
+        """Whether the operator named this host (or a domain it is under): it may be
+        reached whatever it resolves to."""
+        host = host.lower().rstrip(".")
+        return host in self.names or any(("." + host).endswith(s) for s in self.suffixes)
+
+    def allows(self, address: Address) -> bool:
+        """Whether an address the host resolved to may be reached."""
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # `::ffff:127.0.0.1` is the loopback
+        if self.public and address.is_global:
+            return True
+        return any(address in n for n in self.networks)
+
+
+def _network(text: str) -> Network | None:
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return None
+
+
+def _hostname(text: str) -> bool:
+    labels = text.split(".")
+    return all(
+        0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
+        for label in labels
+    )
+
+
+class HostRefused(httpcore2.ConnectError):
+    """A host the policy does not let the server reach. Its words name the host as the
+    request gave it and the setting, never the addresses it resolved to (those would map
+    the operator's network for a client that may not see it)."""
+
+
+class GuardedBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore's network backend that connects only to addresses `policy` allows."""
+
+    def __init__(
+        self,
+        policy: HostPolicy,
+        inner: httpcore2.AsyncNetworkBackend | None = None,
+        resolve: Resolve = anyio.getaddrinfo,
+    ) -> None:
+        self._policy = policy
+        self._inner = inner or httpcore2.AnyIOBackend()
+        self._resolve = resolve
+
+    # httpcore's interface, `timeout` included: the caller bounds the whole call.
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        address = await self._checked(host, port)
+        return await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+
+    async def _checked(self, host: str, port: int) -> str:
+        """The address to connect to: the first that `host` resolves to, once every one of
+        them is allowed (or the host is named)."""
+        try:
+            found = await self._resolve(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise httpcore2.ConnectError(f"{host}: {exc}") from exc
+        addresses = [str(info[4][0]) for info in found]
+        if not addresses:
+            raise httpcore2.ConnectError(f"{host}: no address")
+        if not self._policy.named(host):
+            for text in addresses:
+                if not self._policy.allows(ipaddress.ip_address(text.split("%")[0])):
+                    raise HostRefused(
+                        f"the MCP server's host {host} is not one this server may reach "
+                        "(its operator's --mcp-hosts)"
+                    )
+        return addresses[0]
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise HostRefused("an MCP server on a Unix socket is not one this server may reach")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
