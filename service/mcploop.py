@@ -180,6 +180,13 @@ def _linear(turn: Turn) -> Turn:
     )
 
 
+def passed_back(facts: RequestFacts) -> list[McpListTools]:
+    """The MCP tool lists a request's input passed back (set aside in its facts), in the
+    input's order: a client that keeps its own history sends an earlier answer's lists."""
+    aside = sorted(facts.extra.get(SET_ASIDE, []), key=lambda a: int(a["at"]))
+    return lists_sent(a["item"] for a in aside)
+
+
 def listed_before(prompt: Prompt, facts: RequestFacts | None = None) -> dict[str, McpListTools]:
     """The tool lists in the request's context, the newest of each server (by label) that
     did not fail: those of the earlier turns of the prompt (a `previous_response_id`
@@ -191,8 +198,7 @@ def listed_before(prompt: Prompt, facts: RequestFacts | None = None) -> dict[str
     is not in the history, and a server whose newest list failed has none, so either is
     listed again."""
     found: dict[str, McpListTools] = {}
-    aside = [] if facts is None else facts.extra.get(SET_ASIDE, [])
-    passed = lists_sent(a["item"] for a in sorted(aside, key=lambda a: int(a["at"])))
+    passed = [] if facts is None else passed_back(facts)
     for item in [*(i for t in prompt.history for i in (*t.listed, *t.output)), *passed]:
         if isinstance(item, McpListTools):
             found.pop(item.server_label, None)

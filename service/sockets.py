@@ -27,6 +27,7 @@ from domain.state import ResponseState
 from service import responses
 from service.bundle import Bundle
 from service.history import MAX_CHAIN, load_history
+from service.mcploop import passed_back
 from service.ports import Batches, StoredEvent
 from service.wire import CreateRequest
 
@@ -141,10 +142,11 @@ class SocketSession:
         if isinstance(end, ResponseCompleted | ResponseIncomplete) and (
             others + size <= self._max_bytes
         ):
-            turn = Turn(
+            turn = Turn(  # as service/history.py makes it from the log
                 response_id=rid,
                 instructions=end.response.instructions,
                 input=state.facts.input,
                 output=end.response.output,
+                listed=passed_back(state.facts),
             )
             self._last[lane] = Remembered(rid, [*before.history, turn], size)

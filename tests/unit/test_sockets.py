@@ -13,6 +13,7 @@ from adapters.http.sockets import with_lane
 from domain.errors import InvalidRequest
 from service import stopping
 from service.bundle import Bundle
+from service.history import load_history
 from service.ports import StoredEvent
 from service.sockets import SocketSession
 from service.wire import CreateRequest, Limits, parse_create_body
@@ -126,3 +127,18 @@ def test_an_event_echoes_its_lane() -> None:
         "sequence_number": 0,
         "stream_id": 'l"1',
     }
+
+
+async def test_the_lanes_memory_of_a_turn_is_the_turn_the_log_gives(processes: Processes) -> None:
+    # A turn whose input passed an MCP tool list back (set aside, shown to no model): the
+    # lane remembers the list in the turn's context, as the log's history has it.
+    svc = await processes.start()
+    session = SocketSession(svc, OWNER)
+    listed = {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "docs"}
+    listed["tools"] = [{"name": "search", "input_schema": {"type": "object"}}]
+    given = [{"role": "user", "content": "a"}, listed]
+    one = await drain(await session.create(None, request(input=given)))
+    remembered = session.remembered(str(one["id"]))
+    logged = await load_history(svc, str(one["id"]), OWNER)
+    assert remembered == logged
+    assert [(i.id, i.server_label) for i in logged[0].listed] == [("mcpl_1", "docs")]
