@@ -27,6 +27,9 @@ from service.ports import ToolError
 
 log = logging.getLogger("resplog.mcp")
 
+# The most pages of tools one listing asks a server for (MCP's `tools/list` pagination).
+MAX_PAGES = 100
+
 
 def _guarded(policy: HostPolicy, headers: dict[str, str]) -> httpx2.AsyncClient:
     """The `mcp` package's HTTP client (its timeouts, no redirects of its own), connecting
@@ -72,13 +75,24 @@ class McpToolServers:
         return Client(streamable_http_client(url, http_client=http), cache=None, mode="legacy")
 
     async def list_tools(self, url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+        """Every tool of the server: a server with many may list them a page at a time
+        (each page's `nextCursor` names the next), and every page is asked for, up to
+        `MAX_PAGES` (past it the listing fails: a server that pages on without end)."""
         try:
             async with self._client(url, headers) as client:
-                result = await client.list_tools()
+                page = await client.list_tools()
+                found = list(page.tools)
+                for _ in range(MAX_PAGES - 1):
+                    if page.next_cursor is None:
+                        break
+                    page = await client.list_tools(cursor=page.next_cursor)
+                    found += page.tools
         except Exception as exc:
             raise ToolError(protocol_error(f"listing the tools failed ({_reason(exc)})")) from exc
+        if page.next_cursor is not None:
+            raise ToolError(protocol_error(f"the server listed more than {MAX_PAGES} pages"))
         tools = []
-        for tool in result.tools:
+        for tool in found:
             entry: dict[str, Any] = {"name": tool.name, "input_schema": tool.input_schema}
             if tool.description is not None:
                 entry["description"] = tool.description

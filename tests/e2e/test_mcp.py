@@ -264,6 +264,35 @@ def test_an_unreachable_server_is_a_failed_tool_list(sdk: openai.OpenAI, tmp_pat
     assert listed.type == "mcp_list_tools" and listed.error  # type: ignore[union-attr]
 
 
+def test_a_server_that_lists_its_tools_a_page_at_a_time_is_listed_whole(
+    sdk: openai.OpenAI, tmp_path: Path
+) -> None:
+    for name in ("paged", "endless"):
+        (tmp_path / name).mkdir()
+    paged = _start_tools(tmp_path / "paged", "--page-size", "2")
+    endless = _start_tools(tmp_path / "endless", "--page-size", "4", "--endless")
+    paged.gate.touch()  # `slow` returns at once
+    try:
+        r = sdk.responses.create(
+            model="scripted",
+            input="many tools",
+            tools=[_open_tool("paged", paged), _open_tool("endless", endless)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "slow"},  # on the fourth page
+        )
+    finally:
+        for ts in (paged, endless):
+            ts.process.kill()
+            ts.process.wait()
+    whole, cut = [i for i in r.output if i.type == "mcp_list_tools"]
+    names = [t.name for t in whole.tools]  # type: ignore[union-attr]
+    assert len(names) == 11 and names[:2] == ["echo", "shout"] and names[-1] == "python"
+    (call,) = _calls(r)
+    assert call.status == "completed" and call.server_label == "paged"  # type: ignore[attr-defined]
+    # A server whose pages never end is cut off, a failed listing, and the loop goes on.
+    assert "more than 100 pages" in (cut.error or "")  # type: ignore[union-attr]
+    assert paged.calls() == ["slow"] and endless.calls() == []
+
+
 def test_by_default_a_request_cannot_make_the_server_reach_its_own_network(
     tmp_path: Path,
 ) -> None:

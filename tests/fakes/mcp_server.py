@@ -10,6 +10,9 @@ that exact `Authorization` header is refused with 401. `--list-mark FILE` create
 the server is asked for its tools, and `--list-gate FILE` answers that question only once
 FILE exists: two servers so joined show whether a client asks them at the same time.
 `--lists FILE` appends a line to FILE at each such question, so a test counts them.
+`--page-size N` lists the tools N at a time, each page's `nextCursor` naming the next, as
+the protocol lets a server with many tools do; with `--endless` the last page names the
+first again, as a broken server might.
 
 It is also a tool server for gpt-oss's built-ins (`resplog serve --tool-server`, docs/mcp.md):
 `browser.search`, `browser.open` and `browser.find` over a small corpus of local pages
@@ -26,15 +29,36 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import ListToolsResult, PaginatedRequestParams, ToolAnnotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
-def build(calls: Path, gate: Path | None) -> MCPServer:
-    server = MCPServer("resplog-test-tools")
+class PagedServer(MCPServer):
+    """`MCPServer` answering `tools/list` a page at a time: the package's server has no
+    option for it, so its handler of that request (the one it registers with its
+    low-level server) is replaced. The cursor is the index of the page's first tool."""
+
+    def __init__(self, name: str, page_size: int, endless: bool = False) -> None:
+        super().__init__(name)
+        self.page_size, self.endless = page_size, endless
+
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> Any:
+        tools = await self.list_tools()
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        end = start + self.page_size
+        more = str(end) if end < len(tools) else ("0" if self.endless else None)
+        return ListToolsResult(tools=tools[start:end], next_cursor=more)
+
+
+def build(
+    calls: Path, gate: Path | None, page_size: int | None = None, endless: bool = False
+) -> MCPServer:
+    name = "resplog-test-tools"
+    server = MCPServer(name) if page_size is None else PagedServer(name, page_size, endless)
 
     def count(name: str) -> None:
         with calls.open("a") as f:
@@ -235,8 +259,11 @@ def main() -> None:
     parser.add_argument("--list-mark", type=Path)
     parser.add_argument("--list-gate", type=Path)
     parser.add_argument("--lists", type=Path)
+    parser.add_argument("--page-size", type=int)
+    parser.add_argument("--endless", action="store_true")
     args = parser.parse_args()
-    app: ASGIApp = build(args.calls, args.gate).streamable_http_app(stateless_http=True)
+    server = build(args.calls, args.gate, args.page_size, args.endless)
+    app: ASGIApp = server.streamable_http_app(stateless_http=True)
     if args.list_mark or args.list_gate or args.lists:
         app = OnList(app, args.list_mark, args.list_gate, args.lists)
     if args.auth:
