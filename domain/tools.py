@@ -269,12 +269,12 @@ def read_only(tool: dict[str, Any]) -> bool:
     return notes.get("readOnlyHint", notes.get("read_only_hint")) is True
 
 
+_CRITERIA = ("tool_names", "read_only")
+
+
 def _criteria(spec: Any) -> bool:
     """Whether an MCP tool filter gives a criterion (`tool_names`, `read_only`)."""
     return isinstance(spec, dict) and any(spec.get(k) is not None for k in _CRITERIA)
-
-
-_CRITERIA = ("tool_names", "read_only")
 
 
 def matches(spec: Any, tool: dict[str, Any]) -> bool:
@@ -310,9 +310,7 @@ def mcp_offered(server: McpServer, listed_tools: list[dict[str, Any]]) -> list[O
     when it is not given or gives no criterion)."""
     out = []
     allowed = server.allowed_tools
-    every = allowed is None or (
-        allowed.get("tool_names") is None and allowed.get("read_only") is None
-    )
+    every = not _criteria(allowed)
     for t in listed_tools:
         if not every and not matches(allowed, t):
             continue

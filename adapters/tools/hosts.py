@@ -24,13 +24,12 @@ import anyio
 import httpcore2
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 # `anyio.getaddrinfo`'s shape: a host's addresses (the socket address is each one's [4]).
 Resolve = Callable[..., Awaitable[list[tuple[Any, ...]]]]
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 PUBLIC = "public"
 ANY = "any"
-DEFAULT = PUBLIC
 
 
 class HostPolicy:
@@ -74,8 +73,8 @@ class HostPolicy:
                 if not _hostname(suffix[1:]):
                     raise ValueError(f"{entry!r} is not a domain")
                 suffixes.append(suffix)
-            elif _network(entry) is not None:
-                networks.append(_network(entry))  # type: ignore[arg-type]
+            elif (network := _network(entry)) is not None:
+                networks.append(network)
             elif _hostname(entry):
                 names.append(entry)
             else:
