@@ -116,6 +116,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
             call_timeout_s=settings.mcp_call_timeout_s,
             loop_timeout_s=settings.mcp_loop_timeout_s,
             max_output_bytes=settings.mcp_max_output_bytes,
+            max_list_bytes=settings.mcp_max_list_bytes,
             idempotent=settings.mcp_idempotent_tools,
         )
         servers = McpToolServers(

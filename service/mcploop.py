@@ -83,6 +83,8 @@ class ToolLimits(msgspec.Struct, frozen=True, kw_only=True):
     call_timeout_s: float = 30.0
     loop_timeout_s: float = 300.0
     max_output_bytes: int = 65536
+    # The largest tool list (its tools as JSON) kept in the log and shown to the model.
+    max_list_bytes: int = 1048576
     # Tools whose calls a takeover may run again when one was in flight as the process
     # running it died (`server_label:name`; the built-ins are `tool_server:python` …).
     idempotent: frozenset[str] = frozenset()
@@ -375,13 +377,22 @@ class ToolLoop:
     async def _ask_list(
         self, server: McpServer, headers: dict[str, dict[str, str]]
     ) -> tuple[list[dict[str, Any]] | None, str | None]:
-        """The server's tools, or why it gave none."""
+        """The server's tools, or why it gave none. A list over `max_list_bytes` is none:
+        it would be in the log several times over (its item, the response's end, every
+        later turn's history) and in every prompt of the loop."""
         error: str | None = None
         try:
-            return await asyncio.wait_for(
+            tools = await asyncio.wait_for(
                 self._servers.list_tools(server.server_url, headers.get(server.server_label, {})),
                 self.limits.call_timeout_s,
-            ), None
+            )
+            size = len(msgspec.json.encode(tools))
+            if size <= self.limits.max_list_bytes:
+                return tools, None
+            error = (
+                f"the server's tools ({size} bytes) are over the limit of "
+                f"{self.limits.max_list_bytes} bytes"
+            )
         except ToolError as exc:
             error = _text(exc.error)
         except TimeoutError:

@@ -46,6 +46,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mcp_call_timeout_s: float = 30.0
     mcp_loop_timeout_s: float = 300.0
     mcp_max_output_bytes: int = 65536
+    mcp_max_list_bytes: int = 1048576
     # Tools (`server_label:name`) whose in-flight call a takeover runs once more.
     mcp_idempotent_tools: frozenset[str] = frozenset()
     # Where a request's MCP servers may be (adapters/tools/hosts.py): `public` addresses,

@@ -185,6 +185,15 @@ _OPTIONS = [
         "failed call.",
     ),
     click.option(
+        "--mcp-max-list-bytes",
+        envvar="RESPLOG_MCP_MAX_LIST_BYTES",
+        default=1048576,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="The largest tool list of an MCP server (its tools as JSON) kept and shown to "
+        "the model; a larger one is a failed listing.",
+    ),
+    click.option(
         "--mcp-idempotent-tools",
         envvar="RESPLOG_MCP_IDEMPOTENT_TOOLS",
         default="",

@@ -102,6 +102,8 @@ def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "3",
         "--mcp-max-output-bytes",
         "10000",
+        "--mcp-max-list-bytes",
+        "50000",
         *LOOPBACK_MCP,
     )
     yield srv
@@ -291,6 +293,26 @@ def test_a_server_that_lists_its_tools_a_page_at_a_time_is_listed_whole(
     # A server whose pages never end is cut off, a failed listing, and the loop goes on.
     assert "more than 100 pages" in (cut.error or "")  # type: ignore[union-attr]
     assert paged.calls() == ["slow"] and endless.calls() == []
+
+
+def test_a_tool_list_over_the_limit_is_a_failed_listing(sdk: openai.OpenAI, tmp_path: Path) -> None:
+    # The server's tools as JSON are over `--mcp-max-list-bytes` (50,000 here): kept,
+    # the list would be in the log several times over and in every prompt of the loop.
+    bulky = _start_tools(tmp_path, "--bulky")
+    try:
+        r = sdk.responses.create(
+            model="scripted",
+            input="a long list",
+            tools=[_open_tool("bulky", bulky)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo"},
+        )
+    finally:
+        bulky.process.kill()
+        bulky.process.wait()
+    assert r.status == "completed" and _calls(r) == []
+    (listed,) = [i for i in r.output if i.type == "mcp_list_tools"]
+    assert listed.tools == [] and "over the limit of 50000 bytes" in (listed.error or "")  # type: ignore[union-attr]
+    assert len(r.model_dump_json()) < 50_000
 
 
 def test_by_default_a_request_cannot_make_the_server_reach_its_own_network(

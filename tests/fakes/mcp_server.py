@@ -12,7 +12,8 @@ FILE exists: two servers so joined show whether a client asks them at the same t
 `--lists FILE` appends a line to FILE at each such question, so a test counts them.
 `--page-size N` lists the tools N at a time, each page's `nextCursor` naming the next, as
 the protocol lets a server with many tools do; with `--endless` the last page names the
-first again, as a broken server might.
+first again, as a broken server might. `--bulky` adds a tool whose description alone is
+100,000 characters, for the limit on a tool list's size.
 
 It is also a tool server for gpt-oss's built-ins (`resplog serve --tool-server`, docs/mcp.md):
 `browser.search`, `browser.open` and `browser.find` over a small corpus of local pages
@@ -55,7 +56,11 @@ class PagedServer(MCPServer):
 
 
 def build(
-    calls: Path, gate: Path | None, page_size: int | None = None, endless: bool = False
+    calls: Path,
+    gate: Path | None,
+    page_size: int | None = None,
+    endless: bool = False,
+    bulky: bool = False,
 ) -> MCPServer:
     name = "resplog-test-tools"
     server = MCPServer(name) if page_size is None else PagedServer(name, page_size, endless)
@@ -104,6 +109,13 @@ def build(
         while gate is not None and not await asyncio.to_thread(gate.exists):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         return f"slow: {text}"
+
+    if bulky:
+
+        @server.tool(description="A tool described at length. " + "x" * 100_000)
+        def bulky(text: str) -> str:
+            count("bulky")
+            return text
 
     builtins(server, count, gate)
     return server
@@ -261,8 +273,9 @@ def main() -> None:
     parser.add_argument("--lists", type=Path)
     parser.add_argument("--page-size", type=int)
     parser.add_argument("--endless", action="store_true")
+    parser.add_argument("--bulky", action="store_true")
     args = parser.parse_args()
-    server = build(args.calls, args.gate, args.page_size, args.endless)
+    server = build(args.calls, args.gate, args.page_size, args.endless, args.bulky)
     app: ASGIApp = server.streamable_http_app(stateless_http=True)
     if args.list_mark or args.list_gate or args.lists:
         app = OnList(app, args.list_mark, args.list_gate, args.lists)
