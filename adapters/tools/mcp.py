@@ -8,12 +8,13 @@ headers; the caller bounds the time.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import httpcore2
 import httpx2
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import (
     MCP_DEFAULT_SSE_READ_TIMEOUT,
@@ -109,7 +110,30 @@ class McpToolServers:
                 result = await client.call_tool(name, arguments)
         except Exception as exc:
             raise ToolError(protocol_error(f"the call failed ({_reason(exc)})")) from exc
-        text = "\n".join(getattr(c, "text", "") for c in result.content if hasattr(c, "text"))
+        text = _output(result)
         if result.is_error:
             raise ToolError(execution_error(text or "the tool reported an error"))
         return text
+
+
+def _output(result: types.CallToolResult) -> str:
+    """A call's result as the text a model is shown (an `mcp_call`'s `output`): each
+    content block in turn, a text as itself, a text resource embedded in the result as its
+    text, and what a model cannot read here (an image, audio, a binary resource, a link to
+    a resource) named in a line; a result of structured content alone, as its JSON."""
+    parts: list[str] = []
+    for block in result.content:
+        match block:
+            case types.TextContent(text=text):
+                parts.append(text)
+            case types.EmbeddedResource(resource=types.TextResourceContents(text=text)):
+                parts.append(text)
+            case types.EmbeddedResource(resource=resource):
+                parts.append(f"[resource {resource.uri} ({resource.mime_type or 'binary'})]")
+            case types.ResourceLink(name=name, uri=uri):
+                parts.append(f"[resource link {name}: {uri}]")
+            case types.ImageContent(mime_type=kind) | types.AudioContent(mime_type=kind):
+                parts.append(f"[{block.type} ({kind}), not shown]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    return "\n".join(parts)

@@ -235,6 +235,23 @@ def test_a_failing_tool_is_a_failed_call_and_the_model_goes_on(
     assert tools.calls() == ["boom", "echo"]
 
 
+def test_a_result_that_is_not_text_is_shown_as_text(sdk: openai.OpenAI, tools: ToolServer) -> None:
+    r = sdk.responses.create(
+        model="scripted",
+        input="a note",  # the script passes it as each call's `text`
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "blocks,structured"},
+    )
+    blocks, structured = _calls(r)
+    # An embedded text resource is its text; what no model here can read is named.
+    assert blocks.output.splitlines() == [  # type: ignore[attr-defined]
+        "a note",
+        "[resource link report: https://example.com/r.pdf]",
+        "[image (image/png), not shown]",
+    ]
+    assert json.loads(structured.output) == {"echo": "a note", "n": 1}  # type: ignore[attr-defined]
+
+
 def test_a_hanging_tool_and_a_huge_output_are_failed_calls_never_a_stuck_response(
     sdk: openai.OpenAI, tools: ToolServer
 ) -> None:
@@ -287,7 +304,7 @@ def test_a_server_that_lists_its_tools_a_page_at_a_time_is_listed_whole(
             ts.process.wait()
     whole, cut = [i for i in r.output if i.type == "mcp_list_tools"]
     names = [t.name for t in whole.tools]  # type: ignore[union-attr]
-    assert len(names) == 11 and names[:2] == ["echo", "shout"] and names[-1] == "python"
+    assert len(names) == 13 and names[:2] == ["echo", "shout"] and names[-1] == "python"
     (call,) = _calls(r)
     assert call.status == "completed" and call.server_label == "paged"  # type: ignore[attr-defined]
     # A server whose pages never end is cut off, a failed listing, and the loop goes on.

@@ -4,11 +4,13 @@
 Built with the official `mcp` package (`MCPServer`, streamable HTTP). Every call appends
 the tool's name to `--calls`, so a test counts executions across processes. Tools:
 `echo` and `shout` (text), `secret_tool` (for `allowed_tools`), `boom` (raises), `hang`
-(never returns), `garbage` (a huge output), and `slow` (returns once `--gate` exists, so
-a test can kill the caller while the call is in flight). With `--auth`, a request without
-that exact `Authorization` header is refused with 401. `--list-mark FILE` creates FILE when
-the server is asked for its tools, and `--list-gate FILE` answers that question only once
-FILE exists: two servers so joined show whether a client asks them at the same time.
+(never returns), `garbage` (a huge output), `slow` (returns once `--gate` exists, so
+a test can kill the caller while the call is in flight), `blocks` (an embedded text
+resource, a resource link and an image) and `structured` (structured content alone).
+With `--auth`, a request without that exact `Authorization` header is refused with 401.
+`--list-mark FILE` creates FILE when the server is asked for its tools, and `--list-gate
+FILE` answers that question only once FILE exists: two servers so joined show whether a
+client asks them at the same time.
 `--lists FILE` appends a line to FILE at each such question, so a test counts them.
 `--page-size N` lists the tools N at a time, each page's `nextCursor` naming the next, as
 the protocol lets a server with many tools do; with `--endless` the last page names the
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import subprocess
 import sys
 from collections.abc import Callable
@@ -34,7 +37,17 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ListToolsResult, PaginatedRequestParams, ToolAnnotations
+from mcp.types import (
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ResourceLink,
+    TextResourceContents,
+    ToolAnnotations,
+)
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -109,6 +122,22 @@ def build(
         while gate is not None and not await asyncio.to_thread(gate.exists):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         return f"slow: {text}"
+
+    @server.tool(description="Answers in blocks that are not text.")
+    def blocks(text: str) -> list[ContentBlock]:
+        count("blocks")
+        doc = TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text=text)
+        png = base64.b64encode(b"\x89PNG\r\n").decode()
+        return [
+            EmbeddedResource(type="resource", resource=doc),
+            ResourceLink(type="resource_link", name="report", uri="https://example.com/r.pdf"),
+            ImageContent(type="image", data=png, mime_type="image/png"),
+        ]
+
+    @server.tool(description="Answers in structured content alone.")
+    def structured(text: str) -> CallToolResult:
+        count("structured")
+        return CallToolResult(content=[], structured_content={"echo": text, "n": 1})
 
     if bulky:
 
