@@ -300,6 +300,14 @@ async def test_a_hosted_mcp_run_passed_back_shows_the_next_turn_its_calls(
     srv.traffic.assert_all_ok()
     sent = srv.traffic.responses_requests()[-1]["body"]["input"]
     assert [i["type"] for i in sent if i.get("type") == "mcp_call"] == ["mcp_call"] * 2
+    # The server's list came back too: the second turn offers its tools from it and
+    # lists the server no more.
+    assert [i.get("type") for i in sent].count("mcp_list_tools") == 1
+
+    def listed(run: Any) -> list[str]:
+        return [i.type for r in run.raw_responses for i in r.output if i.type == "mcp_list_tools"]
+
+    assert (listed(first), listed(second)) == (["mcp_list_tools"], [])
     assert tools.calls() == ["echo", "shout"]  # shown to the next turn, never run again
     enc = gpt_oss_encoding()
     prompt = enc.decode(fake_sglang.log()["requests"][-1]["input_ids"])
