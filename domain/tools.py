@@ -310,9 +310,8 @@ def mcp_offered(server: McpServer, listed_tools: list[dict[str, Any]]) -> list[O
     when it is not given or gives no criterion)."""
     out = []
     allowed = server.allowed_tools
-    every = not _criteria(allowed)
     for t in listed_tools:
-        if not every and not matches(allowed, t):
+        if _criteria(allowed) and not matches(allowed, t):
             continue
         out.append(
             OfferedTool(
