@@ -14,7 +14,7 @@ from litestar import Litestar, Request, Response, get
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
-from adapters.http import auth, errors, routes, sockets
+from adapters.http import auth, create, errors, routes, sockets
 from adapters.http import conversations as conversation_routes
 from adapters.wiring import Process, running_process
 from domain.errors import StoreUnavailable
@@ -40,19 +40,47 @@ async def openapi_json(request: Request[Any, Any, Any], settings: Settings) -> R
     doc = request.app.openapi_schema.to_schema()
     components = create_body_components("#/components/schemas/{name}")
     doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
-    op = doc["paths"]["/v1/responses"]["post"]
-    op["requestBody"] = {
-        "required": True,
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/CreateResponseBody"}}
-        },
-    }
-    op["responses"]["200"]["content"]["text/event-stream"] = {
-        "schema": {"type": "string", "description": "SSE when stream=true"}
-    }
+    doc["paths"].setdefault(create.PATH, {})["post"] = _create_operation()
     if settings.access.auth == "keys":
         _require_bearer(doc)
     return Response(msgspec.json.encode(doc), media_type="application/json")
+
+
+def _create_operation() -> dict[str, Any]:
+    """The create's operation, which litestar does not see (create.py serves it before the
+    router): its body decoded by hand, strictly, and its answer JSON or SSE."""
+
+    def ref(name: str) -> dict[str, str]:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    errors_ = {
+        str(status): {
+            "description": spec.description,
+            "content": {"application/json": {"schema": ref("ErrorBody")}},
+        }
+        for status, spec in routes.ERRORS.items()
+    }
+    return {
+        "summary": "Create a response (plain, stream, background, background+stream)",
+        "operationId": "V1ResponsesCreateResponse",
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ref("CreateResponseBody")}},
+        },
+        "responses": {
+            "200": {
+                "description": "The response (JSON), or its events (SSE) when stream=true",
+                "content": {
+                    "application/json": {"schema": ref("ResponseObject")},
+                    "text/event-stream": {
+                        "schema": {"type": "string", "description": "SSE when stream=true"}
+                    },
+                },
+            },
+            **errors_,
+        },
+        "deprecated": False,
+    }
 
 
 def _require_bearer(doc: dict[str, Any]) -> None:
@@ -96,6 +124,22 @@ class _Live:
         return self.admission()
 
 
+class ResplogApp(Litestar):
+    """Litestar, with the create (`POST /v1/responses`) answered before its router
+    (adapters/http/create.py): every other request, and the lifespan, are litestar's."""
+
+    create: create.CreateEndpoint | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.create is not None and scope["type"] == "http" and scope["path"] in create.PATHS:
+            # What `Litestar.__call__` does first for every request.
+            scope["app"] = scope["litestar_app"] = self
+            scope.setdefault("state", {})
+            await self.create(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings, *, process: Process | None = None) -> Litestar:
     """The resplog app over `process` (the caller keeps it running), or else over one that
     the app lifespan opens from `settings` and drains and closes at shut-down. `serve` runs
@@ -113,9 +157,8 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             announce_ready(settings, own)
             yield
 
-    return Litestar(
+    app = ResplogApp(
         route_handlers=[
-            routes.create_response,
             *conversation_routes.ROUTES,
             routes.count_input_tokens,
             routes.compact_conversation,
@@ -143,6 +186,8 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
         openapi_config=OpenAPIConfig(title="resplog", version=VERSION, path="/schema"),
         logging_config=None,
     )
+    app.create = create.CreateEndpoint(settings, live.bundle, live.admission)
+    return app
 
 
 def announce_ready(settings: Settings, process: Process) -> None:

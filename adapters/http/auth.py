@@ -14,7 +14,7 @@ from litestar.connection import ASGIConnection
 from domain.errors import Unauthenticated
 from service.access import Access, Principal
 
-_PRINCIPAL = "principal"
+PRINCIPAL = "principal"
 
 
 def protected(path: str) -> bool:
@@ -41,14 +41,14 @@ def admission(access: Callable[[], Access]) -> Callable[[Request[Any, Any, Any]]
         if not protected(request.scope["path"]):
             return
         principal = await access().admit(bearer(request.headers.get("authorization")))
-        request.scope.setdefault("state", {})[_PRINCIPAL] = principal
+        request.scope.setdefault("state", {})[PRINCIPAL] = principal
 
     return admit
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     """Who the request acts for; a request that was never admitted acts for nobody."""
-    principal = connection.scope.get("state", {}).get(_PRINCIPAL)
+    principal = connection.scope.get("state", {}).get(PRINCIPAL)
     if not isinstance(principal, Principal):
         raise Unauthenticated("The request was not authenticated.")
     return principal

@@ -12,7 +12,7 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from adapters.http import sse
-from adapters.http.routes import _ERRORS, JSONL, _after, _open_stream, _stream, json_body, owner_of
+from adapters.http.routes import ERRORS, JSONL, _after, _open_stream, _stream, json_body, owner_of
 from adapters.http.sse import frames
 from domain.conversations import ConversationDeleted, ConversationItem, ConversationObject
 from domain.errors import InvalidRequest
@@ -50,7 +50,7 @@ def _page(items: list[ConversationItem], has_more: bool) -> ItemPage:
     )
 
 
-@post("/v1/conversations", status_code=200, responses=_ERRORS, summary="Create a conversation")
+@post("/v1/conversations", status_code=200, responses=ERRORS, summary="Create a conversation")
 async def create_conversation(
     request: Request[Any, Any, Any], bundle: Bundle, settings: Settings
 ) -> ConversationObject:
@@ -58,7 +58,7 @@ async def create_conversation(
     return await conversations.create_conversation(bundle, items, metadata, owner_of(request))
 
 
-@get("/v1/conversations/{conversation_id:str}", responses=_ERRORS, summary="Retrieve one")
+@get("/v1/conversations/{conversation_id:str}", responses=ERRORS, summary="Retrieve one")
 async def retrieve_conversation(
     request: Request[Any, Any, Any], bundle: Bundle, conversation_id: ConvId
 ) -> ConversationObject:
@@ -69,7 +69,7 @@ async def retrieve_conversation(
 @post(
     "/v1/conversations/{conversation_id:str}",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Update a conversation's metadata",
 )
 async def update_conversation(
@@ -83,7 +83,7 @@ async def update_conversation(
 @delete(
     "/v1/conversations/{conversation_id:str}",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Delete a conversation (its log is kept)",
 )
 async def delete_conversation(
@@ -96,7 +96,7 @@ async def delete_conversation(
 @post(
     "/v1/conversations/{conversation_id:str}/items",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Add items to a conversation",
 )
 async def add_items(
@@ -114,7 +114,7 @@ async def add_items(
 
 @get(
     "/v1/conversations/{conversation_id:str}/items",
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="List a conversation's items",
 )
 async def list_items(
@@ -139,7 +139,7 @@ async def list_items(
 
 @get(
     "/v1/conversations/{conversation_id:str}/items/{item_id:str}",
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Retrieve one item of a conversation",
 )
 async def get_item(
@@ -157,7 +157,7 @@ async def get_item(
 @delete(
     "/v1/conversations/{conversation_id:str}/items/{item_id:str}",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Delete an item (hidden from lists and later prompts; the log keeps it)",
 )
 async def delete_item(
@@ -169,7 +169,7 @@ async def delete_item(
 
 @get(
     "/v1/conversations/{conversation_id:str}/events",
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Replay a conversation's own log (SSE or JSON Lines), live-tailing",
 )
 async def conversation_events(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -31,15 +30,13 @@ from service.wire import (
     ErrorBody,
     check_response_id,
     parse_compact_body,
-    parse_create_body,
     parse_input_tokens_body,
-    with_client_headers,
 )
 
 JSON = "application/json"
 SSE = "text/event-stream"
 JSONL = "application/x-ndjson"
-_ERRORS = {
+ERRORS = {
     400: ResponseSpec(ErrorBody, description="Invalid request"),
     401: ResponseSpec(ErrorBody, description="No API key, or an unknown or revoked one"),
     404: ResponseSpec(ErrorBody, description="No such response (or not yours)"),
@@ -74,13 +71,12 @@ def _after(raw: str | None, param: str = "starting_after") -> int:
     return value
 
 
-async def json_body(request: Request[Any, Any, Any]) -> bytes:
-    """The body of a request that must be JSON. OpenAI refuses any other declared media type
-    with 400 `unsupported_content_type` (in the words below); `application/json` with
-    parameters (`; charset=utf-8`) is JSON. A body with no Content-Type at all is read as
-    JSON too: clients that post raw bytes without the header (a bare `requests.post(data=)`)
-    mean JSON, and nothing else could be meant (docs/security.md)."""
-    declared = request.headers.get("content-type")
+def check_json(declared: str | None) -> None:
+    """A request that must be JSON: OpenAI refuses any other declared media type with 400
+    `unsupported_content_type` (in the words below); `application/json` with parameters
+    (`; charset=utf-8`) is JSON. A body with no Content-Type at all is read as JSON too:
+    clients that post raw bytes without the header (a bare `requests.post(data=)`) mean
+    JSON, and nothing else could be meant (docs/security.md)."""
     if declared is not None and declared.split(";")[0].strip().lower() != JSON:
         shown = declared[:100]
         raise InvalidRequest(
@@ -89,6 +85,11 @@ async def json_body(request: Request[Any, Any, Any]) -> bytes:
             f"{shown}'. Please try again with a supported content type.",
             code="unsupported_content_type",
         )
+
+
+async def json_body(request: Request[Any, Any, Any]) -> bytes:
+    """The body of a request that must be JSON (`check_json`)."""
+    check_json(request.headers.get("content-type"))
     return await request.body()
 
 
@@ -111,50 +112,18 @@ def _stream(
     )
 
 
-def _sse(
+def sse_of(
     events: Batches,
     slot: Slot,
     settings: Settings,
     *,
     created: bool = False,
 ) -> EventStream:
+    """An SSE stream of `events`; `created`: a create's (see `_stream`)."""
     return _stream(frames(events, keepalive_s=settings.keepalive_s), slot, created=created)
 
 
-@post(
-    "/v1/responses",
-    status_code=200,
-    responses=_ERRORS,
-    summary="Create a response (plain, stream, background, background+stream)",
-)
-async def create_response(
-    request: Request[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
-) -> Response[ResponseObject]:
-    req = parse_create_body(await json_body(request), settings.limits)
-    req = with_client_headers(req, request.headers)
-    owner = owner_of(request)
-    if req.stream:
-        slot = _open_stream(request, access)  # before anything is written: a 429 writes none
-        try:
-            events = await responses.create_and_stream(bundle, req, owner)
-        except BaseException:
-            slot.release()
-            raise
-        return _sse(events, slot, settings, created=True)  # type: ignore[return-value]
-    if req.background:
-        return _json((await responses.create_response(bundle, req, owner)).response)
-    gone = partial(_disconnected, request)
-    return _json(await responses.create_and_wait(bundle, req, owner, client_gone=gone))
-
-
-async def _disconnected(request: Request[Any, Any, Any]) -> None:
-    """Returns when the client closes the connection (its body is read by then, so the
-    next ASGI message is the disconnect, or none until the response is sent)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-@get("/v1/responses/{response_id:str}", responses=_ERRORS, summary="Retrieve a response")
+@get("/v1/responses/{response_id:str}", responses=ERRORS, summary="Retrieve a response")
 async def retrieve_response(
     request: Request[Any, Any, Any],
     bundle: Bundle,
@@ -172,12 +141,12 @@ async def retrieve_response(
         return _json(await reads.retrieve_raw(bundle, response_id, owner))
     after = _after(starting_after)
     events = await reads.read_events(bundle, response_id, owner, after=after)
-    return _sse(events, _open_stream(request, access), settings)  # type: ignore[return-value]
+    return sse_of(events, _open_stream(request, access), settings)  # type: ignore[return-value]
 
 
 @get(
     "/v1/responses/{response_id:str}/events",
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Replay the stored events of a response (SSE or JSON Lines), live-tailing",
     description="SSE by default; JSON Lines with `Accept: application/x-ndjson` or "
     "`?format=jsonl`. `follow=false` returns only what is stored now.",
@@ -206,7 +175,7 @@ async def response_events(
 @post(
     "/v1/responses/input_tokens",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Count the input tokens a create with this body would take (writes nothing)",
 )
 async def count_input_tokens(
@@ -223,7 +192,7 @@ async def count_input_tokens(
 @post(
     "/v1/responses/compact",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Compact a conversation: its user messages and one compaction item",
 )
 async def compact_conversation(
@@ -237,7 +206,7 @@ async def compact_conversation(
 @post(
     "/v1/responses/{response_id:str}/cancel",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Cancel a background response (idempotent)",
 )
 async def cancel_response(
@@ -250,7 +219,7 @@ async def cancel_response(
 @delete(
     "/v1/responses/{response_id:str}",
     status_code=200,
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="Delete a response (hidden from the API; its log is kept for audit)",
 )
 async def delete_response(
@@ -262,7 +231,7 @@ async def delete_response(
 
 @get(
     "/v1/responses/{response_id:str}/input_items",
-    responses=_ERRORS,
+    responses=ERRORS,
     summary="List the input items of a response",
 )
 async def input_items(
@@ -285,7 +254,7 @@ async def list_models(bundle: Bundle) -> status.ModelList:
     return status.list_models(bundle)
 
 
-@get("/v1/models/{model:path}", summary="One model a create may name", responses=_ERRORS)
+@get("/v1/models/{model:path}", summary="One model a create may name", responses=ERRORS)
 async def retrieve_model(bundle: Bundle, model: str) -> status.Model:
     return status.retrieve_model(bundle, model.removeprefix("/"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from typing import Any, get_args
 
@@ -421,6 +422,46 @@ def test_malformed_and_oversized_bodies_are_4xx(http: httpx.Client, server: Serv
     )
     assert huge.status_code == 413 and "error" in huge.json()
     assert server.count_rows() == before
+
+
+def test_the_creates_own_endpoint_answers_as_the_routes_do(
+    http: httpx.Client, server: Server
+) -> None:
+    """The create is served before litestar's router (adapters/http/create.py): its other
+    methods, a path with a slash, a chunked body over the limit and a client that leaves
+    mid-body are answered as litestar's routes answer them, and write nothing."""
+    before, logged = server.count_rows(), len(server.log_text())
+    options = http.options("/v1/responses")
+    assert options.status_code == 204 and options.headers["allow"] == "POST, OPTIONS"
+    wrong = http.get("/v1/responses")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST, OPTIONS"
+    assert wrong.json()["error"]["message"] == (
+        "Method GET is not allowed on /v1/responses; allowed: POST, OPTIONS."
+    )
+
+    def chunks() -> Any:  # no Content-Length: the limit is met while the body is read
+        yield b'{"model":"scripted","input":"'
+        for _ in range(10):
+            yield b"x" * (1 << 20)
+        yield b'"}'
+
+    huge = http.post(
+        "/v1/responses", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert huge.status_code == 413 and huge.json()["error"]["code"] == "request_too_large"
+    assert server.count_rows() == before
+
+    host, port = server.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as conn:
+        conn.sendall(
+            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n" + b'{"model":"scripted","input":"'
+        )
+        time.sleep(0.2)
+    slash = http.post("/v1/responses/", json={"model": "scripted", "input": "hi"})
+    assert slash.status_code == 200 and slash.json()["status"] == "completed"
+    assert server.count_rows() > before  # the one create, after the refusals wrote nothing
+    assert "Traceback" not in server.log_text()[logged:]
 
 
 def test_ids_are_checked_and_unknown_ids_are_404(client: openai.OpenAI, http: httpx.Client) -> None:
