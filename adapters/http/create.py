@@ -17,8 +17,9 @@ answers:
 
 An exception before the response starts is answered through the one error map
 (errors.py `handle`), as litestar's exception middleware does it; one after it started is
-raised on, and the server ends the connection. OPTIONS is 204 with `allow`; any other
-method is 405 (the WebSocket at this path is litestar's, sockets.py).
+raised on, and the server ends the connection. OPTIONS is admitted, then 204 with
+`allow`; any other method is 405 at once (the WebSocket at this path is litestar's,
+sockets.py).
 """
 
 from __future__ import annotations
@@ -79,17 +80,17 @@ class CreateEndpoint:
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]  # type: ignore[typeddict-item]
-        if method == "OPTIONS":
-            head = [(b"allow", ALLOW.encode())]
-            await send({"type": "http.response.start", "status": 204, "headers": head})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        if method != "POST":
+        if method not in ("POST", "OPTIONS"):  # refused before admission, as by the router
             raise MethodNotAllowedException(headers={"allow": ALLOW})
         headers = _headers(scope)
         access = self.access()
         principal = await access.admit(bearer(headers.get("authorization")))
         scope.setdefault("state", {})[PRINCIPAL] = principal
+        if method == "OPTIONS":  # admitted, as litestar's OPTIONS of every other route
+            head = [(b"allow", ALLOW.encode())]
+            await send({"type": "http.response.start", "status": 204, "headers": head})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         check_json(headers.get("content-type"))
         body = await _body(receive, headers.get("content-length"), self.settings.max_body_bytes)
         if body is None:

@@ -46,6 +46,8 @@ def test_v1_without_a_live_key_is_401_and_writes_nothing(
         for method, path in [
             ("GET", "/v1/models"),
             ("POST", "/v1/responses"),
+            ("OPTIONS", "/v1/responses"),
+            ("OPTIONS", "/v1/models"),
             ("GET", "/v1/responses/resp_x"),
             ("GET", "/v1/responses/resp_x/events"),
             ("POST", "/v1/responses/resp_x/cancel"),
