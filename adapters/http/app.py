@@ -128,14 +128,15 @@ class ResplogApp(Litestar):
     """Litestar, with the create (`POST /v1/responses`) answered before its router
     (adapters/http/create.py): every other request, and the lifespan, are litestar's."""
 
-    create: create.CreateEndpoint | None = None
+    creates: create.CreateEndpoint | None = None  # set by `create_app`
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if self.create is not None and scope["type"] == "http" and scope["path"] in create.PATHS:
+        endpoint = self.creates
+        if endpoint is not None and scope["type"] == "http" and scope["path"] in create.PATHS:
             # What `Litestar.__call__` does first for every request.
             scope["app"] = scope["litestar_app"] = self
             scope.setdefault("state", {})
-            await self.create(scope, receive, send)
+            await endpoint(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -186,7 +187,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
         openapi_config=OpenAPIConfig(title="resplog", version=VERSION, path="/schema"),
         logging_config=None,
     )
-    app.create = create.CreateEndpoint(settings, live.bundle, live.admission)
+    app.creates = create.CreateEndpoint(settings, live.bundle, live.admission)
     return app
 
 

@@ -3,10 +3,10 @@ litestar's router (app.py, `ResplogApp`). Every other route is litestar's.
 
 The create is the hot path, and litestar's machinery around a handler (the router's
 lookup, a `Request` and three dependencies resolved for each call, a `Response` made into
-an ASGI response, the exception middleware's wrapper of `send`) cost about a tenth of a
-streaming create's CPU in a burst (docs/performance.md, "The create outside litestar's
-handler"). This endpoint does what that route did, in the same order, with the same
-answers:
+an ASGI response, the exception middleware's wrapper of `send`) cost 5-6 % of a streaming
+create's instructions, and as much of its CPU in a burst (docs/performance.md, "The create
+outside litestar's handler"). This endpoint does what that route did, in the same order,
+with the same answers:
 
 1. admission (401, 429), before anything is read, as the app's `before_request` does for
    every other `/v1` route (auth.py);
@@ -122,11 +122,12 @@ class CreateEndpoint:
 
 
 def _headers(scope: Scope) -> dict[str, str]:
-    """The request's headers by (lower-case) name, the first of a repeated one as
-    litestar's `Headers.get` gives it."""
+    """The request's headers by lower-case name (as ASGI servers send them; lowered again
+    for one that does not), the first of a repeated one as litestar's `Headers.get` gives
+    it."""
     found: dict[str, str] = {}
     for name, value in scope["headers"]:
-        found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        found.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
     return found
 
 
