@@ -172,30 +172,8 @@ class EventStream(Stream):
         status_code: int | None = None,
         type_encoders: TypeEncodersMap | None = None,
     ) -> ASGIResponse:
-        # As `Stream.to_asgi_response` (litestar 2), with our body.
-        return self.asgi(
-            background=background,
-            cookies=cookies,
-            encoded_headers=encoded_headers,
-            headers=headers,
-            is_head_response=is_head_response,
-            media_type=media_type,
-            status_code=status_code,
-        )
-
-    def asgi(
-        self,
-        *,
-        background: BackgroundTask | BackgroundTasks | None = None,
-        cookies: Iterable[Cookie] | None = None,
-        encoded_headers: Iterable[tuple[bytes, bytes]] | None = None,
-        headers: dict[str, str] | None = None,
-        is_head_response: bool = False,
-        media_type: MediaType | str | None = None,
-        status_code: int | None = None,
-    ) -> ASGIResponse:
-        """The ASGI response itself, with what a route's layers would add (none for a
-        stream served outside litestar's router: create.py)."""
+        # As `Stream.to_asgi_response` (litestar 2), with our body; `app` and `request` are
+        # not read (`asgi` passes neither).
         merged = {**headers, **self.headers} if headers is not None else self.headers
         return _Body(
             slot=self.slot,
@@ -211,3 +189,8 @@ class EventStream(Stream):
             media_type=get_enum_string_value(media_type or self.media_type or MediaType.JSON),
             status_code=self.status_code or status_code,
         )
+
+    def asgi(self) -> ASGIResponse:
+        """The ASGI response of a stream served outside litestar's router (create.py),
+        with nothing a route's layers would add."""
+        return self.to_asgi_response(None, None)  # type: ignore[arg-type]
