@@ -1,5 +1,7 @@
 """The HTTP endpoints: each decodes a request, calls one use-case with the bundle that
-the app injects, and encodes its answer."""
+the app injects, and encodes its answer. The create, the hot path, is answered before
+litestar's router (create.py), with the pieces it shares with these: `check_json`,
+`sse_of` and `ERRORS`."""
 
 from __future__ import annotations
 
