@@ -36,14 +36,27 @@ async def ready(bundle: Bundle) -> Response[status.Health]:
 
 @get("/openapi.json", include_in_schema=False)
 async def openapi_json(request: Request[Any, Any, Any], settings: Settings) -> Response[bytes]:
-    """Litestar's schema, with the create body (decoded by hand, strictly) filled in."""
-    doc = request.app.openapi_schema.to_schema()
+    """The app's OpenAPI document (`openapi_document`)."""
+    doc = openapi_document(request.app, settings)
+    return Response(msgspec.json.encode(doc), media_type="application/json")
+
+
+def openapi_document(app: Litestar, settings: Settings) -> dict[str, Any]:
+    """Litestar's schema of the app, completed in place the first time: the create's
+    operation (litestar does not see it: create.py), its body decoded by hand, strictly,
+    and the bearer scheme under `--auth keys`. In place, because litestar's own pages
+    (`/schema`, `/schema/openapi.json`, …) serve that same document, which litestar makes
+    once and keeps; the lifespan completes it before the first request."""
+    plugin: Any = app.plugins.get("OpenAPIPlugin")
+    doc: dict[str, Any] = plugin.provide_openapi_schema()
+    if "post" in doc["paths"].get(create.PATH, {}):
+        return doc
     components = create_body_components("#/components/schemas/{name}")
     doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
     doc["paths"].setdefault(create.PATH, {})["post"] = _create_operation()
     if settings.access.auth == "keys":
         _require_bearer(doc)
-    return Response(msgspec.json.encode(doc), media_type="application/json")
+    return doc
 
 
 def _create_operation() -> dict[str, Any]:
@@ -149,6 +162,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        openapi_document(app, settings)  # before litestar's pages serve it
         if process is not None:
             live.start(settings, process)
             yield
