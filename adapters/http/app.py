@@ -141,15 +141,16 @@ class ResplogApp(Litestar):
     """Litestar, with the create (`POST /v1/responses`) answered before its router
     (adapters/http/create.py): every other request, and the lifespan, are litestar's."""
 
-    creates: create.CreateEndpoint | None = None  # set by `create_app`
+    def __init__(self, creates: create.CreateEndpoint, **litestar: Any) -> None:
+        super().__init__(**litestar)
+        self.creates = creates
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        endpoint = self.creates
-        if endpoint is not None and scope["type"] == "http" and scope["path"] in create.PATHS:
+        if scope["type"] == "http" and scope["path"] in create.PATHS:
             # What `Litestar.__call__` does first for every request.
             scope["app"] = scope["litestar_app"] = self
             scope.setdefault("state", {})
-            await endpoint(scope, receive, send)
+            await self.creates(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -172,7 +173,8 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             announce_ready(settings, own)
             yield
 
-    app = ResplogApp(
+    return ResplogApp(
+        create.CreateEndpoint(settings, live.bundle, live.admission),
         route_handlers=[
             *conversation_routes.ROUTES,
             routes.count_input_tokens,
@@ -201,8 +203,6 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
         openapi_config=OpenAPIConfig(title="resplog", version=VERSION, path="/schema"),
         logging_config=None,
     )
-    app.creates = create.CreateEndpoint(settings, live.bundle, live.admission)
-    return app
 
 
 def announce_ready(settings: Settings, process: Process) -> None:
