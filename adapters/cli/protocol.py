@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from adapters.http.streaming import ON_GONE
+from adapters.http.watch import ON_GONE
 
 # Far above what any client of the API sends (ids are in paths, and query strings are short)
 # and what proxies commonly allow (8-16 KiB of request line, 8-64 KiB of headers).

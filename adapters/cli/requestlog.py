@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from adapters.http.watch import watch
+from adapters.http.watch import unanswered, watch
 from service.access import Principal
 
 Scope = MutableMapping[str, Any]
@@ -38,7 +38,7 @@ class _Seen:
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
-        self.status = 500  # if the app ends without answering (uvicorn then answers 500)
+        self.status: int | None = None  # no response begun (yet): see `unanswered`
         self.sniffed: str | None = None
 
     def sent(self, message: Message) -> bool:
@@ -88,7 +88,7 @@ def _log(scope: Scope, seen: _Seen, seconds: float) -> None:
     fields = {
         "method": scope.get("method", "-"),
         "route": scope.get("path_template") or "(no route)",
-        "status": seen.status,
+        "status": unanswered(scope) if seen.status is None else seen.status,
         "duration_ms": round(seconds * 1000, 2),
         "request_id": state.get("request_id"),
         "owner": owner,

@@ -45,12 +45,8 @@ from litestar.types import HTTPResponseBodyEvent, Receive, Scope, Send, TypeEnco
 from litestar.utils.helpers import get_enum_string_value
 
 from adapters.http.sse import Last
+from adapters.http.watch import ON_GONE
 from service.quotas import Slot
-
-# The scope's list of callbacks to run when the connection is lost before the response is
-# complete (filled by a response, run by the server's protocol: adapters/cli/protocol.py);
-# None once it was lost, or absent under another server: then `receive` says it.
-ON_GONE = "resplog.on_gone"
 
 
 class _Body(ASGIStreamingResponse):

@@ -1,7 +1,8 @@
 """How a middleware sees a response without wrapping `send`: it `watch`es the request, and
 the edge (adapters/http/edge.py), which holds the one wrapper of `send`, shows it the
-response's messages. No litestar here: the metrics module is also a worker's, which serves
-no API."""
+response's messages; and the status the observers (request log, metrics, traces) record for
+a request that got none (`unanswered`). No litestar here: the metrics module is also a
+worker's, which serves no API."""
 
 from __future__ import annotations
 
@@ -12,6 +13,15 @@ Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
 
 WATCHERS = "resplog.watchers"  # the scope's key of a request's watchers (the edge sets it)
+
+# The scope's list of callbacks to run when the connection is lost before the response is
+# complete (filled by a response, run by the server's protocol: adapters/cli/protocol.py);
+# None once it was lost, or absent under another server: then `receive` says it.
+ON_GONE = "resplog.on_gone"
+
+# What the observers record for a request whose client closed its connection before any
+# response began (nginx's "client closed request"; no response was sent).
+CLIENT_CLOSED = 499
 
 
 class Watcher(Protocol):
@@ -27,3 +37,12 @@ def watch(scope: Scope, watcher: Watcher) -> None:
     if watchers is None:
         raise RuntimeError("the app must run inside adapters.http.edge")
     watchers.append(watcher)
+
+
+def unanswered(scope: Scope) -> int:
+    """The status to record for a request that ended with no response begun: 499
+    (`CLIENT_CLOSED`) when the client had gone first (the protocol left None in `ON_GONE`),
+    else 500, what uvicorn answers for an app that ends without answering. A client that
+    leaves mid-body or while its create commits is not a server error, and an operator who
+    alerts on 5xx must not be woken by it."""
+    return CLIENT_CLOSED if ON_GONE in scope and scope[ON_GONE] is None else 500

@@ -40,7 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from adapters.http.watch import watch
+from adapters.http.watch import unanswered, watch
 from service.ports import StoredEvent
 
 Access = Literal["open", "key", "off"]
@@ -368,7 +368,8 @@ class Metrics:
             # Few series: httptools parses only the methods HTTP defines, `route_of` names
             # the API's routes, and a status is one of the few the API answers.
             method = scope["method"]
-            self._child(self.requests, method, route, str(exchange.status)).inc()
+            status = unanswered(scope) if exchange.status is None else exchange.status
+            self._child(self.requests, method, route, str(status)).inc()
             self._child(self.duration, method, route).observe(time.perf_counter() - exchange.began)
 
     async def _scrape(self, scope: Any, send: Any, access: Access, key: str | None) -> None:
@@ -407,7 +408,7 @@ class _Exchange:
     def __init__(self, began: float, metrics: Metrics) -> None:
         self.began = began
         self.metrics = metrics
-        self.status = 500
+        self.status: int | None = None  # no response begun (yet): see `unanswered`
         self.streaming = False  # an SSE response (counted open until the request ends)
 
     def sent(self, message: Any) -> bool:

@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from adapters.http.watch import unanswered
 from domain.events import AnyEvent, EndFacts
 from domain.state import ResponseState
 from service.observe import GenerationTrace
@@ -79,7 +80,7 @@ class OtelTracer:
                 kind=SpanKind.SERVER,
                 attributes={"http.request.method": method},
             )
-            status = [500]
+            status: list[int | None] = [None]  # no response begun (yet): see `unanswered`
 
             async def sending(message: Any) -> None:
                 if message["type"] == "http.response.start":
@@ -90,7 +91,7 @@ class OtelTracer:
                 try:
                     await app(scope, receive, sending)
                 finally:
-                    _answered(span, scope, status[0])
+                    _answered(span, scope, unanswered(scope) if status[0] is None else status[0])
 
         return middleware
 

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 from openai.types.responses import Response, ResponseIncompleteEvent
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import Server
 
@@ -429,7 +430,8 @@ def test_the_creates_own_endpoint_answers_as_the_routes_do(
 ) -> None:
     """The create is served before litestar's router (adapters/http/create.py): its other
     methods, a path with a slash, a chunked body over the limit and a client that leaves
-    mid-body are answered as litestar's routes answer them, and write nothing."""
+    mid-body are answered as litestar's routes answer them, and write nothing; the client
+    that left is logged and counted as 499, not as the server's 500."""
     before, logged = server.count_rows(), len(server.log_text())
     options = http.options("/v1/responses")
     assert options.status_code == 204 and options.headers["allow"] == "POST, OPTIONS"
@@ -451,6 +453,17 @@ def test_the_creates_own_endpoint_answers_as_the_routes_do(
     assert huge.status_code == 413 and huge.json()["error"]["code"] == "request_too_large"
     assert server.count_rows() == before
 
+    def left() -> float:  # creates whose client left before any answer (status 499)
+        page = http.get("/metrics").text
+        return sum(
+            s.value
+            for family in text_string_to_metric_families(page)
+            for s in family.samples
+            if s.name == "resplog_http_requests_total"
+            and s.labels == {"method": "POST", "route": "/v1/responses", "status": "499"}
+        )
+
+    left_before = left()
     host, port = server.base_url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as conn:
         conn.sendall(
@@ -458,6 +471,14 @@ def test_the_creates_own_endpoint_answers_as_the_routes_do(
             b"Content-Length: 1000\r\n\r\n" + b'{"model":"scripted","input":"'
         )
         time.sleep(0.2)
+    # Nobody was answered, and it was not the server's fault: the request log and the
+    # metrics say 499 (the client closed the request), not 500.
+    deadline = time.monotonic() + 5
+    while " POST /v1/responses 499 " not in server.log_text()[logged:]:
+        assert time.monotonic() < deadline, server.log_text()[logged:]
+        time.sleep(0.05)
+    assert " 500 " not in server.log_text()[logged:]
+    assert left() == left_before + 1
     slash = http.post("/v1/responses/", json={"model": "scripted", "input": "hi"})
     assert slash.status_code == 200 and slash.json()["status"] == "completed"
     assert server.count_rows() > before  # the one create, after the refusals wrote nothing

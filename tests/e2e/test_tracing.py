@@ -6,6 +6,7 @@ status on failure are checked, and an unconfigured process never imports opentel
 from __future__ import annotations
 
 import gzip
+import socket
 import subprocess
 import sys
 import threading
@@ -189,6 +190,33 @@ def test_a_failed_generation_marks_its_spans_as_errors(
     assert attrs(terminal)["resplog.end_reason"] == "engine_error"
     # The request itself was answered (200 with a failed response): not a server error.
     assert http.status.code == Status.STATUS_CODE_UNSET
+
+
+def test_a_client_that_left_before_an_answer_is_499_not_a_server_error(
+    traced: openai.OpenAI, receiver: Receiver
+) -> None:
+    """A create whose client closed the connection mid-body got no answer: its span says
+    499 (adapters/http/watch.py `unanswered`), and it is not marked as the server's error."""
+    with socket.create_connection((traced.base_url.host, traced.base_url.port)) as conn:
+        conn.sendall(
+            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n" + b'{"model":"scripted","input":"'
+        )
+        time.sleep(0.2)
+    deadline = time.monotonic() + 15
+    while True:
+        with receiver.lock:
+            left = [
+                s
+                for s in receiver.spans
+                if s.name == "POST /v1/responses"
+                and attrs(s).get("http.response.status_code") == 499
+            ]
+        if left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    (span,) = left
+    assert span.status.code == Status.STATUS_CODE_UNSET and "error.type" not in attrs(span)
 
 
 def test_a_clients_traceparent_makes_the_request_its_child(

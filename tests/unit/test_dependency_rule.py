@@ -34,8 +34,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics", "adapters.http.watch"},
     # The `mcp` client, and the HTTP stack under it where a connection is made (hosts.py).
     "adapters/tools": INNER | {"mcp", "httpx2", "httpcore2", "anyio", "adapters.tools"},
-    # Tracing (the optional `otel` extra): only this package imports opentelemetry.
-    "adapters/otel": INNER | {"opentelemetry", "adapters.otel"},
+    # Tracing (the optional `otel` extra): only this package imports opentelemetry. The
+    # status of a request that got no response comes from the edge's watch module.
+    "adapters/otel": INNER | {"opentelemetry", "adapters.otel", "adapters.http.watch"},
     # The web audit view: reads the store, streams with the HTTP adapter's SSE framing.
     "adapters/auditview": INNER | {"adapters.auditview", "adapters.store", "adapters.http"},
     "adapters/cli": INNER

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from adapters.http.edge import edge
-from adapters.http.watch import watch
+from adapters.http.watch import CLIENT_CLOSED, ON_GONE, unanswered, watch
 
 Message = dict[str, Any]
 
@@ -87,3 +87,11 @@ async def test_an_app_outside_the_edge_cannot_be_watched() -> None:
 
     with pytest.raises(RuntimeError, match=r"inside adapters\.http\.edge"):
         await app_watched_by(Recorder(1))({"type": "http"}, nothing, send)
+
+
+def test_a_request_with_no_response_is_499_when_its_client_left_first_else_500() -> None:
+    """What the request log, the metrics and the traces record for a request whose app ended
+    without beginning a response (adapters/http/watch.py `unanswered`)."""
+    assert unanswered({"type": "http", ON_GONE: None}) == CLIENT_CLOSED == 499  # it left
+    assert unanswered({"type": "http", ON_GONE: []}) == 500  # still there: the app failed
+    assert unanswered({"type": "http"}) == 500  # a server that does not say

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from adapters.http.sse import DONE, frames
-from adapters.http.streaming import ON_GONE, EventStream
+from adapters.http.streaming import EventStream
+from adapters.http.watch import ON_GONE
 from service.ports import StoredEvent
 from service.quotas import StreamSlots
 

@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 
 from adapters.cli.protocol import HOLD_BYTES, BoundedHttpToolsProtocol
-from adapters.http.streaming import ON_GONE
+from adapters.http.watch import ON_GONE
 from tests.e2e.conftest import free_port
 
 GONE: list[str] = []  # the `/stream/...` responses whose client went away, by path
