@@ -60,6 +60,14 @@ nothing to each call; `pip install py-spy`), and the bench prints the share of t
 as µs of a create's CPU, by the part of the code in the innermost frame and by line.
 `--kept-alive` runs the bursts of `--sample` or `--profile` on kept-alive connections.
 
+With `--collector`, `--rounds` bursts run with every run of Python's cyclic collector in the
+server timed (`gc.callbacks`, in the event loop thread's CPU time, through a
+`sitecustomize` the bench puts on the server's path), and the bench prints, by generation,
+how many ran, the longest, and their CPU a create beside the server's CPU a create. Another
+tree's server: `PYTHONPATH=TREE` in the bench's environment.
+
+    .venv/bin/python bench/burst_bench.py --collector --rounds 20 --kept-alive
+
 With `--floors`, the bench records one streaming create's reply, write by write, and sends
 bursts of it from two reference servers that do nothing else (bench/reference_apps.py: a
 bare ASGI app under uvicorn, a minimal litestar app), taking turns with resplog's bursts,
@@ -116,6 +124,28 @@ if os.environ.get("RESPLOG_BENCH_PROFILE"):
     def _dump(*_):
         _profile.disable()
         _profile.dump_stats(os.environ["RESPLOG_BENCH_PROFILE"])
+    signal.signal(signal.SIGUSR2, _dump)
+"""
+
+# Put on the server's path as `sitecustomize.py` for `--collector`: every collection of the
+# cyclic collector timed in the thread's CPU time (it runs in the thread that allocated,
+# the event loop's), by generation; SIGUSR1 starts over, SIGUSR2 writes the figures.
+_COLLECTOR = """
+import gc, json, os, signal, time
+if os.environ.get("RESPLOG_BENCH_GC"):
+    _seen, _began = {}, [0.0]
+    def _timed(phase, info):
+        if phase == "start":
+            _began[0] = time.thread_time()
+            return
+        spent = time.thread_time() - _began[0]
+        count, total, longest = _seen.get(info["generation"], (0, 0.0, 0.0))
+        _seen[info["generation"]] = (count + 1, total + spent, max(longest, spent))
+    gc.callbacks.append(_timed)
+    signal.signal(signal.SIGUSR1, lambda *_: _seen.clear())
+    def _dump(*_):
+        with open(os.environ["RESPLOG_BENCH_GC"], "w") as out:
+            json.dump(_seen, out)
     signal.signal(signal.SIGUSR2, _dump)
 """
 
@@ -610,6 +640,42 @@ async def profile(args: argparse.Namespace) -> None:
                 shutil.copyfile(out, args.profile_out)
 
 
+async def collector(args: argparse.Namespace) -> None:
+    """The cyclic collector during bursts: how often each generation ran and the CPU it
+    took, beside the server's CPU a create in the same bursts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "sitecustomize.py").write_text(_COLLECTOR)
+        out = Path(tmp) / "collections.json"
+        path = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "RESPLOG_BENCH_GC": str(out)}
+        async with serving(tmp, args, env) as server:
+            raw = RawBurst(server.base_url, args.tokens, kept=args.kept_alive)
+            for _ in range(3):  # warm up: connections, pools, caches
+                await raw.burst(args.burst)
+            server.process.send_signal(signal.SIGUSR1)
+            await asyncio.sleep(0.2)
+            _, cpu = await raw_bursts(server.process.pid, raw, args.burst, args.rounds)
+            server.process.send_signal(signal.SIGUSR2)
+            raw.close()
+            await asyncio.sleep(1.0)
+            seen: dict[str, list[float]] = json.loads(out.read_text())
+    creates = args.rounds * args.burst
+    per_create = statistics.mean(cpu)
+    print(
+        f"\n{args.rounds} bursts of {args.burst} streaming creates: {per_create:,.0f} µs of "
+        "CPU a create (mean of the bursts)"
+    )
+    print("| generation | collections | longest | µs a create | of the CPU a create |")
+    print("|---|---|---|---|---|")
+    for generation in ("0", "1", "2"):
+        count, total, longest = seen.get(generation, (0, 0.0, 0.0))
+        spent = total / creates * 1e6
+        print(
+            f"| {generation} | {count:.0f} | {longest * 1e3:.2f} ms | {spent:.1f} | "
+            f"{spent / per_create:.1%} |"
+        )
+
+
 def sampled_part(path: str) -> str:
     """`part_of` for py-spy's paths (shortened to the import path: `asyncio/tasks.py`)."""
     if path == "asyncio/runners.py":  # only `Runner.run`, under which uvloop runs in C
@@ -820,10 +886,15 @@ async def main() -> None:
         help="with --sample: keep py-spy's raw stacks there (one line a stack: frames, count)",
     )
     p.add_argument(
+        "--collector",
+        action="store_true",
+        help="bursts with the cyclic collector's runs timed (see the module's doc)",
+    )
+    p.add_argument(
         "--kept-alive",
         action="store_true",
-        help="with --sample or --profile: the bursts reuse their connections (keep-alive), "
-        "as a pool does",
+        help="with --sample, --profile or --collector: the bursts reuse their connections "
+        "(keep-alive), as a pool does",
     )
     args = p.parse_args()
     if args.sample:
@@ -834,6 +905,9 @@ async def main() -> None:
         return
     if args.profile:
         await profile(args)
+        return
+    if args.collector:
+        await collector(args)
         return
     if args.against or args.against_venv:
         await against(args)
