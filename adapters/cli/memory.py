@@ -23,16 +23,19 @@ log = logging.getLogger("resplog.memory")
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 THRESHOLD = 128 * 1024
-# The cyclic collector's thresholds once started: a young collection once 10,000 more
+# The cyclic collector's thresholds once started: a young collection once 50,000 more
 # containers were allocated than freed, rather than 700. A create allocates many
-# short-lived containers, nearly all freed by their reference counts within the request;
-# at 700 the collector ran often and walked whatever was alive just then (the in-flight
-# streams' frames, events and futures), 6-7 % of a burst's CPU in `perf`. At 10,000 most
-# of them are gone before it looks: 0.93x the CPU per create in a burst of 64
-# (docs/performance.md, "Fewer collections, and one write for a head and its first
-# body"). The older generations keep their ratios (10, 10); what a young collection walks
-# is bounded by what is alive, not by the threshold.
-COLLECT_AFTER = (10_000, 10, 10)
+# short-lived containers, nearly all freed by their reference counts within the request,
+# so the count grows only by what is alive at once: over 10,000 for a burst of 64
+# streaming creates in flight (what waits longer for a collection is only garbage in
+# cycles, which reference counts cannot free). Each young collection walks all that is
+# alive: at 700, and still at 10,000 (the setting before), the collector ran within
+# every such burst, 33 µs of a create's CPU, 4 % (`bench/burst_bench.py --collector`);
+# at 50,000 a burst of 64 meets none. A burst of 256 still does, once: a young collection
+# of some 50,000 objects, 12 ms (docs/performance.md, "The collector in a burst"), where
+# at 10,000 four times as many ran, the longest 12 ms too. The older generations keep
+# their ratios (10, 10).
+COLLECT_AFTER = (50_000, 10, 10)
 
 
 def return_freed_memory() -> bool:
