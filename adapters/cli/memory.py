@@ -30,7 +30,7 @@ THRESHOLD = 128 * 1024
 # streaming creates in flight (what waits longer for a collection is only garbage in
 # cycles, which reference counts cannot free). Each young collection walks all that is
 # alive: at 700, and still at 10,000 (the setting before), the collector ran within
-# every such burst, 33 µs of a create's CPU, 4 % (`bench/burst_bench.py --collector`);
+# every such burst, 34 µs of a create's CPU, 4 % (`bench/burst_bench.py --collector`);
 # at 50,000 a burst of 64 meets none. A burst of 256 still does, once: a young collection
 # of some 50,000 objects, 12 ms (docs/performance.md, "The collector in a burst"), where
 # at 10,000 four times as many ran, the longest 12 ms too. The older generations keep
