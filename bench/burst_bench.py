@@ -14,13 +14,13 @@ Starts a real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQ
   content delta of each (p50/p99 over the rounds), and the server's CPU per create in the
   burst: as counted from the burst's first write until 0.3 s after its last reply, and
   the same less what the server spends when idle (its polls and timers, measured in the
-  same run) over that window. Baselines: one streaming create alone, and (the floor) a burst of as many
-  `GET /health` requests, what the HTTP stack alone costs in that shape. The burst's
-  client is a minimal one of raw sockets (`RawBurst`: its connections opened before each
-  burst, one prepared request written on each, the chunked replies read with a scan for
-  the first delta), so that the figure is the server's: on the 2-core box an httpx client
-  on the same machine spends more CPU on 64 streams than the server does, and sends the
-  requests one after another while it works. The same burst through httpx is printed
+  same run) over that window. Baselines: one streaming create alone, and (the floor) a
+  burst of as many `GET /health` requests, what the HTTP stack alone costs in that shape.
+  The burst's client is a minimal one of raw sockets (`RawBurst`: its connections opened
+  before each burst, one prepared request written on each, the chunked replies read with a
+  scan for the first delta), so that the figure is the server's: on the 2-core box an
+  httpx client on the same machine spends more CPU on 64 streams than the server does, and
+  sends the requests one after another while it works. The same burst through httpx is printed
   beside it, for comparison, and the burst and its floor again on connections kept open
   from one burst to the next (HTTP/1.1 keep-alive, as an SDK's connection pool sends a
   client's requests): what opening and closing a connection adds to each.
