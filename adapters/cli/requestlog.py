@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from adapters.http.watch import unanswered, watch
+from adapters.http.watch import answered, unanswered, watch
 from service.access import Principal
 
 Scope = MutableMapping[str, Any]
@@ -43,7 +43,7 @@ class _Seen:
 
     def sent(self, message: Message) -> bool:
         if message["type"] == "http.response.start":
-            self.status = int(message["status"])
+            self.status = answered(self.scope, int(message["status"]))
             return self.scope.get("method") == "POST" and self._given() is None
         found = _CREATED_ID.search(bytes(message.get("body", b""))[:_SNIFF_BYTES])
         self.sniffed = found.group(1).decode() if found else None

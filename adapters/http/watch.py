@@ -1,8 +1,8 @@
 """How a middleware sees a response without wrapping `send`: it `watch`es the request, and
 the edge (adapters/http/edge.py), which holds the one wrapper of `send`, shows it the
-response's messages; and the status the observers (request log, metrics, traces) record for
-a request that got none (`unanswered`). No litestar here: the metrics module is also a
-worker's, which serves no API."""
+response's messages; and the status the observers (request log, metrics, traces) record
+for a request whose client had gone before it was answered (`unanswered`, `answered`). No
+litestar here: the metrics module is also a worker's, which serves no API."""
 
 from __future__ import annotations
 
@@ -41,8 +41,22 @@ def watch(scope: Scope, watcher: Watcher) -> None:
 
 def unanswered(scope: Scope) -> int:
     """The status to record for a request that ended with no response begun: 499
-    (`CLIENT_CLOSED`) when the client had gone first (the protocol left None in `ON_GONE`),
-    else 500, what uvicorn answers for an app that ends without answering. A client that
-    leaves mid-body or while its create commits is not a server error, and an operator who
-    alerts on 5xx must not be woken by it."""
-    return CLIENT_CLOSED if ON_GONE in scope and scope[ON_GONE] is None else 500
+    (`CLIENT_CLOSED`) when the client had gone first, else 500, what uvicorn answers for an
+    app that ends without answering. A client that leaves mid-body or while its create
+    commits is not a server error, and an operator who alerts on 5xx must not be woken by
+    it."""
+    return CLIENT_CLOSED if _gone(scope) else 500
+
+
+def answered(scope: Scope, status: int) -> int:
+    """The status to record for a response begun with `status`: 499 (`CLIENT_CLOSED`) when
+    its client had gone before it began, so that nobody got it (a plain create whose client
+    gave up while it generated); else `status`. A stream its client leaves midway keeps the
+    status its head carried."""
+    return CLIENT_CLOSED if _gone(scope) else status
+
+
+def _gone(scope: Scope) -> bool:
+    """Whether the connection was lost before the response was complete (the protocol
+    leaves None in `ON_GONE`; a server without it never says)."""
+    return ON_GONE in scope and scope[ON_GONE] is None

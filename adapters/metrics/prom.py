@@ -40,7 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from adapters.http.watch import unanswered, watch
+from adapters.http.watch import answered, unanswered, watch
 from service.ports import StoredEvent
 
 Access = Literal["open", "key", "off"]
@@ -355,7 +355,7 @@ class Metrics:
     async def _measured(self, app: Any, scope: Any, receive: Any, send: Any) -> None:
         """One HTTP request through `app`, counted; an SSE stream is also an open
         connection, and its first event is timed."""
-        exchange = _Exchange(time.perf_counter(), self)
+        exchange = _Exchange(time.perf_counter(), self, scope)
         watch(scope, exchange)
         route = route_of(scope["path"])
         self.in_flight.inc()
@@ -405,15 +405,16 @@ class _Exchange:
     """What one request's response sent so far (an `edge.Watcher`): its status, whether it
     is an SSE stream, and when its first event went out."""
 
-    def __init__(self, began: float, metrics: Metrics) -> None:
+    def __init__(self, began: float, metrics: Metrics, scope: Any) -> None:
         self.began = began
         self.metrics = metrics
+        self.scope = scope
         self.status: int | None = None  # no response begun (yet): see `unanswered`
         self.streaming = False  # an SSE response (counted open until the request ends)
 
     def sent(self, message: Any) -> bool:
         if message["type"] == "http.response.start":
-            self.status = message["status"]
+            self.status = answered(self.scope, message["status"])
             kind = dict(message.get("headers") or []).get(b"content-type", b"")
             if kind.startswith(b"text/event-stream"):
                 self.streaming = True

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from adapters.http.watch import unanswered
+from adapters.http.watch import answered, unanswered
 from domain.events import AnyEvent, EndFacts
 from domain.state import ResponseState
 from service.observe import GenerationTrace
@@ -84,7 +84,7 @@ class OtelTracer:
 
             async def sending(message: Any) -> None:
                 if message["type"] == "http.response.start":
-                    status[0] = message["status"]
+                    status[0] = answered(scope, message["status"])
                 await send(message)
 
             with trace.use_span(span, end_on_exit=True, record_exception=True):

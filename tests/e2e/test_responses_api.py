@@ -327,7 +327,9 @@ def test_a_disconnected_non_background_stream_stops_and_is_recorded(
 
 
 def test_a_plain_create_whose_client_went_away_is_cancelled(server: Server) -> None:
-    """Its id would reach the client only at the end: nobody else could stop it."""
+    """Its id would reach the client only at the end: nobody else could stop it. Its answer
+    then goes to nobody: the request log says 499, not the 200 it would have carried."""
+    logged = len(server.log_text())
     slow = {"scripted_delay_ms": "50", "scripted_tokens": "100000"}  # about 80 minutes
     body = {"model": "went-away", "input": "bye", "metadata": slow}  # any name is served
     with httpx.Client(base_url=server.base_url) as http, pytest.raises(httpx.ReadTimeout):
@@ -337,6 +339,10 @@ def test_a_plain_create_whose_client_went_away_is_cancelled(server: Server) -> N
     while server.count_rows(cancelled) == 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert server.count_rows(cancelled) == 1
+    while " POST /v1/responses 499 " not in server.log_text()[logged:]:
+        assert time.monotonic() < deadline, server.log_text()[logged:]
+        time.sleep(0.05)
+    assert " POST /v1/responses 200 " not in server.log_text()[logged:]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from adapters.http.edge import edge
-from adapters.http.watch import CLIENT_CLOSED, ON_GONE, unanswered, watch
+from adapters.http.watch import CLIENT_CLOSED, ON_GONE, answered, unanswered, watch
 
 Message = dict[str, Any]
 
@@ -95,3 +95,11 @@ def test_a_request_with_no_response_is_499_when_its_client_left_first_else_500()
     assert unanswered({"type": "http", ON_GONE: None}) == CLIENT_CLOSED == 499  # it left
     assert unanswered({"type": "http", ON_GONE: []}) == 500  # still there: the app failed
     assert unanswered({"type": "http"}) == 500  # a server that does not say
+
+
+def test_a_response_begun_after_its_client_left_is_499_else_its_own_status() -> None:
+    """A plain create answers when its generation ends; a client that gave up before then
+    got nothing (adapters/http/watch.py `answered`)."""
+    assert answered({"type": "http", ON_GONE: None}, 200) == CLIENT_CLOSED
+    assert answered({"type": "http", ON_GONE: []}, 200) == 200
+    assert answered({"type": "http"}, 503) == 503
