@@ -15,9 +15,9 @@ import httpx
 import openai
 import pytest
 from openai.types.responses import Response, ResponseIncompleteEvent
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import Server
+from tests.e2e.test_metrics import scrape, value
 
 SLOW = {"scripted_delay_ms": "20", "scripted_tokens": "400"}
 
@@ -460,14 +460,8 @@ def test_the_creates_own_endpoint_answers_as_the_routes_do(
     assert server.count_rows() == before
 
     def left() -> float:  # creates whose client left before any answer (status 499)
-        page = http.get("/metrics").text
-        return sum(
-            s.value
-            for family in text_string_to_metric_families(page)
-            for s in family.samples
-            if s.name == "resplog_http_requests_total"
-            and s.labels == {"method": "POST", "route": "/v1/responses", "status": "499"}
-        )
+        labels = {"method": "POST", "route": "/v1/responses", "status": "499"}
+        return value(scrape(http), "resplog_http_requests_total", **labels)
 
     left_before = left()
     host, port = server.base_url.removeprefix("http://").split(":")
