@@ -9,6 +9,8 @@ reads, and finally `<|start|>assistant` for the model to continue.
 from __future__ import annotations
 
 import json
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
 from typing import Any
@@ -21,6 +23,7 @@ from openai_harmony import (
     Message,
     ReasoningEffort,
     RenderConversationConfig,
+    RenderOptions,
     Role,
     SystemContent,
     TextContent,
@@ -88,6 +91,7 @@ class HarmonyRenderer:
         self.knowledge_cutoff = knowledge_cutoff
         self.today = today
         self.stop_token_ids = stop_token_ids(self.encoding)
+        self._rendered = RenderedMessages(self.encoding)
 
     def conversation(self, prompt: Prompt) -> Conversation:
         """The harmony conversation of `prompt`, earlier chain-of-thought already dropped."""
@@ -103,14 +107,12 @@ class HarmonyRenderer:
         return Conversation.from_messages(head + body)
 
     def render(self, prompt: Prompt) -> list[int]:
-        """Prompt token ids, ending in `<|start|>assistant`."""
+        """Prompt token ids, ending in `<|start|>assistant`: what harmony's
+        `render_conversation_for_completion` gives for `conversation(prompt)`, message by
+        message (`RenderedMessages`)."""
         # Dropping is done by `drop_spent_reasoning`, whose rule is gpt-oss's; harmony's own
-        # auto-drop only looks at the analysis before the *first* final message.
-        config = RenderConversationConfig(auto_drop_analysis=False)
-        ids = self.encoding.render_conversation_for_completion(
-            self.conversation(prompt), Role.ASSISTANT, config
-        )
-        return list(ids)
+        # auto-drop (off here) only looks at the analysis before the *first* final message.
+        return self._rendered.conversation(self.conversation(prompt).messages)
 
     def _system(self, prompt: Prompt) -> Message:
         effort = _EFFORT.get(prompt.reasoning.effort or "medium", ReasoningEffort.MEDIUM)
@@ -130,6 +132,119 @@ class HarmonyRenderer:
         if "python" in kinds:
             content = content.with_python_tool()
         return Message.from_role_and_content(Role.SYSTEM, content)
+
+
+# --- rendering, message by message ------------------------------------------------------
+
+# What the cache of rendered messages may hold, in bytes (each message's JSON and 4 bytes a
+# token id); a message larger than a sixteenth of it is rendered each time instead.
+RENDERED_BYTES = 32 * 1024 * 1024
+
+
+class RenderedMessages:
+    """A conversation's token ids, rendered a message at a time by harmony and kept.
+
+    Why: openai-harmony encodes every formatting token of a message (`<|start|>`,
+    `<|channel|>`, `<|message|>`, `<|end|>`) by building the set of its thousand special
+    tokens again, so a message costs 80-120 µs to render however short it is, and a prompt
+    of a system and a user message 230 µs (docs/performance.md, "The harmony rendering").
+    Harmony renders a conversation as its messages' renderings one after another, each
+    given one fact about the whole (whether a developer message declares function tools),
+    then `<|start|>` and the next role (openai-harmony's `render_conversation_into`, with
+    `auto_drop_analysis` off as here). So each message is rendered once for the JSON
+    harmony is given and that fact, and kept: the system message is the same for every
+    request of a day and effort, an agent's developer message recurs every turn, and so
+    does a conversation's history. A user's plain text message, the one item that is new
+    in most requests, is put together here from the formatting tokens' ids and its text's
+    ordinary tokens, as harmony renders it (checked against harmony in the tests).
+    """
+
+    def __init__(self, encoding: Any, limit: int = RENDERED_BYTES) -> None:
+        self.encoding = encoding
+        self._limit = limit
+        self._kept: OrderedDict[tuple[bool, str], array[int]] = OrderedDict()
+        self._size = 0
+        empty = Conversation.from_messages([])
+        config = RenderConversationConfig(auto_drop_analysis=False)
+        self._next = list(
+            encoding.render_conversation_for_completion(empty, Role.ASSISTANT, config)
+        )
+        start, message, end = (
+            _special(encoding, t) for t in ("<|start|>", "<|message|>", "<|end|>")
+        )
+        self._user_head = [start, *self._ordinary(Role.USER.value), message]
+        self._end = end
+
+    def conversation(self, messages: list[Message]) -> list[int]:
+        """The ids of `messages`, then `<|start|>assistant`."""
+        options = RenderOptions(conversation_has_function_tools=_declares_functions(messages))
+        ids: list[int] = []
+        for message in messages:
+            text = _plain_user_text(message)
+            if text is not None:
+                ids += self._user_head
+                ids += self._ordinary(text)
+                ids.append(self._end)
+            else:
+                ids += self._message(message, options)
+        ids += self._next
+        return ids
+
+    def _ordinary(self, text: str) -> list[int]:
+        """`text` as ordinary tokens: what looks like a special token is text (as harmony's
+        `encode_ordinary` reads a message's text)."""
+        return list(self.encoding.encode(text, disallowed_special=()))
+
+    def _message(self, message: Message, options: RenderOptions) -> array[int] | list[int]:
+        key = (options.conversation_has_function_tools, message.to_json())
+        kept = self._kept.get(key)
+        if kept is not None:
+            self._kept.move_to_end(key)
+            return kept
+        ids = array("I", self.encoding.render(message, options))
+        size = len(key[1]) + 4 * len(ids)
+        if size * 16 > self._limit:
+            return ids
+        self._kept[key] = ids
+        self._size += size
+        while self._size > self._limit:
+            (_, json_text), old = self._kept.popitem(last=False)
+            self._size -= len(json_text) + 4 * len(old)
+        return ids
+
+
+def _special(encoding: Any, token: str) -> int:
+    (rank,) = encoding.encode(token, allowed_special={token})
+    return int(rank)
+
+
+def _declares_functions(messages: list[Message]) -> bool:
+    """Whether a developer message declares function tools: harmony's one fact about a
+    whole conversation that a message's rendering reads (its system message then says
+    where calls go)."""
+    for message in messages:
+        for content in message.content:
+            if isinstance(content, DeveloperContent) and content.tools:
+                functions = content.tools.get("functions")
+                if functions is not None and functions.tools:
+                    return True
+    return False
+
+
+def _plain_user_text(message: Message) -> str | None:
+    """The text of a user message that is nothing but one text (no name, channel,
+    recipient or content type), whose rendering is `<|start|>user<|message|>TEXT<|end|>`."""
+    if (
+        message.author.role != Role.USER
+        or message.author.name is not None
+        or message.channel is not None
+        or message.recipient is not None
+        or message.content_type is not None
+        or len(message.content) != 1
+    ):
+        return None
+    (content,) = message.content
+    return content.text if type(content) is TextContent else None
 
 
 # --- developer message ------------------------------------------------------------------
