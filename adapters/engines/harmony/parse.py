@@ -1,4 +1,5 @@
-"""Parse gpt-oss output token ids into semantic deltas with harmony's `StreamableParser`.
+"""Parse gpt-oss output token ids into semantic deltas, read by `HarmonyStream` (harmony's
+`StreamableParser`, step for step, without its cost a header token: stream.py).
 
 `analysis` is reasoning, `final` the answer, `commentary` to `functions.x` a call of `x`
 (its content the arguments), `commentary` with no recipient a preamble. Each message
@@ -13,8 +14,9 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import msgspec
-from openai_harmony import HarmonyError, Role, StreamableParser
+from openai_harmony import HarmonyError
 
+from adapters.engines.harmony.stream import HarmonyStream
 from domain.errors import EngineError
 from domain.generation import (
     AnyDelta,
@@ -94,7 +96,7 @@ class HarmonyParser:
     """Incremental: feed each chunk's new token ids, get the deltas they complete."""
 
     def __init__(self, encoding: Any) -> None:
-        self._parser = StreamableParser(encoding, Role.ASSISTANT)
+        self._parser = HarmonyStream(encoding)
         self._message_token, self._end_tokens = _markers(encoding)
         self._kind: Kind | None = None  # the open message's kind, once its header is read
         self._opened = False  # whether a delta of the open message was yielded

@@ -147,7 +147,8 @@ class RenderedMessages:
     Why: openai-harmony encodes every formatting token of a message (`<|start|>`,
     `<|channel|>`, `<|message|>`, `<|end|>`) by building the set of its thousand special
     tokens again, so a message costs 80-120 µs to render however short it is, and a prompt
-    of a system and a user message 230 µs (docs/performance.md, "The harmony rendering").
+    of a system and a user message 230 µs (docs/performance.md, "The harmony rendering and
+    parser").
     Harmony renders a conversation as its messages' renderings one after another, each
     given one fact about the whole (whether a developer message declares function tools),
     then `<|start|>` and the next role (openai-harmony's `render_conversation_into`, with
