@@ -147,8 +147,9 @@ def test_no_developer_message_without_instructions_or_tools(renderer: HarmonyRen
     assert "<|start|>developer" not in text(renderer, make_prompt())
 
 
-def test_a_tool_call_turn_keeps_its_reasoning_while_mid_turn(renderer: HarmonyRenderer) -> None:
-    prompt = make_prompt(
+def tool_loop_step() -> Any:
+    """The second step of a tool loop: the call's output, after the turn that made it."""
+    return make_prompt(
         [tool_output("call_1", "20C")],
         history=[
             turn(
@@ -158,6 +159,10 @@ def test_a_tool_call_turn_keeps_its_reasoning_while_mid_turn(renderer: HarmonyRe
         ],
         tools=[WEATHER],
     )
+
+
+def test_a_tool_call_turn_keeps_its_reasoning_while_mid_turn(renderer: HarmonyRenderer) -> None:
+    prompt = tool_loop_step()
     expected = [
         system(),
         developer(None, [WEATHER]),
@@ -374,16 +379,7 @@ def whole(renderer: HarmonyRenderer, prompt: Any) -> list[int]:
 PROMPTS = {
     "a user message": make_prompt(),
     "instructions and a function tool": make_prompt(instructions="Be brief.", tools=[WEATHER]),
-    "a tool loop's second step": make_prompt(
-        [tool_output("call_1", "20C")],
-        history=[
-            turn(
-                [user("Weather in Tokyo?")],
-                [reasoning("I need the tool."), call("call_1", "get_weather", ARGS)],
-            )
-        ],
-        tools=[WEATHER],
-    ),
+    "a tool loop's second step": tool_loop_step(),
     "earlier turns, a preamble and a reasoning item passed back": make_prompt(
         [input_reasoning("Thinking."), input_call("c2", "get_weather", ARGS)],
         history=[
