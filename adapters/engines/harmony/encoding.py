@@ -29,3 +29,11 @@ def gpt_oss_encoding(cache_dir: Path | None = None) -> Any:
 def stop_token_ids(encoding: Any) -> list[int]:
     """Where an assistant turn ends: `<|return|>` and `<|call|>` (not `<|end|>`)."""
     return sorted(encoding.stop_tokens_for_assistant_actions())
+
+
+def special_token(encoding: Any, token: str) -> int:
+    """The id of a special token (`<|start|>`, `<|message|>`...). openai-harmony's `encode`
+    takes a millisecond for it (it builds its set of special tokens to check the text), so
+    callers find the ids they need once."""
+    (rank,) = encoding.encode(token, allowed_special={token})
+    return int(rank)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import msgspec
 from openai_harmony import HarmonyError
 
+from adapters.engines.harmony.encoding import special_token
 from adapters.engines.harmony.stream import HarmonyStream
 from domain.errors import EngineError
 from domain.generation import (
@@ -30,17 +31,12 @@ from domain.generation import (
 Kind = Literal["reasoning", "preamble", "answer", "call"]
 
 
-def _token(encoding: Any, text: str) -> int:
-    (token,) = encoding.encode(text, allowed_special="all")
-    return int(token)
-
-
 @functools.cache
 def _markers(encoding: Any) -> tuple[int, frozenset[int]]:
     """`<|message|>` and the message ends, once per encoding (encoding them is not free,
     and a parser is made for every generation)."""
-    ends = frozenset(_token(encoding, t) for t in ("<|end|>", "<|call|>", "<|return|>"))
-    return _token(encoding, "<|message|>"), ends
+    ends = frozenset(special_token(encoding, t) for t in ("<|end|>", "<|call|>", "<|return|>"))
+    return special_token(encoding, "<|message|>"), ends
 
 
 def classify(channel: str | None, recipient: str | None) -> Kind:

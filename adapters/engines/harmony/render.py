@@ -31,7 +31,7 @@ from openai_harmony import (
     ToolNamespaceConfig,
 )
 
-from adapters.engines.harmony.encoding import gpt_oss_encoding, stop_token_ids
+from adapters.engines.harmony.encoding import gpt_oss_encoding, special_token, stop_token_ids
 from domain.errors import EngineError
 from domain.generation import Prompt
 from domain.objects import (
@@ -148,9 +148,8 @@ class RenderedMessages:
     `<|channel|>`, `<|message|>`, `<|end|>`) by building the set of its thousand special
     tokens again, so a message costs 80-120 µs to render however short it is, and a prompt
     of a system and a user message 230 µs (docs/performance.md, "The harmony rendering and
-    parser").
-    Harmony renders a conversation as its messages' renderings one after another, each
-    given one fact about the whole (whether a developer message declares function tools),
+    parser"). Harmony renders a conversation as its messages' renderings one after another,
+    each given one fact about the whole (whether a developer message declares function tools),
     then `<|start|>` and the next role (openai-harmony's `render_conversation_into`, with
     `auto_drop_analysis` off as here). So each message is rendered once for the JSON
     harmony is given and that fact, and kept: the system message is the same for every
@@ -171,7 +170,7 @@ class RenderedMessages:
             encoding.render_conversation_for_completion(empty, Role.ASSISTANT, config)
         )
         start, message, end = (
-            _special(encoding, t) for t in ("<|start|>", "<|message|>", "<|end|>")
+            special_token(encoding, t) for t in ("<|start|>", "<|message|>", "<|end|>")
         )
         self._user_head = [start, *self._ordinary(Role.USER.value), message]
         self._end = end
@@ -212,11 +211,6 @@ class RenderedMessages:
             (_, json_text), old = self._kept.popitem(last=False)
             self._size -= len(json_text) + 4 * len(old)
         return ids
-
-
-def _special(encoding: Any, token: str) -> int:
-    (rank,) = encoding.encode(token, allowed_special={token})
-    return int(rank)
 
 
 def _declares_functions(messages: list[Message]) -> bool:

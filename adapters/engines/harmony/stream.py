@@ -25,6 +25,8 @@ from typing import Any
 
 from openai_harmony import HarmonyError
 
+from adapters.engines.harmony.encoding import special_token
+
 _REPLACEMENT = "\ufffd"
 _ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})
 _CHANNEL = "<|channel|>"
@@ -46,8 +48,8 @@ class Vocabulary:
 
     def __init__(self, encoding: Any) -> None:
         self.encoding = encoding
-        self.start = _special(encoding, "<|start|>")
-        self.message = _special(encoding, "<|message|>")
+        self.start = special_token(encoding, "<|start|>")
+        self.message = special_token(encoding, "<|message|>")
         self.stops = frozenset(int(t) for t in encoding.stop_tokens())
         self._bytes: dict[int, bytes] = {}
 
@@ -64,11 +66,6 @@ class Vocabulary:
 @functools.cache
 def vocabulary(encoding: Any) -> Vocabulary:
     return Vocabulary(encoding)
-
-
-def _special(encoding: Any, token: str) -> int:
-    (rank,) = encoding.encode(token, allowed_special={token})
-    return int(rank)
 
 
 class HarmonyStream:
