@@ -19,7 +19,7 @@ from openai_harmony import (
     StreamableParser,
 )
 
-from adapters.engines.harmony import gpt_oss_encoding
+from adapters.engines.harmony import gpt_oss_encoding, stream
 from adapters.engines.harmony.stream import HarmonyStream
 
 Seen = tuple[str | None, str | None, str | None, str | None]
@@ -229,3 +229,12 @@ def test_a_header_is_read_as_harmony_reads_it(header: str, second: bool) -> None
     text = f"{first}{header}<|message|>x<|end|>"
     theirs, ours = both(enc, enc.encode(text, allowed_special="all"))
     assert ours == theirs
+
+
+def test_the_bytes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "KEPT_TOKENS", 4)
+    enc = encoding()
+    text = "<|channel|>final<|message|>one two three four five six seven eight<|return|>"
+    theirs, ours = both(enc, enc.encode(text, allowed_special="all"))
+    assert ours == theirs
+    assert 0 < len(stream.vocabulary(enc)._bytes) <= 4
