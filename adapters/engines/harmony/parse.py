@@ -9,15 +9,13 @@ as incomplete.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import Any, Literal
 
 import msgspec
 from openai_harmony import HarmonyError
 
-from adapters.engines.harmony.encoding import special_token
-from adapters.engines.harmony.stream import HarmonyStream
+from adapters.engines.harmony.stream import HarmonyStream, vocabulary
 from domain.errors import EngineError
 from domain.generation import (
     AnyDelta,
@@ -29,14 +27,6 @@ from domain.generation import (
 )
 
 Kind = Literal["reasoning", "preamble", "answer", "call"]
-
-
-@functools.cache
-def _markers(encoding: Any) -> tuple[int, frozenset[int]]:
-    """`<|message|>` and the message ends, once per encoding (encoding them is not free,
-    and a parser is made for every generation)."""
-    ends = frozenset(special_token(encoding, t) for t in ("<|end|>", "<|call|>", "<|return|>"))
-    return special_token(encoding, "<|message|>"), ends
 
 
 def classify(channel: str | None, recipient: str | None) -> Kind:
@@ -93,7 +83,10 @@ class HarmonyParser:
 
     def __init__(self, encoding: Any) -> None:
         self._parser = HarmonyStream(encoding)
-        self._message_token, self._end_tokens = _markers(encoding)
+        # `<|message|>`, and the message ends (`<|end|>`, `<|call|>`, `<|return|>`: harmony's
+        # stop tokens), as the stream found them once for the encoding.
+        vocab = vocabulary(encoding)
+        self._message_token, self._end_tokens = vocab.message, vocab.stops
         self._kind: Kind | None = None  # the open message's kind, once its header is read
         self._opened = False  # whether a delta of the open message was yielded
         self._message_tokens = 0
