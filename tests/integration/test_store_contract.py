@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from types import SimpleNamespace
 
 import msgspec
 import pytest
@@ -99,6 +100,46 @@ async def test_a_flush_of_any_mix_of_new_moved_and_changed_streams_commits(
         row = await store.get(rid)
         assert row is not None and row.version == len(events) - 1
         assert row.status == ("completed" if kind == "changed" else "in_progress")
+
+
+# The times of a stream's appends (new; then a background one's start, changed; a delta,
+# moved; the end, changed), whose shortest texts are awkward: 17 significant digits, 16, a
+# whole number (the flush sends them as text: adapters/store/postgres.py).
+_TIMES = (1_796_591_523.395_535_7, 1_234_567_890.123_456_7, 1_700_000_000.0, 0.1 + 1e9)
+
+
+@pytest.mark.parametrize(("background", "previous"), [(False, None), (True, "resp_before")])
+async def test_a_flush_keeps_every_value_of_its_rows_exactly(
+    store: SqlEventStore,
+    background: bool,
+    previous: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PostgreSQL's flush sends its claims' rows as JSON and the events' positions and times
+    as array literals, not as parameters of their own types (adapters/store/postgres.py):
+    every value comes back as it went, floats to the last bit, for a new, a moved and a
+    changed stream, and text that JSON must escape stays as it was. (The store's clock is
+    set to each append's time, for its row's `updated_at`.)"""
+    model = 'Model "Q" \\ ✓ \x1f\x1e'
+    appends = streams.script(
+        deltas=1, background=background, store=False, previous=previous, model=model
+    )
+    rid = appends[0][1][0].response.id  # type: ignore[attr-defined]
+    times = iter(_TIMES[: len(appends)])
+    for expected, events in appends:  # new, then moved (the delta), then changed (the end)
+        at = next(times)
+        monkeypatch.setattr("adapters.store.sql.time", SimpleNamespace(time=lambda at=at: at))
+        assert await store.commit([encode_append(rid, expected, events, at)]) == {}
+        row = await store.get(rid)
+        assert row is not None and row.updated_at == at
+    stored = await store.read(rid)
+    wanted = [at for (_, ev), at in zip(appends, _TIMES[: len(appends)], strict=True) for _ in ev]
+    assert [s.recorded_at for s in stored] == wanted
+    assert [s.position for s in stored] == list(range(len(wanted)))
+    assert (row.model, row.background, row.store) == (model, background, False)
+    assert row.previous_response_id == previous
+    created = appends[0][1][0].response.created_at  # type: ignore[attr-defined]
+    assert (row.created_at, row.status) == (float(created), "completed")
 
 
 async def test_read_after_and_limit_page_through_a_stream(store: SqlEventStore) -> None:
