@@ -133,7 +133,10 @@ def _shifted(sql: str, by: int) -> str:
 # re-check after a concurrent commit are the same as for the statements run one by one.
 # The events' columns go as one text each, not as arrays (the abstract base class checks
 # above cost each event's values): the text columns joined by chr(31) (`_joined`), the
-# positions and times as JSON arrays read as array literals (`_json`).
+# positions as a JSON array read as an array literal (`_json`). Not the times: they stay a
+# float8[] parameter, since PostgreSQL reads a float's text (`float8in`) for some 1 µs of
+# its own CPU, several times what the client's checks of the element cost
+# (docs/performance.md, "The flush without arrays").
 # The doorbell names every stream of the flush (a lost one costs its tails one empty
 # read) and rings only if a stream won; PostgreSQL delivers a repeated payload once.
 _KINDS = ("new", "moved", "changed")  # the CTE of each of `_CLAIMS`, in that order
@@ -165,7 +168,7 @@ inserted AS (
                          string_to_array({e[2]}::text, chr(31)),
                          string_to_array({e[3]}::text, chr(31)),
                          string_to_array({e[4]}::text, chr(31), chr(30)),
-                         translate({e[5]}::text, '[]', '{{}}')::float8[])
+                         {e[5]}::float8[])
          AS e(stream_id, position, type, data, facts, at)
     WHERE e.stream_id IN (SELECT id FROM won)
 )
@@ -260,10 +263,10 @@ def _joined(values: Sequence[object], *, nulls: bool = False) -> str | None:
     return joined
 
 
-# A claim's rows, as `_CLAIMS` read them, and the events' positions and times, which
-# `commit_one` reads as array literals (a JSON array of numbers with braces for brackets):
-# msgspec writes a float as the shortest text that reads back as the same double, a tenth
-# of what `repr` costs (Python's `repr` of a time takes some 6,700 instructions).
+# A claim's rows, as `_CLAIMS` read them, and the events' positions, which `commit_one`
+# reads as an array literal (a JSON array of numbers with braces for brackets). msgspec
+# writes a float as the shortest text that reads back as the same double, a tenth of what
+# Python's `repr` costs.
 _json = msgspec.json.Encoder().encode
 
 
@@ -497,7 +500,7 @@ class PostgresEventStore(SqlEventStore):
         for claim in claims:
             if claim is not None:  # some batch of this kind: else `commit_one` leaves its CTE out
                 params.extend(claim)
-        params += (texts[0], _json(positions).decode(), *texts[1:], _json(at).decode(), CHANNEL)
+        params += (texts[0], _json(positions).decode(), *texts[1:], at, CHANNEL)
         params.append(doorbell_payload(self.origin, [b.stream_id for b in batches]))
         new, moved, changed = (claim is not None for claim in claims)
         statement = commit_one((new, moved, changed))
