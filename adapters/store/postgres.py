@@ -135,7 +135,7 @@ def _shifted(sql: str, by: int) -> str:
 # above cost each event's values): the text columns joined by chr(31) (`_joined`), the
 # positions as a JSON array read as an array literal (`_json`). Not the times: they stay a
 # float8[] parameter, since PostgreSQL reads a float's text (`float8in`) for some 1 µs of
-# its own CPU, several times what the client's checks of the element cost
+# its own CPU, more than twice what the client's checks of the element cost
 # (docs/performance.md, "The flush without arrays").
 # The doorbell names every stream of the flush (a lost one costs its tails one empty
 # read) and rings only if a stream won; PostgreSQL delivers a repeated payload once.
@@ -147,7 +147,7 @@ def commit_one(kinds: tuple[bool, bool, bool]) -> str:
     """The flush as one statement, for a flush of these kinds of claims (new, moved,
     changed streams): only those CTEs, their parameters first, in `_CLAIMS`' order, then
     the events' six columns, the channel and the payload. A kind no batch is costs
-    nothing: a flush of deltas alone, the most common, binds 12 parameters instead of 20
+    nothing: a flush of deltas alone, the most common, binds 12 parameters instead of 17
     and runs one CTE instead of three. At most seven statements, each prepared once per
     connection."""
     ctes: list[str] = []
