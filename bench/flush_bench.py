@@ -6,8 +6,8 @@ docs/performance.md, "The flush's parameters".
 A flush of deltas, the most common (each stream of it moved by a few events, no lifecycle
 event), committed on a fresh PostgreSQL database by the statement the store runs
 (`adapters/store/postgres.py`, `commit_one`) and by the baseline, the statement as it was
-before its claims took their rows as JSON and the events' positions and times went as
-text: those as array parameters (`BEFORE`, made here from the same source, so the two differ
+before its claim took its rows as JSON and the events' positions went as text: those as
+array parameters (`BEFORE`, made here from the same source, so the two differ
 in nothing else). Earlier figures in docs/performance.md had another baseline: every CTE,
 every column an array. Both advance the same streams, alternating, so that every
 guard holds and every event is written. The figure is this process's CPU
@@ -39,8 +39,8 @@ from adapters.store.rows import Append, encode_append, merge
 from bench.databases import PG, _dsn, drop_postgres, fresh_postgres
 from bench.store_bench import Plan, plan_stream, stream_id
 
-# The statement before (a flush of deltas): the claim's columns, and the events' positions
-# and times, as arrays.
+# The statement before (a flush of deltas): the claim's columns, and the events' positions,
+# as arrays.
 BEFORE = """
 WITH moved AS (
 UPDATE responses AS r
@@ -93,11 +93,10 @@ async def run(args: argparse.Namespace) -> None:
         assert isinstance(store, PostgresEventStore)
         conn = await asyncpg.connect(_dsn(url))
         backend = _schedstat(await conn.fetchval("SELECT pg_backend_pid()"))
-        server = backend is not None
         print(f"# flushes of deltas, {args.flushes} a batch, {args.rounds} rounds, client CPU")
         head = "| streams x events | before: µs a flush | now | now / before | µs an event |"
         rule = "|---|---|---|---|---|"
-        if server:
+        if backend is not None:
             head += " database backend: before | now | now / before |"
             rule += "---|---|---|"
         print(head)
@@ -116,7 +115,7 @@ async def run(args: argparse.Namespace) -> None:
             for _ in range(args.rounds):
                 for label, make in (("before", before_params), ("now", now_params)):
                     took = 0.0
-                    began = _on_cpu(backend) if server else 0
+                    began = 0 if backend is None else _on_cpu(backend)
                     for _ in range(args.flushes):
                         step = slice(cursor, cursor + per)
                         batches = [
@@ -129,7 +128,7 @@ async def run(args: argparse.Namespace) -> None:
                         took += time.process_time() - start
                         assert len(won) == streams, "a guard missed"
                     cpu[label].append(took / args.flushes * 1e6)
-                    if server:
+                    if backend is not None:
                         db[label].append((_on_cpu(backend) - began) / args.flushes / 1e3)
             before, now = (statistics.median(cpu[k]) for k in ("before", "now"))
             events = streams * per
@@ -137,7 +136,7 @@ async def run(args: argparse.Namespace) -> None:
                 f"| {streams} x {per} | {before:,.0f} | {now:,.0f} | {now / before:.2f} |"
                 f" {before / events:.1f} → {now / events:.1f} |"
             )
-            if server:
+            if backend is not None:
                 b, n = (statistics.median(db[k]) for k in ("before", "now"))
                 line += f" {b:,.0f} | {n:,.0f} | {n / b:.2f} |"
             print(line)
@@ -153,9 +152,8 @@ def _schedstat(pid: int) -> Path | None:
     return path if path.exists() else None
 
 
-def _on_cpu(schedstat: Path | None) -> int:
+def _on_cpu(schedstat: Path) -> int:
     """A process's time on a CPU so far, in ns (the first field of its schedstat)."""
-    assert schedstat is not None
     return int(schedstat.read_text().split()[0])
 
 

@@ -104,7 +104,7 @@ async def test_a_flush_of_any_mix_of_new_moved_and_changed_streams_commits(
 
 # The times of a stream's appends (new; then a background one's start, changed; a delta,
 # moved; the end, changed), whose shortest texts are awkward: 17 significant digits, 16, a
-# whole number (the flush sends them as text: adapters/store/postgres.py).
+# whole number (the flush sends a row's times as JSON text: adapters/store/postgres.py).
 _TIMES = (1_796_591_523.395_535_7, 1_234_567_890.123_456_7, 1_700_000_000.0, 0.1 + 1e9)
 
 
@@ -115,8 +115,8 @@ async def test_a_flush_keeps_every_value_of_its_rows_exactly(
     previous: str | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """PostgreSQL's flush sends its claims' rows as JSON and the events' positions and times
-    as array literals, not as parameters of their own types (adapters/store/postgres.py):
+    """PostgreSQL's flush sends its claims' rows as JSON and the events' positions as an
+    array literal, not as parameters of their own types (adapters/store/postgres.py):
     every value comes back as it went, floats to the last bit, for a new, a moved and a
     changed stream, and text that JSON must escape stays as it was. (The store's clock is
     set to each append's time, for its row's `updated_at`.)"""
