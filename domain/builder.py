@@ -279,7 +279,9 @@ def _cut_off(
 
 
 def _text(batch: Batch, delta: TextDelta) -> None:
-    if delta.text:
+    # Empty text with logprobs is still a delta: the scores of the last tokens of an answer
+    # cut mid-character, whose text never completed, are the client's too.
+    if delta.text or delta.logprobs:
         _ensure_message(batch, delta.phase)
         _add_text(batch, delta.text, OutputText(text=""), delta.logprobs)
 

@@ -387,7 +387,7 @@ class ChatStream:
             reasoning = delta.reasoning_content or delta.reasoning  # never both: same text
             self._text("reasoning", reasoning, out)
             scores = _logprobs(choice)
-            if scores and not delta.content:
+            if scores and not delta.content and self._textless_text_token(delta):
                 self.held_logprobs += scores
             self._text("text", delta.content, out, scores)
             self._text("refusal", delta.refusal, out)
@@ -400,8 +400,20 @@ class ChatStream:
             self.finish_reason = reason
             self._switch(None, out)
 
+    def _textless_text_token(self, delta: _Delta) -> bool:
+        """Whether scores that came with no content belong to the answer's text: a token of
+        a character split across tokens, in or before a message. Not those of reasoning (a
+        chat upstream may score its tokens too; the Responses API scores only output text)
+        or of a tool call."""
+        return self.kind in (None, "text") and not delta.tool_calls and not delta.refusal
+
     def _switch(self, kind: Kind | None, out: list[AnyDelta]) -> None:
         if self.kind is not None and kind != self.kind:
+            if self.kind == "text" and self.held_logprobs:
+                # The message ends on tokens whose character never completed (cut off at
+                # `max_tokens`, say): their scores go out with no text rather than be lost.
+                held, self.held_logprobs = self.held_logprobs, []
+                out.append(TextDelta(text="", logprobs=held))
             out.append(EndItem())
             if self.kind == "call" and self.call_index is not None:
                 self.closed_calls.add(self.call_index)

@@ -154,6 +154,7 @@ class _SglangStream:
         scored = self._logprobs(meta, before, len(new)) if self.logprobs else None
         deltas = self.parser.feed(new, scored)
         if reason is not None:
+            deltas += self.parser.release()
             self.ended = True
             self.finished = Finished(reason=reason, usage=self._usage(meta))
         return deltas

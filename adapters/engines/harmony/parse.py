@@ -92,6 +92,9 @@ class HarmonyParser:
         self._message_tokens = 0
         self.tokens = 0
         self.reasoning_tokens = 0  # every token of analysis messages, headers included
+        # Scores of answer tokens whose text has not completed (a character split across
+        # tokens, and across chunks): they go with the answer's next text, or at its end.
+        self._held: list[dict[str, Any]] = []
 
     def prime(self, token_ids: Iterable[int]) -> None:
         """Read tokens the prompt already holds (a message header it opens for the model,
@@ -143,16 +146,28 @@ class HarmonyParser:
             self._opened = True
 
     def _flush(self, out: list[AnyDelta], pending: list[str], scored: list[dict[str, Any]]) -> None:
+        self._held += scored
+        scored.clear()
         if pending and self._kind is not None:
             delta = _delta(self._kind, "".join(pending))
-            if scored and isinstance(delta, TextDelta):
-                delta = msgspec.structs.replace(delta, logprobs=list(scored))
+            if self._held and isinstance(delta, TextDelta):
+                delta = msgspec.structs.replace(delta, logprobs=self._held)
+                self._held = []
             out.append(delta)
             self._opened = True
             pending.clear()
-        scored.clear()
+
+    def release(self) -> list[AnyDelta]:
+        """The held scores of an answer that ends (or is cut off) before their character
+        completed, as a delta with no text: every token keeps its score."""
+        if not self._held or self._kind != "answer":
+            return []
+        held, self._held = self._held, []
+        self._opened = True
+        return [TextDelta(text="", phase="final_answer", logprobs=held)]
 
     def _message_done(self, out: list[AnyDelta]) -> None:
+        out += self.release()
         if self._opened:
             out.append(EndItem())
         if self._kind == "reasoning":

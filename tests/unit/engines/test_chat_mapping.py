@@ -280,3 +280,57 @@ def test_a_stream_without_finish_reason_is_refused() -> None:
     stream, _ = feed(chunk({"content": "a"}))
     with pytest.raises(EngineError, match="without a finish_reason"):
         stream.finished()
+
+
+def scored(delta: dict[str, Any], *tokens: str, finish: str | None = None) -> str:
+    """A chunk whose tokens' scores come in `logprobs.content`, as vLLM sends them."""
+    content = [{"token": t, "logprob": -1.0, "bytes": None, "top_logprobs": []} for t in tokens]
+    choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": {"content": content}}
+    return json.dumps({"object": "chat.completion.chunk", "choices": [choice]})
+
+
+def test_scores_of_a_character_split_across_tokens_go_with_its_text() -> None:
+    _, deltas = feed(
+        scored({"content": "Hi"}, "Hi"),
+        scored({"content": ""}, "bytes:\\xf0\\x9f"),
+        scored({"content": " 🫠"}, " \\xab\\xa0"),
+        chunk({}, "stop"),
+    )
+    texts = [d for d in deltas if isinstance(d, TextDelta)]
+    assert [(d.text, len(d.logprobs)) for d in texts] == [("Hi", 1), (" 🫠", 2)]
+
+
+def test_an_answer_cut_inside_a_character_keeps_its_last_tokens_scores() -> None:
+    """The answer stops (here at `max_tokens`) before the character's text completes: the
+    held scores go in a last delta with no text, and the output text has one a token."""
+    stream, deltas = feed(
+        scored({"content": "Hi"}, "Hi"),
+        scored({"content": ""}, "bytes:\\xf0\\x9f"),
+        scored({"content": ""}, "bytes:\\xab", finish="length"),
+    )
+    assert deltas == [
+        TextDelta(text="Hi", logprobs=deltas[0].logprobs),
+        TextDelta(text="", logprobs=deltas[1].logprobs),
+        EndItem(),
+    ]
+    assert len(deltas[1].logprobs) == 2
+    response = validated([*deltas, stream.finished()])
+    [message] = response.output
+    assert message.type == "message"
+    [part] = message.content
+    assert part.type == "output_text"
+    assert part.text == "Hi"
+    assert [lp.token for lp in part.logprobs or []] == ["Hi", "bytes:\\xf0\\x9f", "bytes:\\xab"]
+
+
+def test_scores_of_reasoning_tokens_are_not_the_answers() -> None:
+    """An upstream may score reasoning tokens too (the Responses API scores output text
+    only): a textless one among them is not carried over to the answer."""
+    _, deltas = feed(
+        scored({"reasoning_content": "hm"}, "hm"),
+        scored({"content": ""}, "bytes:\\xe2"),
+        scored({"content": "Yes"}, "Yes"),
+        chunk({}, "stop"),
+    )
+    [text] = [d for d in deltas if isinstance(d, TextDelta)]
+    assert [lp["token"] for lp in text.logprobs] == ["Yes"]

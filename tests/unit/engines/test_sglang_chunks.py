@@ -207,3 +207,27 @@ def test_logprobs_of_the_answer_line_up_with_its_tokens(
         e["top_logprobs"][1] == {"token": "!", "logprob": -9.0, "bytes": [33]} for e in entries
     )
     assert not [d for d in texts if d.phase != "final_answer" and d.logprobs]
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_character_split_across_chunks_keeps_every_tokens_score(encoding: Any, cut: bool) -> None:
+    """ " 🫠" is three tokens, the space and the emoji's first bytes, then two more bytes;
+    streamed a token a chunk, the last two have no text. Their scores go with the
+    character's text, or, when the answer is cut off inside it, in a last delta with no
+    text: a score per answer token."""
+    answer_ids = encoding.encode("Hi 🫠 ok", allowed_special="all")
+    header = encoding.encode("<|channel|>final<|message|>", allowed_special="all")
+    if cut:
+        answer_ids = answer_ids[: answer_ids.index(104) + 1]  # up to one of the two textless
+    tokens = [*header, *answer_ids]
+    run = _SglangStream(HarmonyParser(encoding), "sglang", logprobs=True)
+    texts: list[TextDelta] = []
+    for n in range(1, len(tokens) + 1):
+        scores = [[-0.5 * i, t, encoding.decode([t])] for i, t in enumerate(tokens[:n])]
+        finish = {"type": "length", "length": n} if n == len(tokens) else None
+        out = run.on_chunk(chunk(tokens[:n], n, finish, output_token_logprobs=scores))
+        texts += [d for d in out if isinstance(d, TextDelta)]
+    entries = [e for d in texts for e in d.logprobs]
+    assert [e["logprob"] for e in entries] == [-0.5 * i for i in range(len(header), len(tokens))]
+    assert "".join(d.text for d in texts) == ("Hi " if cut else "Hi 🫠 ok")
+    assert (texts[-1].text, len(texts[-1].logprobs)) == (("", 1) if cut else (" ok", 1))
