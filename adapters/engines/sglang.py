@@ -174,7 +174,9 @@ class _SglangStream:
         return [
             TokenScore(
                 logprob=value[0],
-                alternatives=[(alt[0], alt[2] if alt[2] is not None else "") for alt in top or []],
+                alternatives=[
+                    (alt[0], alt[1], alt[2] if alt[2] is not None else "") for alt in top or []
+                ],
             )
             for value, top in zip(values, tops, strict=True)
         ]

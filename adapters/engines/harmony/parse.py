@@ -15,7 +15,7 @@ from typing import Any, Literal
 import msgspec
 from openai_harmony import HarmonyError
 
-from adapters.engines.harmony.stream import HarmonyStream, vocabulary
+from adapters.engines.harmony.stream import HarmonyStream, Vocabulary, vocabulary
 from domain.errors import EngineError
 from domain.generation import (
     AnyDelta,
@@ -59,23 +59,34 @@ def _delta(kind: Kind, text: str) -> AnyDelta:
 
 class TokenScore(msgspec.Struct, frozen=True, kw_only=True):
     """An output token's log probability and its engine's top alternatives (logprob,
-    text), as the engine reported them."""
+    token id, text), as the engine reported them."""
 
     logprob: float
-    alternatives: list[tuple[float, str]] = msgspec.field(default_factory=list)
+    alternatives: list[tuple[float, int, str]] = msgspec.field(default_factory=list)
 
 
-def _entry(text: str, score: TokenScore) -> dict[str, Any]:
-    """A token of the answer in openai-python's `Logprob` shape (`bytes`: the UTF-8 of the
-    token's text as the stream decoded it)."""
+def _entry(text: str, token: int, score: TokenScore, vocab: Vocabulary) -> dict[str, Any]:
+    """A token of the answer in openai-python's `Logprob` shape. `token` is the text the
+    stream decoded at this token (empty for a piece of a character that a later token
+    completes, so the entries' tokens join into the answer's text); `bytes` are the
+    token's own, as the API documents them: joined, they are the text's UTF-8 even where
+    a character is split across tokens."""
     return {
         "token": text,
         "logprob": score.logprob,
-        "bytes": list(text.encode()),
+        "bytes": _bytes(vocab, token, text),
         "top_logprobs": [
-            {"token": t, "logprob": lp, "bytes": list(t.encode())} for lp, t in score.alternatives
+            {"token": t, "logprob": lp, "bytes": _bytes(vocab, i, t)}
+            for lp, i, t in score.alternatives
         ],
     }
+
+
+def _bytes(vocab: Vocabulary, token: int, text: str) -> list[int]:
+    try:
+        return list(vocab.token_bytes(token))
+    except Exception:  # an id the vocabulary lacks (the engine's own): the text's UTF-8
+        return list(text.encode())
 
 
 class HarmonyParser:
@@ -85,7 +96,7 @@ class HarmonyParser:
         self._parser = HarmonyStream(encoding)
         # `<|message|>`, and the message ends (`<|end|>`, `<|call|>`, `<|return|>`: harmony's
         # stop tokens), as the stream found them once for the encoding.
-        vocab = vocabulary(encoding)
+        vocab = self._vocab = vocabulary(encoding)
         self._message_token, self._end_tokens = vocab.message, vocab.stops
         self._kind: Kind | None = None  # the open message's kind, once its header is read
         self._opened = False  # whether a delta of the open message was yielded
@@ -122,7 +133,7 @@ class HarmonyParser:
                 if text:
                     pending.append(text)
                 if scores is not None and self._kind == "answer":
-                    scored.append(_entry(text, scores[k]))
+                    scored.append(_entry(text, token, scores[k], self._vocab))
         self._flush(out, pending, scored)
         return out
 

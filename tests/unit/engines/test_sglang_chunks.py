@@ -231,3 +231,7 @@ def test_a_character_split_across_chunks_keeps_every_tokens_score(encoding: Any,
     assert [e["logprob"] for e in entries] == [-0.5 * i for i in range(len(header), len(tokens))]
     assert "".join(d.text for d in texts) == ("Hi " if cut else "Hi 🫠 ok")
     assert (texts[-1].text, len(texts[-1].logprobs)) == (("", 1) if cut else (" ok", 1))
+    # Each entry's bytes are its token's own: joined, the UTF-8 of every token so far.
+    joined = bytes(b for e in entries for b in e["bytes"])
+    assert joined == ("Hi 🫠".encode()[:-1] if cut else "Hi 🫠 ok".encode())
+    assert [(e["token"], e["bytes"]) for e in entries[1:3]] == [(" ", [32, 240, 159]), ("", [171])]
