@@ -103,8 +103,9 @@ class HarmonyParser:
         self._message_tokens = 0
         self.tokens = 0
         self.reasoning_tokens = 0  # every token of analysis messages, headers included
-        # Scores of answer tokens whose text has not completed (a character split across
-        # tokens, and across chunks): they go with the answer's next text, or at its end.
+        # Scores of the answer's tokens not yet given out: they go with its next text (a
+        # character split across tokens, and chunks, has none until it completes), or at
+        # its end.
         self._held: list[dict[str, Any]] = []
 
     def prime(self, token_ids: Iterable[int]) -> None:
@@ -120,21 +121,20 @@ class HarmonyParser:
         With `scores` (one per token), the answer's text carries its tokens' logprobs."""
         out: list[AnyDelta] = []
         pending: list[str] = []
-        scored: list[dict[str, Any]] = []
         for k, token in enumerate(token_ids):
             self._process(token)
             if token == self._message_token:
                 self._header_done(out)
             elif token in self._end_tokens:
-                self._flush(out, pending, scored)
+                self._flush(out, pending)
                 self._message_done(out)
             elif self._kind is not None:
                 text = self._parser.last_content_delta or ""
                 if text:
                     pending.append(text)
                 if scores is not None and self._kind == "answer":
-                    scored.append(_entry(text, token, scores[k], self._vocab))
-        self._flush(out, pending, scored)
+                    self._held.append(_entry(text, token, scores[k], self._vocab))
+        self._flush(out, pending)
         return out
 
     def _process(self, token: int) -> None:
@@ -156,9 +156,7 @@ class HarmonyParser:
             out.append(FunctionCallStart(name=function_name(recipient or "")))
             self._opened = True
 
-    def _flush(self, out: list[AnyDelta], pending: list[str], scored: list[dict[str, Any]]) -> None:
-        self._held += scored
-        scored.clear()
+    def _flush(self, out: list[AnyDelta], pending: list[str]) -> None:
         if pending and self._kind is not None:
             delta = _delta(self._kind, "".join(pending))
             if self._held and isinstance(delta, TextDelta):
