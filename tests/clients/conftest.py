@@ -13,6 +13,7 @@ also writes each test's requests to tests/fixtures/clients/<test>.json; with
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -53,14 +54,18 @@ def node_modules() -> Path:
     modules = HERE / "node_modules"
     stamp = modules / ".resplog-lock-sha256"
     want = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
-    if not stamp.exists() or stamp.read_text() != want:
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=HERE,
-            check=True,
-            timeout=600,
-        )
-        stamp.write_text(want)
+    # The suite runs in two processes (pytest-xdist), and each may come here first: one
+    # installs while the other waits on the lock, then finds the stamp.
+    with (HERE / ".npm-ci.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != want:
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=HERE,
+                check=True,
+                timeout=600,
+            )
+            stamp.write_text(want)
     return modules
 
 

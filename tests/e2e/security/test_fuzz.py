@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,11 +49,18 @@ SELECT (SELECT count(*) FROM responses),
 class Log:
     """One open connection to the server's database, for a count per example."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, server: Server) -> None:
         self.loop = asyncio.new_event_loop()
-        self.conn = self.loop.run_until_complete(asyncpg.connect(url.replace("+asyncpg", "")))
+        self.conn: asyncpg.Connection | sqlite3.Connection
+        if server.kind == "sqlite":
+            self.conn = sqlite3.connect(server.database_url.split("///", 1)[1])
+        else:
+            url = server.database_url.replace("+asyncpg", "")
+            self.conn = self.loop.run_until_complete(asyncpg.connect(url))
 
     def counts(self) -> tuple[int, ...]:
+        if isinstance(self.conn, sqlite3.Connection):
+            return tuple(self.conn.execute(COUNTS).fetchone())
         return tuple(self.loop.run_until_complete(self.conn.fetchrow(COUNTS)))
 
     def quiet(self) -> tuple[int, ...]:
@@ -63,16 +71,23 @@ class Log:
         return counts
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.conn.close())
+        if isinstance(self.conn, sqlite3.Connection):
+            self.conn.close()
+        else:
+            self.loop.run_until_complete(self.conn.close())
         self.loop.close()
 
 
-@pytest.fixture(scope="module")
+# On both stores; and the parameter gives each of schemathesis' items (one an API operation)
+# an id of its own under pytest 9.2, which builds an unparametrized item's id from the
+# test's name alone: without it they would all share one, and a runner that tells items
+# apart by id (pytest-xdist) would run the first operation only.
+@pytest.fixture(scope="module", params=["postgres", "sqlite"])
 def fuzzed(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Server, str, Log]]:
-    srv = launch(request, tmp_path_factory, "postgres", *KEYED)
-    log = Log(srv.database_url)
+    srv = launch(request, tmp_path_factory, request.param, *KEYED)
+    log = Log(srv)
     yield srv, make_key(srv, "fuzzer"), log
     log.close()
     stop_server(srv)
