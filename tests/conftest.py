@@ -8,6 +8,7 @@ import asyncio
 import os
 import secrets
 import shutil
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +34,16 @@ async def _admin(sql: str) -> None:
         await conn.execute(sql)
     finally:
         await conn.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test has an id of its own. The suite runs under pytest-xdist, whose workers are
+    sent ids to run: of items that share one, a worker runs the first only, and the rest
+    pass unseen (so it was with schemathesis' items under pytest 9.2: tests/e2e/security/
+    test_fuzz.py)."""
+    shared = [nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1]
+    if shared:
+        raise pytest.UsageError(f"tests that share an id: {sorted(shared)}")
 
 
 @pytest.fixture(scope="session")

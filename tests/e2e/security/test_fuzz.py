@@ -1,8 +1,9 @@
-"""Property-based fuzzing of the HTTP API against a real server on PostgreSQL: every
-operation from the app's own `/openapi.json` (schemathesis, inputs that fit the schema and
-inputs that do not), and create bodies shaped like OpenAI's (hypothesis; the schema cannot
-say that `input` or `previous_response_id` is needed, so schema-made bodies rarely get past
-that). Properties: no 5xx, every error in OpenAI's shape, nothing written when rejected.
+"""Property-based fuzzing of the HTTP API against a real server, on PostgreSQL and on SQLite:
+every operation from the app's own `/openapi.json` (schemathesis, inputs that fit the schema
+and inputs that do not), and create bodies shaped like OpenAI's (hypothesis; the schema
+cannot say that `input` or `previous_response_id` is needed, so schema-made bodies rarely
+get past that). Properties: no 5xx, every error in OpenAI's shape, nothing written when
+rejected.
 
 `RESPLOG_FUZZ_EXAMPLES` sets the examples per operation (default 25; twice that for
 bodies); a long run:
