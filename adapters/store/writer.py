@@ -26,6 +26,7 @@ from adapters.store.sql import Failures, SqlEventStore
 from adapters.store.transient import is_transient, store_error
 from domain.errors import Conflict, StoreError, StoreUnavailable
 from domain.events import AnyEvent
+from domain.objects import TERMINAL_STATUSES
 from service.ports import LogObserver
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,10 @@ class GroupCommitWriter:
         self._streams: dict[str, _Stream] = {}
         self._failed: OrderedDict[str, None] = OrderedDict()
         self._fifo: deque[tuple[_Stream, _Pending]] = deque()
+        # The streams a flush that started within the last interval carried and did not
+        # end: that flush's start, and whether it created the stream; oldest first
+        # (`_at_once`).
+        self._recent: OrderedDict[str, tuple[float, bool]] = OrderedDict()
         self._queued_events = 0
         self._work = asyncio.Event()
         self._full = asyncio.Event()
@@ -252,9 +257,11 @@ class GroupCommitWriter:
                 await self._work.wait()
                 continue
             # Leading-edge group commit: flush at once after a quiet spell, else at most
-            # once per interval; a full batch does not wait.
-            delay = last_start + self.flush_interval - loop.time()
-            if delay > 0 and self._queued_events < self.max_batch_events:
+            # once per interval; a full batch does not wait, nor does a lone stream's start
+            # or end.
+            now = loop.time()
+            delay = last_start + self.flush_interval - now
+            if delay > 0 and self._queued_events < self.max_batch_events and not self._at_once(now):
                 self._full.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):  # no task per flush, as `wait_for` makes
@@ -262,7 +269,44 @@ class GroupCommitWriter:
             last_start = loop.time()
             taken = self._take()
             if taken:
-                await self._flush(taken)
+                await self._flush(taken, last_start)
+
+    def _at_once(self, now: float) -> bool:
+        """Whether the queued appends are a lone stream's creation, its first append after
+        that, or its last: then the interval would gather nothing, only sleep. Alone: the
+        one stream queued, and no other was in a flush that started within the last
+        interval (or each that was ended there). A create that overlaps no other
+        (`created`; its first output; the rest to `completed`) then commits in three
+        flushes back to back instead of three an interval apart, and its process never
+        sleeps between them (one that wakes after a sleep of a few milliseconds runs its
+        next steps several times slower, docs/performance.md, "A create alone"). Between
+        its start and its end a lone stream is paced by the interval as before: a fast
+        engine's tokens wait and commit together, not a flush each."""
+        if len(self._streams) != 1:
+            return False
+        recent = self._forget(now)
+        stream = next(iter(self._streams.values()))
+        seen = recent.get(stream.stream_id)
+        if len(recent) > (seen is not None):
+            return False  # another stream is about: the interval batches them
+        if seen is not None and seen[1]:
+            return True  # the first append after its creation
+        return any(
+            p.append.expected_version == -1  # its creation
+            or (p.append.lifecycle is not None and p.append.lifecycle.status in TERMINAL_STATUSES)
+            for p in stream.queued
+        )
+
+    def _forget(self, now: float) -> OrderedDict[str, tuple[float, bool]]:
+        """`_recent` without the streams last flushed an interval or more before `now`."""
+        recent = self._recent
+        horizon = now - self.flush_interval
+        while recent:
+            oldest = next(iter(recent))
+            if recent[oldest][0] > horizon:
+                break
+            del recent[oldest]
+        return recent
 
     def _take(self) -> dict[_Stream, list[_Pending]]:
         taken: dict[_Stream, list[_Pending]] = {}
@@ -277,9 +321,16 @@ class GroupCommitWriter:
             self._queued_events -= pending.size
         return taken
 
-    async def _flush(self, taken: dict[_Stream, list[_Pending]]) -> None:
+    async def _flush(self, taken: dict[_Stream, list[_Pending]], started: float) -> None:
         began = time.perf_counter()
         batches = [merge([p.append for p in pendings]) for pendings in taken.values()]
+        recent = self._forget(started)
+        for batch in batches:
+            if batch.lifecycle is not None and batch.lifecycle.status in TERMINAL_STATUSES:
+                recent.pop(batch.stream_id, None)
+            else:
+                recent[batch.stream_id] = (started, batch.expected_version == -1)
+                recent.move_to_end(batch.stream_id)
         try:
             failures = await self._commit(batches)
         except Exception as exc:  # never let the flusher die: fail this flush's appends

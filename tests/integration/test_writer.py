@@ -4,6 +4,7 @@ backpressure, retries."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -281,6 +282,51 @@ async def test_an_error_that_outlasts_the_retries_fails_the_waiters(
         with pytest.raises(StoreUnavailable) as info:
             await writer.append(rid_of(appends), -1, appends[0][1])
     assert isinstance(info.value.__cause__, sa_exc.OperationalError)  # the driver's, kept
+
+
+async def _timed(writer: GroupCommitWriter, rid: str, append: streams.Append) -> float:
+    """Seconds from queueing `append` (durably) to its commit."""
+    began = time.monotonic()
+    await writer.append(rid, *append)
+    return time.monotonic() - began
+
+
+async def test_lone_streams_commit_their_start_and_end_without_waiting_the_interval(
+    store: SqlEventStore, other: SqlEventStore
+) -> None:
+    # Each appends its creation, its first output and its end, after the flush before: an
+    # interval's wait at any of them (after the first flush) would take half a minute.
+    scripts = [streams.script(deltas=1) for _ in range(3)]
+    async with GroupCommitWriter(store, flush_interval=30.0) as writer:
+        async with asyncio.timeout(10):
+            for appends in scripts:
+                await queue_all(writer, appends, durable=True)
+        assert writer.flushes == 9
+    for appends in scripts:
+        assert await other.read_events(rid_of(appends)) == streams.events_of(appends)
+
+
+async def test_a_lone_stream_is_paced_by_the_interval_between_its_start_and_end(
+    store: SqlEventStore,
+) -> None:
+    created, first, second, end = streams.script(deltas=2)
+    rid = rid_of([created])
+    async with GroupCommitWriter(store, flush_interval=1.0) as writer:
+        await writer.append(rid, *created)
+        await writer.append(rid, *first)
+        # A fast engine's next tokens wait for the interval (from the last flush's start)
+        # and commit together, as they did before lone streams' starts and ends went at once.
+        assert await _timed(writer, rid, second) >= 0.8
+        assert await _timed(writer, rid, end) < 0.8  # its end does not wait
+
+
+async def test_a_stream_that_is_not_alone_waits_the_interval(store: SqlEventStore) -> None:
+    a, b = streams.script(deltas=1), streams.script(deltas=1)
+    async with GroupCommitWriter(store, flush_interval=1.0) as writer:
+        await writer.append(rid_of(a), *a[0])  # the first flush: at once (a quiet spell)
+        # `a` is still open and flushed within the interval: `b`'s creation waits for it,
+        # so that streams together share flushes.
+        assert await _timed(writer, rid_of(b), b[0]) >= 0.8
 
 
 async def test_close_commits_what_is_queued_and_refuses_more(store: SqlEventStore) -> None:
