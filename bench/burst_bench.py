@@ -70,6 +70,16 @@ tree's server: `PYTHONPATH=TREE` in the bench's environment.
 
     .venv/bin/python bench/burst_bench.py --collector --rounds 20 --kept-alive
 
+With `--alone`, requests go one at a time on one kept-alive connection, each sent once the
+one before has ended, `--creates` a batch, `--rounds` rounds: `GET /health` with the client
+pausing 0, 2, 5 and 10 ms after each reply (what the same request costs a process that
+has slept that long: several times more after a few milliseconds), streaming creates of
+`--tokens` tokens at zero delay (a create that overlaps no other), and a few of a fast
+engine's 200 tokens at 1 ms a token; the server's CPU a request less its idle rate, and
+the time each took. With `--against TREE` the two servers take turns.
+
+    .venv/bin/python bench/burst_bench.py --alone --creates 300 --rounds 3 --against /tmp/before
+
 With `--floors`, the bench records one streaming create's reply, write by write, and sends
 bursts of it from two reference servers that do nothing else (bench/reference_apps.py: a
 bare ASGI app under uvicorn, a minimal litestar app), taking turns with resplog's bursts,
@@ -102,7 +112,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -266,10 +276,17 @@ class RawBurst:
     burst's window then holds no connection's opening or closing."""
 
     def __init__(
-        self, base_url: str, tokens: int, *, health: bool = False, kept: bool = False
+        self,
+        base_url: str,
+        tokens: int,
+        *,
+        health: bool = False,
+        kept: bool = False,
+        delay_ms: float = 0,
     ) -> None:
         """`health`: each request a `GET /health` instead (the burst's floor: what the
-        HTTP stack alone costs in the same shape), timed to the end of its reply."""
+        HTTP stack alone costs in the same shape), timed to the end of its reply.
+        `delay_ms`: the engine's time to each token of the creates (0: none)."""
         host, port = base_url.removeprefix("http://").rsplit(":", 1)
         self.host, self.port = host, int(port)
         self.health = health
@@ -278,13 +295,13 @@ class RawBurst:
         if health:
             self.request = f"GET /health HTTP/1.1\r\nhost: {host}:{port}\r\n\r\n".encode()
             return
-        payload = json.dumps(body(tokens, True)).encode()
+        payload = json.dumps(body(tokens, True, delay_ms)).encode()
         self.request = (
             f"POST /v1/responses HTTP/1.1\r\nhost: {host}:{port}\r\n"
             f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
         ).encode() + payload
 
-    async def _one(
+    async def one(
         self, stream: tuple[asyncio.StreamReader, asyncio.StreamWriter], go: asyncio.Event
     ) -> float:
         reader, writer = stream
@@ -330,7 +347,7 @@ class RawBurst:
             streams = [await asyncio.open_connection(self.host, self.port) for _ in range(size)]
         try:
             go = asyncio.Event()
-            tasks = [asyncio.create_task(self._one(stream, go)) for stream in streams]
+            tasks = [asyncio.create_task(self.one(stream, go)) for stream in streams]
             await asyncio.sleep(0.05)  # every task waits on the event before the burst begins
             go.set()
             return list(await asyncio.gather(*tasks))
@@ -763,6 +780,101 @@ async def sample(args: argparse.Namespace) -> None:
                 shutil.copyfile(out, args.sample_out)
 
 
+# `--alone`: the client's pauses between `GET /health` requests (ms), and the paced
+# create: a fast engine's answer (tokens, ms a token), whose flushes the interval paces.
+GAPS_MS = (0, 2, 5, 10)
+PACED = (200, 1.0)
+
+
+async def one_after_another(
+    pid: int, raw: RawBurst, n: int, gap_ms: float = 0
+) -> tuple[float, float, list[float]]:
+    """`n` requests on one connection, each sent once the one before has ended and the
+    client has paused `gap_ms`: the server's CPU seconds over them, the seconds they took,
+    and each one's seconds to its first delta. The connection is opened afresh, since the
+    other server's turn may outlast uvicorn's keep-alive (5 s)."""
+    raw.close()
+    await raw.connect(1)
+    go = asyncio.Event()
+    go.set()
+    firsts: list[float] = []
+    before, began = cpu_seconds(pid), time.monotonic()
+    for _ in range(n):
+        firsts.append(await raw.one(raw.open[0], go))
+        if gap_ms:
+            await asyncio.sleep(gap_ms / 1000)
+    return cpu_seconds(pid) - before, time.monotonic() - began, firsts
+
+
+async def alone(servers: dict[str, Server], args: argparse.Namespace) -> None:
+    """Requests that overlap none, each server in turn (`--alone`, see the module's doc)."""
+    tokens, ms = PACED
+    raws = {
+        name: {
+            "health": RawBurst(server.base_url, 0, health=True, kept=True),
+            "create": RawBurst(server.base_url, args.tokens, kept=True),
+            "paced": RawBurst(server.base_url, tokens, kept=True, delay_ms=ms),
+        }
+        for name, server in servers.items()
+    }
+    rows = [f"gap {gap}" for gap in GAPS_MS] + ["create", "paced"]
+    cpu: dict[str, dict[str, list[float]]] = {n: {r: [] for r in rows} for n in servers}
+    took: dict[str, dict[str, list[float]]] = {n: {r: [] for r in rows} for n in servers}
+    firsts: dict[str, list[float]] = {name: [] for name in servers}
+    try:
+        for name, server in servers.items():  # warm up
+            await one_after_another(server.process.pid, raws[name]["create"], 20)
+        for _ in range(args.rounds):
+            for name, server in servers.items():
+                pid, n = server.process.pid, args.creates
+                for gap in GAPS_MS:
+                    c, w, _ = await one_after_another(pid, raws[name]["health"], n, gap)
+                    cpu[name][f"gap {gap}"].append(c / n)
+                    took[name][f"gap {gap}"].append(w / n)
+                c, w, f = await one_after_another(pid, raws[name]["create"], n)
+                cpu[name]["create"].append(c / n)
+                took[name]["create"].append(w / n)
+                firsts[name] += f
+                k = max(2, n // 30)
+                c, w, _ = await one_after_another(pid, raws[name]["paced"], k)
+                cpu[name]["paced"].append(c / k)
+                took[name]["paced"].append(w / k)
+        idle = await idle_cpu([server.process.pid for server in servers.values()])
+    finally:
+        for each in raws.values():
+            for raw in each.values():
+                raw.close()
+    names = list(servers)
+    labels = {
+        f"gap {gap}": f"`GET /health`, the client pausing {gap} ms after each" for gap in GAPS_MS
+    }
+    labels["create"] = f"streaming create ({args.tokens} tokens at once)"
+    labels["paced"] = f"streaming create ({tokens} tokens at {ms:g} ms a token)"
+    print(f"\none request at a time, {args.creates} a batch, medians of {args.rounds} rounds")
+    print(
+        "(CPU less the idle rate over the same time; idle: "
+        + ", ".join(
+            f"{name} {rate:.2f} ms a second" for name, rate in zip(names, idle, strict=True)
+        )
+        + ")"
+    )
+    head = " | ".join(f"{name}: µs CPU / ms each" for name in names)
+    print(f"| request | {head} |" + (" CPU ratio |" if len(names) == 2 else ""))
+    print("|---|" + "---|" * len(names) + ("---|" if len(names) == 2 else ""))
+    for row in rows:
+        figures = []
+        for name, rate in zip(names, idle, strict=True):
+            c, w = statistics.median(cpu[name][row]), statistics.median(took[name][row])
+            figures.append(((c - rate / 1e3 * w) * 1e6, w * 1e3))
+        cells = " | ".join(f"{c:,.0f} / {w:.2f}" for c, w in figures)
+        ratio = f" {figures[1][0] / figures[0][0]:.2f} |" if len(names) == 2 else ""
+        print(f"| {labels[row]} | {cells} |{ratio}")
+    cells = " | ".join(f"{statistics.median(firsts[n]) * 1e3:.2f} ms" for n in names)
+    print(
+        f"| first delta of the create at once, p50 | {cells} |" + (" |" if len(names) == 2 else "")
+    )
+
+
 # The reference servers `--floors` measures resplog against (bench/reference_apps.py), by
 # app and HTTP server; granian's only where it is installed (not a dependency).
 REFERENCES = {
@@ -914,6 +1026,11 @@ async def main() -> None:
         help="bursts with the cyclic collector's runs timed (see the module's doc)",
     )
     p.add_argument(
+        "--alone",
+        action="store_true",
+        help="requests one at a time: GET /health after pauses, a create at once and paced",
+    )
+    p.add_argument(
         "--kept-alive",
         action="store_true",
         help="with --sample, --profile or --collector: the bursts reuse their connections "
@@ -933,7 +1050,7 @@ async def main() -> None:
         await collector(args)
         return
     if args.against or args.against_venv:
-        await against(args)
+        await against(args, alone if args.alone else compare)
         return
     with tempfile.TemporaryDirectory() as tmp:
         name = None
@@ -945,7 +1062,10 @@ async def main() -> None:
         try:
             store = "sqlite" if args.sqlite else "postgres"
             print(f"store: {store}, tokens per answer: {args.tokens}")
-            await measure(server, args)
+            if args.alone:
+                await alone({"this tree": server}, args)
+            else:
+                await measure(server, args)
         finally:
             stop_server(server)
             if name:
@@ -965,9 +1085,13 @@ def _venv(value: str) -> Path:
     return venv
 
 
-async def against(args: argparse.Namespace) -> None:
+async def against(
+    args: argparse.Namespace,
+    measured: Callable[[dict[str, Server], argparse.Namespace], Awaitable[None]],
+) -> None:
     """This tree's server beside another tree's (`--against`), or beside itself run from
-    another virtual environment (`--against-venv`: another interpreter or build)."""
+    another virtual environment (`--against-venv`: another interpreter or build), both
+    `measured` (`compare`, or `alone`)."""
     ours = str(Path(sys.executable).with_name("resplog"))
     env: dict[str, str] | None = None
     if args.against_venv:
@@ -990,7 +1114,7 @@ async def against(args: argparse.Namespace) -> None:
                     url, "bench", log, *args.serve_arg, env=server_env, resplog=command
                 )
             print(f"store: postgres, tokens per answer: {args.tokens}, against {label}")
-            await compare(servers, args)
+            await measured(servers, args)
         finally:
             for server in servers.values():
                 stop_server(server)
