@@ -806,7 +806,7 @@ async def one_after_another(
     return cpu_seconds(pid) - before, time.monotonic() - began, firsts
 
 
-async def alone(servers: dict[str, Server], args: argparse.Namespace) -> None:
+async def one_at_a_time(servers: dict[str, Server], args: argparse.Namespace) -> None:
     """Requests that overlap none, each server in turn (`--alone`, see the module's doc)."""
     tokens, ms = PACED
     raws = {
@@ -1050,7 +1050,7 @@ async def main() -> None:
         await collector(args)
         return
     if args.against or args.against_venv:
-        await against(args, alone if args.alone else compare)
+        await against(args, one_at_a_time if args.alone else compare)
         return
     with tempfile.TemporaryDirectory() as tmp:
         name = None
@@ -1063,7 +1063,7 @@ async def main() -> None:
             store = "sqlite" if args.sqlite else "postgres"
             print(f"store: {store}, tokens per answer: {args.tokens}")
             if args.alone:
-                await alone({"this tree": server}, args)
+                await one_at_a_time({"this tree": server}, args)
             else:
                 await measure(server, args)
         finally:
@@ -1091,7 +1091,7 @@ async def against(
 ) -> None:
     """This tree's server beside another tree's (`--against`), or beside itself run from
     another virtual environment (`--against-venv`: another interpreter or build), both
-    `measured` (`compare`, or `alone`)."""
+    `measured` (`compare`, or `one_at_a_time`)."""
     ours = str(Path(sys.executable).with_name("resplog"))
     env: dict[str, str] | None = None
     if args.against_venv:
