@@ -731,8 +731,15 @@ def report_samples(raw: Path, cpu_us: float) -> None:
     frame: a C function counts to the Python line that called it), and the busiest lines."""
     parts = collections.Counter[str]()
     lines = collections.Counter[str]()
-    for row in raw.read_text().splitlines():
+    torn = 0
+    for row in raw.read_text(errors="replace").splitlines():
         stack, _, samples = row.rpartition(" ")
+        if not samples.isdigit():
+            # py-spy `--nonblocking` reads the process's memory while it runs, and now and
+            # then reads a frame's name torn (stray bytes, a line break): such a row has
+            # no count of its own, and is left out.
+            torn += 1
+            continue
         leaf = stack.split(";")[-1]
         found = re.fullmatch(r"(.*) \((.*):(\d+)\)", leaf)
         path = found.group(2) if found else ""
@@ -740,6 +747,8 @@ def report_samples(raw: Path, cpu_us: float) -> None:
         lines[leaf] += int(samples)
     total = sum(parts.values())
     print(f"\n{total:,} samples; a create costs {cpu_us:,.0f} µs of CPU in these bursts")
+    if torn:
+        print(f"({torn} torn rows of py-spy's output left out)")
     print("| part (innermost frame) | share of the samples | µs a create |")
     print("|---|---|---|")
     for part, count in parts.most_common(16):
@@ -775,9 +784,9 @@ async def sample(args: argparse.Namespace) -> None:
                 cpu += (await raw_bursts(pid, raw, args.burst, 1)).cpu
             await spy_process.wait()
             raw.close()
-            report_samples(out, statistics.median(cpu))
             if args.sample_out:
                 shutil.copyfile(out, args.sample_out)
+            report_samples(out, statistics.median(cpu))
 
 
 # `--alone`: the client's pauses between `GET /health` requests (ms), and the paced
