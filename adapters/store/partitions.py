@@ -38,9 +38,11 @@ _LOCK = 0x7265_7370_6C6F_6701
 # `events`, and every statement on it queues behind the drop while it waits: so briefly.
 _LOCK_TIMEOUT = "SET LOCAL lock_timeout = '5s'"
 _DROP_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '1s'"
-# Those of migration 0006 for `events`, which each partition needs of its own.
+# Those of migration 0006 for `events`, which each partition needs of its own, less the
+# vacuum after inserts alone, which migration 0010 turned off: it froze nothing and made
+# the appends' p99 worse (docs/performance.md, "Autovacuum under a sustained load").
 _STORAGE = (
-    "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_scale_factor = 0.02, "
+    "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_insert_threshold = -1, "
     "autovacuum_analyze_scale_factor = 0.01"
 )
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))

@@ -126,7 +126,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0009 (head)" in out.stdout
+    assert "0010 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:
@@ -284,6 +284,43 @@ async def test_0008_partitions_the_log_by_day_keeping_its_rows_and_a_downgrade_j
     await upgrade_async(url)
     legacy = await _sql(url, "SELECT DISTINCT stream_id FROM events_legacy")
     assert {r[0] for r in legacy} == {*before, later}  # up to the newest response's day
+
+
+async def _partition_options(url: str) -> dict[str, set[str]]:
+    rows = await _sql(
+        url,
+        "SELECT c.relname, c.reloptions FROM pg_partition_tree('events') t "
+        "JOIN pg_class c ON c.oid = t.relid WHERE t.isleaf",
+    )
+    return {str(name): set(options or ()) for name, options in rows}
+
+
+async def test_0010_turns_off_each_partitions_vacuum_after_inserts_and_a_downgrade_restores_it(
+    empty_pg: str,
+) -> None:
+    """Every partition loses its vacuum after inserts alone and keeps its vacuum after
+    deleted rows; the partitions made from then on are made so; a downgrade gives every
+    partition 0008's setting back."""
+    url = empty_pg
+    await upgrade_async(url, "0009")
+    before = await _partition_options(url)
+    assert set(before) == {"events_legacy", "events_default"}
+    assert all("autovacuum_vacuum_insert_scale_factor=0.02" in o for o in before.values())
+
+    await upgrade_async(url)
+    store = await open_store(url)  # makes the coming days' partitions
+    await store.close()
+    after = await _partition_options(url)
+    assert len(after) > 2  # the coming days' too
+    for options in after.values():
+        assert "autovacuum_vacuum_insert_threshold=-1" in options
+        assert not any(o.startswith("autovacuum_vacuum_insert_scale_factor") for o in options)
+        assert "autovacuum_vacuum_scale_factor=0.01" in options
+
+    await downgrade_async(url, "0009")
+    for options in (await _partition_options(url)).values():
+        assert "autovacuum_vacuum_insert_scale_factor=0.02" in options
+        assert not any(o.startswith("autovacuum_vacuum_insert_threshold") for o in options)
 
 
 def _dsn(url: str) -> str:

@@ -1,0 +1,63 @@
+"""No vacuum of the log's partitions for their inserts alone; by dead rows, as before.
+
+PostgreSQL only (on SQLite there are no storage parameters: nothing to do). Migrations 0006
+and 0008 gave `events` (then each of its partitions) a vacuum after every 2 % of new rows,
+meant to freeze the log a slice at a time instead of in one anti-wraparound pass. Measured
+with autovacuum on (docs/performance.md, "Autovacuum under a sustained load"), it does not
+freeze: a vacuum freezes only rows older than `vacuum_freeze_min_age` (50 M transactions by
+default), and a day's partition is written within a day, far younger. What each run did was
+read every page written since the last one and write it again, to set its all-visible bit,
+which nothing of resplog's reads (no query of `events` on the serving path is answered
+from an index alone). That rewrite (27-31 MB/s while a run lasted, 110 s of six minutes at
+30,000 events/s) put the appends' p99 up from 57-60 ms to 76-92 ms (medians of 30 s rounds,
+each setting on a cluster of its own). The freezing it was meant for still comes, once
+for each partition, when its age reaches `autovacuum_freeze_max_age`: one partition a day,
+the partitions being a day each; a partition dropped by `gc` before then is never frozen at
+all. Asked to freeze as it went (`autovacuum_freeze_min_age = 0`), the same vacuum wrote a
+full page image to the WAL for each page (276-493 MB a run) and the p99 rose to 96 ms.
+
+So each partition's vacuum after inserts is off (`autovacuum_vacuum_insert_threshold = -1`);
+its vacuum after deleted rows (the legacy and default partitions' row-by-row `gc`) and its
+`ANALYZE` are as they were. Partitions made from now on get the same
+(adapters/store/partitions.py). Each `ALTER TABLE ... SET` takes its partition's SHARE UPDATE
+EXCLUSIVE lock, which lets reads and writes go on, for a moment.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-07
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Literal, not imported: a migration describes its revision, forever.
+_PARTITIONS = "SELECT relid::text FROM pg_partition_tree('events') WHERE isleaf ORDER BY 1"
+
+
+def _partitions() -> list[str]:
+    return [row[0] for row in op.get_bind().execute(sa.text(_PARTITIONS))]
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    for name in _partitions():
+        op.execute(f"ALTER TABLE {name} SET (autovacuum_vacuum_insert_threshold = -1)")
+        op.execute(f"ALTER TABLE {name} RESET (autovacuum_vacuum_insert_scale_factor)")
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    for name in _partitions():
+        op.execute(f"ALTER TABLE {name} RESET (autovacuum_vacuum_insert_threshold)")
+        op.execute(f"ALTER TABLE {name} SET (autovacuum_vacuum_insert_scale_factor = 0.02)")
