@@ -160,7 +160,8 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
             last = await snapshot(log.url)
             text = (cluster.root / "server.log").read_text(errors="replace")[log_at:]
             if args.keep_log:
-                keep(Path(args.keep_log) / f"autovacuum-{setting}.log", text)
+                name = re.sub(r"[^\w.=-]+", "_", setting)
+                keep(Path(args.keep_log) / f"autovacuum-{name}.log", text)
         finally:
             await drop_postgres(args.database_url, log.name)
     finally:
