@@ -62,8 +62,9 @@ _RUN = re.compile(r'automatic (vacuum|analyze) of table "[^".]+\.[^".]+\.([^"]+)
 _USAGE = re.compile(r"CPU: user: ([\d.]+) s, system: ([\d.]+) s, elapsed: ([\d.]+) s")
 
 
-async def snapshot(url: str) -> dict[str, float]:
-    """The hot row's counters and size, and the events' total size (partitions included)."""
+async def snapshot(url: str, *, counted: bool = False) -> dict[str, float]:
+    """The hot row's counters and size, and the events' total size (partitions included);
+    `counted`: the events too (a scan of the log, so only before and after the rounds)."""
     conn = await asyncpg.connect(_dsn(url))
     try:
         row = await conn.fetchrow(
@@ -73,7 +74,7 @@ async def snapshot(url: str) -> dict[str, float]:
         events = await conn.fetchval(
             "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('events')"
         )
-        count = await conn.fetchval("SELECT count(*) FROM events")
+        count = await conn.fetchval("SELECT count(*) FROM events") if counted else 0
         shown = [await conn.fetchval(f"SHOW {name}") for name in ("autovacuum", "fsync")]
     finally:
         await conn.close()
@@ -95,7 +96,10 @@ def autovacuum_runs(log_text: str) -> dict[tuple[str, str], list[float]]:
         if found is None:
             continue
         kind, table = found.groups()
-        table = "events" if table.startswith("events") else table
+        if table.startswith("events"):  # each day's partition, the legacy and default ones
+            table = "events"
+        elif table.startswith(("pg_", "sql_")):  # the catalogs and every TOAST table
+            table = "(catalogs, TOAST)"
         usage = next((_USAGE.search(x) for x in lines[i : i + 12] if _USAGE.search(x)), None)
         figures = out[(kind, table)]
         figures[0] += 1
@@ -133,7 +137,7 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
         try:
             if options:
                 await set_events_options(log.url, options)
-            first = await snapshot(log.url)
+            first = await snapshot(log.url, counted=True)
             log_at = len((cluster.root / "server.log").read_text(errors="replace"))
             rounds: list[dict[str, float]] = []
             shown = "on" if first["autovacuum"] else "off"
@@ -157,7 +161,7 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
                     f" {now['events MB']:,.0f} | {now['autovacuum_count']:.0f} |",
                     flush=True,
                 )
-            last = await snapshot(log.url)
+            last = await snapshot(log.url, counted=True)
             text = (cluster.root / "server.log").read_text(errors="replace")[log_at:]
             if args.keep_log:
                 name = re.sub(r"[^\w.=-]+", "_", setting)
