@@ -100,7 +100,11 @@ def autovacuum_runs(log_text: str) -> dict[tuple[str, str], list[float]]:
             table = "events"
         elif table.startswith(("pg_", "sql_")):  # the catalogs and every TOAST table
             table = "(catalogs, TOAST)"
-        usage = next((_USAGE.search(x) for x in lines[i : i + 12] if _USAGE.search(x)), None)
+        usage = None
+        for detail in lines[i + 1 :]:  # the run's own lines, each indented by a tab
+            if not detail.startswith("\t"):
+                break
+            usage = _USAGE.search(detail) or usage
         figures = out[(kind, table)]
         figures[0] += 1
         if usage is not None:
