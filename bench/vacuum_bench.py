@@ -119,13 +119,26 @@ def keep(path: Path, text: str) -> None:
 
 
 async def set_events_options(url: str, options: str) -> None:
-    """`options` (`name=value;...`) on every partition of `events`, as `ALTER TABLE ... SET`."""
+    """`options` (`name=value;...`) on every partition of `events`, as `ALTER TABLE ... SET`;
+    `statistics=N` instead sets every column's statistics target (how many rows, 300 x N,
+    and so pages, an `ANALYZE` samples)."""
     conn = await asyncpg.connect(_dsn(url))
     try:
         parts = await conn.fetch("SELECT relid::text FROM pg_partition_tree('events') WHERE isleaf")
-        settings = ", ".join(options.split(";"))
+        named = dict(o.split("=", 1) for o in options.split(";"))
+        target = named.pop("statistics", None)
+        columns = await conn.fetch(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'events'::regclass"
+            " AND attnum > 0 AND NOT attisdropped"
+        )
         for part in parts:
-            await conn.execute(f"ALTER TABLE {part[0]} SET ({settings})")
+            if named:
+                settings = ", ".join(f"{k}={v}" for k, v in named.items())
+                await conn.execute(f"ALTER TABLE {part[0]} SET ({settings})")
+            for column in columns if target is not None else ():
+                await conn.execute(
+                    f"ALTER TABLE {part[0]} ALTER COLUMN {column[0]} SET STATISTICS {int(target)}"
+                )
     finally:
         await conn.close()
 
@@ -235,7 +248,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=lambda t: t.split(","),
         default=["on", "off"],
         help="the settings, in the order they run; `on:name=value;name=value` also sets"
-        " storage parameters on every partition of `events` once loaded",
+        " storage parameters on every partition of `events` once loaded (`statistics=N`:"
+        " every column's statistics target)",
     )
     p.add_argument("--keep-log", metavar="DIR", help="keep each cluster's log of the rounds there")
     args = p.parse_args(argv)
