@@ -295,17 +295,29 @@ async def _partition_options(url: str) -> dict[str, set[str]]:
     return {str(name): set(options or ()) for name, options in rows}
 
 
-async def test_0010_turns_off_each_partitions_vacuum_after_inserts_and_a_downgrade_restores_it(
+async def _statistics_targets(url: str) -> set[object]:
+    """Every partition column's statistics target (-1: the server's default)."""
+    rows = await _sql(
+        url,
+        "SELECT a.attstattarget FROM pg_partition_tree('events') t "
+        "JOIN pg_attribute a ON a.attrelid = t.relid "
+        "WHERE t.isleaf AND a.attnum > 0 AND NOT a.attisdropped",
+    )
+    return {row[0] for row in rows}
+
+
+async def test_0010_turns_off_each_partitions_insert_vacuum_samples_less_and_a_downgrade_restores(
     empty_pg: str,
 ) -> None:
     """Every partition loses its vacuum after inserts alone and keeps its vacuum after
-    deleted rows; the partitions made from then on are made so; a downgrade gives every
-    partition 0008's setting back."""
+    deleted rows, and its columns sample a tenth as many rows for `ANALYZE`; the partitions
+    made from then on are made so; a downgrade gives every partition 0008's settings back."""
     url = empty_pg
     await upgrade_async(url, "0009")
     before = await _partition_options(url)
     assert set(before) == {"events_legacy", "events_default"}
     assert all("autovacuum_vacuum_insert_scale_factor=0.02" in o for o in before.values())
+    assert await _statistics_targets(url) == {-1}
 
     await upgrade_async(url)
     store = await open_store(url)  # makes the coming days' partitions
@@ -316,11 +328,13 @@ async def test_0010_turns_off_each_partitions_vacuum_after_inserts_and_a_downgra
         assert "autovacuum_vacuum_insert_threshold=-1" in options
         assert not any(o.startswith("autovacuum_vacuum_insert_scale_factor") for o in options)
         assert "autovacuum_vacuum_scale_factor=0.01" in options
+    assert await _statistics_targets(url) == {10}
 
     await downgrade_async(url, "0009")
     for options in (await _partition_options(url)).values():
         assert "autovacuum_vacuum_insert_scale_factor=0.02" in options
         assert not any(o.startswith("autovacuum_vacuum_insert_threshold") for o in options)
+    assert await _statistics_targets(url) == {-1}
 
 
 def _dsn(url: str) -> str:
