@@ -49,7 +49,7 @@ _STORAGE = (
 # unit, so 3,000 pages at most instead of 30,000, and holds its snapshot (which stops the
 # pruning of the hot row's old versions) a tenth as long. Every read of the log is by
 # stream, through the primary key, whatever the statistics say.
-STATISTICS = 10
+_STATISTICS = 10
 _COLUMNS = ("stream_id", "position", "type", "data", "facts", "recorded_at")
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
 
@@ -188,7 +188,7 @@ async def _make(conn: AsyncConnection, day: int) -> bool:
             f"WITH ({_STORAGE})"
         )
     )
-    targets = ", ".join(f"ALTER COLUMN {c} SET STATISTICS {STATISTICS}" for c in _COLUMNS)
+    targets = ", ".join(f"ALTER COLUMN {c} SET STATISTICS {_STATISTICS}" for c in _COLUMNS)
     await conn.execute(sa.text(f"ALTER TABLE {name} {targets}"))
     await conn.execute(
         sa.text(f"ALTER TABLE {name} ADD CONSTRAINT pk_{name} PRIMARY KEY (stream_id, position)")
