@@ -26,7 +26,12 @@ hot row's (`responses`) HOT share of updates, its dead tuples and heap, and the 
 with their indexes. At the end, per setting: the medians and the worst round, and from the
 cluster's log every automatic vacuum and analyze by table (each day's partition of
 `events` counts as `events`), with the seconds they took and their CPU; per million events
-appended, so that a longer life is a multiple of it.
+appended, so that a longer life is a multiple of it. Always the WAL the rounds wrote, per
+million events; with `--wal`, that WAL by record type too (`pg_waldump --stats=record`,
+the cluster keeping every segment of the rounds meanwhile): which of the log's rows, the
+hot row's updates, the indexes and the full-page images after each checkpoint it is.
+
+    .venv/bin/python bench/vacuum_bench.py --size 1e6 --rounds 6 --seconds 30 --autovacuum on --wal
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import argparse
 import asyncio
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.databases import _dsn, drop_postgres
 from bench.growth_bench import phase, prepare
-from tests.e2e.cluster import PrivatePostgres
+from tests.e2e.cluster import PG_BIN, PrivatePostgres
 
 # The shared server's memory and WAL settings (this box's CI configuration), so that only
 # autovacuum differs from what the other benches measure.
@@ -60,6 +66,9 @@ SETTINGS = (
 # One line of the log per automatic run, then its figures (PostgreSQL 15's wording).
 _RUN = re.compile(r'automatic (vacuum|analyze) of table "[^".]+\.[^".]+\.([^"]+)"')
 _USAGE = re.compile(r"CPU: user: ([\d.]+) s, system: ([\d.]+) s, elapsed: ([\d.]+) s")
+# A row of `pg_waldump --stats=record`: type, then count, record bytes, full-page-image bytes
+# and their sum, each but the type followed by its share in parentheses.
+_WAL_ROW = re.compile(r"^(\S+)\s+(\d+) \(\s*[\d.]+\)\s+(\d+) \(\s*[\d.]+\)\s+(\d+) \(\s*[\d.]+\)")
 
 
 async def snapshot(url: str, *, counted: bool = False) -> dict[str, float]:
@@ -113,6 +122,57 @@ def autovacuum_runs(log_text: str) -> dict[tuple[str, str], list[float]]:
     return dict(out)
 
 
+async def wal_position(url: str) -> str:
+    conn = await asyncpg.connect(_dsn(url))
+    try:
+        return str(await conn.fetchval("SELECT pg_current_wal_lsn()::text"))
+    finally:
+        await conn.close()
+
+
+async def wal_between(url: str, start: str, end: str) -> float:
+    conn = await asyncpg.connect(_dsn(url))
+    try:
+        return float(await conn.fetchval("SELECT $1::text::pg_lsn - $2::text::pg_lsn", end, start))
+    finally:
+        await conn.close()
+
+
+def wal_records(cluster: PrivatePostgres, start: str, end: str) -> dict[str, tuple[int, int, int]]:
+    """record type -> (records, record bytes, full-page-image bytes) of the WAL from `start` to
+    `end`, which the cluster kept (`wal_keep_size`)."""
+    command = [str(PG_BIN / "pg_waldump"), "--stats=record", "-p", str(cluster.data / "pg_wal")]
+    done = subprocess.run(
+        [*command, "-s", start, "-e", end], capture_output=True, text=True, check=True, timeout=600
+    )
+    out: dict[str, tuple[int, int, int]] = {}
+    for line in done.stdout.splitlines():
+        found = _WAL_ROW.match(line)
+        if found is not None:
+            name, count, record, image = found.groups()
+            out[name] = (int(count), int(record), int(image))
+    return out
+
+
+def print_wal(records: dict[str, tuple[int, int, int]], appended: float) -> None:
+    total = sum(record + image for _, record, image in records.values())
+    per_m = total / max(appended, 1e-9) / 2**20
+    print(f"\nWAL by record type: {total / 2**20:,.0f} MB, {per_m:,.1f} MB a M events")
+    print(
+        "| record type | records | bytes each (record) | full-page images MB"
+        " | MB a M events | share |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, (count, record, image) in sorted(records.items(), key=lambda kv: -sum(kv[1][1:])):
+        if record + image < total / 200:  # under half a percent
+            continue
+        print(
+            f"| {name} | {count:,} | {record / max(count, 1):,.0f} | {image / 2**20:,.1f} |"
+            f" {(record + image) / max(appended, 1e-9) / 2**20:,.1f} |"
+            f" {100 * (record + image) / max(total, 1):.1f} % |"
+        )
+
+
 def keep(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -147,6 +207,8 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
     autovacuum, _, options = setting.partition(":")
     cluster = PrivatePostgres()
     cluster.options = SETTINGS.format(autovacuum=autovacuum)
+    if args.wal:  # every segment the rounds write, for pg_waldump afterwards
+        cluster.options += " -c wal_keep_size=32GB"
     cluster.start()
     try:
         args.database_url = cluster.url()
@@ -156,6 +218,7 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
                 await set_events_options(log.url, options)
             first = await snapshot(log.url, counted=True)
             log_at = len((cluster.root / "server.log").read_text(errors="replace"))
+            wal_at = await wal_position(log.url)
             rounds: list[dict[str, float]] = []
             shown = "on" if first["autovacuum"] else "off"
             print(f"\n## autovacuum {shown} {options}: {first['events']:,.0f} events loaded")
@@ -179,6 +242,9 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
                     flush=True,
                 )
             last = await snapshot(log.url, counted=True)
+            wal_end = await wal_position(log.url)
+            last["wal"] = await wal_between(log.url, wal_at, wal_end)
+            records = wal_records(cluster, wal_at, wal_end) if args.wal else {}
             text = (cluster.root / "server.log").read_text(errors="replace")[log_at:]
             if args.keep_log:
                 name = re.sub(r"[^\w.=-]+", "_", setting)
@@ -188,6 +254,8 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
     finally:
         cluster.destroy()
     appended = (last["events"] - first["events"]) / 1e6
+    if records:
+        print_wal(records, appended)
     return summary(setting, rounds, first, last, appended, autovacuum_runs(text))
 
 
@@ -221,6 +289,7 @@ def summary(
         "`responses` heap growth MB": (last["heap"] - first["heap"]) / 2**20,
         "events MB per M appended": (last["events MB"] - first["events MB"]) / max(appended, 1e-9),
         "autovacuum CPU s per M events": cpu_total / max(appended, 1e-9),
+        "WAL MB per M events": last["wal"] / 2**20 / max(appended, 1e-9),
     }
 
 
@@ -252,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         " every column's statistics target)",
     )
     p.add_argument("--keep-log", metavar="DIR", help="keep each cluster's log of the rounds there")
+    p.add_argument(
+        "--wal", action="store_true", help="the rounds' WAL by record type (keeps it on disk)"
+    )
     args = p.parse_args(argv)
     # What growth_bench's loader and paced phase read from its own arguments.
     args.reuse, args.revision, args.days, args.fillfactor = [], "head", 90.0, 0
