@@ -130,12 +130,14 @@ async def wal_position(url: str) -> str:
         await conn.close()
 
 
-async def wal_between(url: str, start: str, end: str) -> float:
-    conn = await asyncpg.connect(_dsn(url))
-    try:
-        return float(await conn.fetchval("SELECT $1::text::pg_lsn - $2::text::pg_lsn", end, start))
-    finally:
-        await conn.close()
+def wal_between(start: str, end: str) -> float:
+    """The bytes of WAL between two positions (`pg_lsn` text: two hexadecimal halves)."""
+
+    def at(lsn: str) -> int:
+        high, low = lsn.split("/")
+        return (int(high, 16) << 32) + int(low, 16)
+
+    return float(at(end) - at(start))
 
 
 def wal_records(cluster: PrivatePostgres, start: str, end: str) -> dict[str, tuple[int, int, int]]:
@@ -243,7 +245,7 @@ async def one_setting(setting: str, args: argparse.Namespace, tmp: Path) -> dict
                 )
             last = await snapshot(log.url, counted=True)
             wal_end = await wal_position(log.url)
-            last["wal"] = await wal_between(log.url, wal_at, wal_end)
+            last["wal"] = wal_between(wal_at, wal_end)
             records = wal_records(cluster, wal_at, wal_end) if args.wal else {}
             text = (cluster.root / "server.log").read_text(errors="replace")[log_at:]
             if args.keep_log:
