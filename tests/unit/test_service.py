@@ -171,6 +171,39 @@ async def test_cancel_stops_the_engine_and_ends_the_log_with_the_cancellation(
     assert again == final
 
 
+async def test_a_cancel_stops_the_engine_here_before_the_row_is_flagged(
+    processes: Processes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generation running in this process stops at once: the flag's commit, however long
+    the database takes with it, does not hold the engine up."""
+    engine = ScriptedEngine(delay_s=0.01, tokens=1000)
+    svc = await processes.start(engine)
+    started = await uc.create_response(svc, request(input="x", background=True), OWNER)
+    rid = started.response.id
+    await asyncio.sleep(0.05)
+    flagging, flagged = asyncio.Event(), asyncio.Event()
+    flag = svc.index.request_cancel
+
+    async def slow_flag(response_id: str, reason: Any) -> bool:
+        flagging.set()
+        await flagged.wait()
+        return await flag(response_id, reason)
+
+    monkeypatch.setattr(svc.index, "request_cancel", slow_flag)
+    cancelling = asyncio.create_task(stopping.cancel_response(svc, rid, OWNER))
+    await asyncio.wait_for(flagging.wait(), 5)
+    async with asyncio.timeout(5):
+        while not engine.aborted:  # noqa: ASYNC110 (the engine records its aborts in a list)
+            await asyncio.sleep(0.01)
+    assert engine.aborted == [rid] and not cancelling.done()
+    flagged.set()
+    final = await cancelling
+    assert final.status == "cancelled"
+    row = await svc.index.get(rid)
+    assert row is not None and row.cancel_requested_at is not None
+    assert row.cancel_reason == "cancelled_by_user"
+
+
 async def test_cancel_of_a_plain_response_is_refused(processes: Processes) -> None:
     svc = await processes.start()
     final = await run_to_end(svc, input="x")
