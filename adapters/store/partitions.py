@@ -188,11 +188,9 @@ async def _make(conn: AsyncConnection, day: int) -> bool:
             f"WITH ({_STORAGE})"
         )
     )
-    targets = ", ".join(f"ALTER COLUMN {c} SET STATISTICS {_STATISTICS}" for c in _COLUMNS)
-    await conn.execute(sa.text(f"ALTER TABLE {name} {targets}"))
-    await conn.execute(
-        sa.text(f"ALTER TABLE {name} ADD CONSTRAINT pk_{name} PRIMARY KEY (stream_id, position)")
-    )
+    targets = "".join(f"ALTER COLUMN {c} SET STATISTICS {_STATISTICS}, " for c in _COLUMNS)
+    primary = f"ADD CONSTRAINT pk_{name} PRIMARY KEY (stream_id, position)"
+    await conn.execute(sa.text(f"ALTER TABLE {name} {targets}{primary}"))
     # Takes `events` for a moment (SHARE UPDATE EXCLUSIVE: reads and writes go on) and
     # checks that the default partition holds no row of this day.
     await conn.execute(

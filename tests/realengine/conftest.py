@@ -3,6 +3,7 @@ marked `realengine`; `bench/realengine/setup.sh` builds it."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -66,18 +67,13 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # only after vLLM had spent the whole budget, now and then). So vLLM gets the last
     # core alone, its threads bound to it, and the server and the database the others.
     cores = sorted(os.sched_getaffinity(0))
-    own: set[int] | None = None
+    pinned = None
     if len(cores) > 1:
-        own = {cores[-1]}
         env["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[-1])
-
-    def _pinned() -> None:
-        if own is not None:
-            os.sched_setaffinity(0, own)
-
+        pinned = functools.partial(os.sched_setaffinity, 0, {cores[-1]})
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_pinned
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=pinned
         )
     url = f"http://127.0.0.1:{port}"
     try:
