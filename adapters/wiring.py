@@ -17,21 +17,24 @@ from adapters.engines.openai_chat import OpenAIChatEngine
 from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
 from adapters.sealing import AesGcmSealer
-from adapters.store import GroupCommitWriter, SqlApiKeyStore, SqlEventStore, open_store
 from adapters.store.conversations import SqlConversations
+from adapters.store.factory import open_store
+from adapters.store.keys import SqlApiKeyStore
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
+from adapters.store.sql import SqlEventStore
+from adapters.store.writer import GroupCommitWriter
 from domain.errors import InvalidRequest, StoreError
-from service.background import Background
 from service.bundle import Bundle
-from service.leases import LeaseKeeper
-from service.mcploop import ToolLimits, ToolLoop
 from service.observe import Tracer, WorkObserver
 from service.ports import Engine, LogObserver
-from service.runner import Runner
-from service.sealing import SealedReasoning
+from service.reasoning.sealing import SealedReasoning
+from service.reasoning.summaries import ReasoningSummaries
 from service.settings import Settings
-from service.summaries import ReasoningSummaries
+from service.tools.mcploop import ToolLimits, ToolLoop
+from service.work.background import Background
+from service.work.leases import LeaseKeeper
+from service.work.runner import Runner
 
 log = logging.getLogger("resplog.wiring")
 

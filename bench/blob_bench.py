@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.store.migrate import upgrade_async
 from adapters.wiring import open_bundle
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
-from service import responses
 from service.bundle import Bundle
+from service.responses import create as responses
 from service.settings import Settings
 from service.wire import Limits, parse_create_body
 

@@ -26,10 +26,10 @@ from adapters.store.migrate import upgrade_async
 from adapters.wiring import open_bundle
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from domain.generation import Turn
-from service import responses
 from service.bundle import Bundle
-from service.history import load_history
-from service.reads import request_of, snapshot, visible_row
+from service.prompts.history import load_history
+from service.responses import create as responses
+from service.responses.reads import request_of, snapshot, visible_row
 from service.settings import Settings
 from service.wire import Limits, parse_create_body
 

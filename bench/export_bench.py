@@ -30,9 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.store import SqlEventStore, open_store
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
+from adapters.store.sql import SqlEventStore
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from domain.builder import emit, finish
 from domain.commands import create

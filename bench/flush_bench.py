@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from adapters.store.listener import CHANNEL, doorbell_payload
 from adapters.store.migrate import upgrade_async
 from adapters.store.postgres import PostgresEventStore, _columns, _joined

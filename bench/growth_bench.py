@@ -79,8 +79,10 @@ import asyncpg
 import httpx
 from sqlalchemy.engine import make_url
 
-from adapters.store import SqlEventStore, open_store, partitions
+from adapters.store import partitions
+from adapters.store.factory import open_store
 from adapters.store.migrate import downgrade_async, upgrade_async
+from adapters.store.sql import SqlEventStore
 from bench.databases import PG, _dsn, drop_postgres, fresh_postgres
 from bench.store_bench import (
     POOL,
@@ -91,7 +93,7 @@ from bench.store_bench import (
     replay_phase,
 )
 from service.ids import made_at, new_id
-from service.reads import retrieve_raw
+from service.responses.reads import retrieve_raw
 from tests.e2e.conftest import RESPLOG, start_server, stop_server
 
 TABLES = ("events", "responses", "conversations", "conversation_items")

@@ -6,7 +6,7 @@ compares the time to the first content delta over HTTP with the time to the firs
 the engine called directly in-process. Prints medians over the rounds; not a test.
 
 Tokens/s is the throughput to compare between loads. The runner merges the deltas that
-queue up while an append is in flight into one event (`service/batching.py`), so how many
+queue up while an append is in flight into one event (`service/work/batching.py`), so how many
 events carry an answer depends on how the server's load paces its appends, and, for the
 scripted engine, which runs in the server's own event loop, on how often that loop gives
 the engine a turn: the same answers go out in more or fewer events, and events/s is not a

@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 import sqlalchemy as sa
 
-from adapters.store import open_store, partitions
+from adapters.store import partitions
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.partitions import Layout
 from adapters.store.postgres import _FETCH_MANY, _fetch_on, _page_on

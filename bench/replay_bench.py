@@ -25,7 +25,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from bench.burst_bench import cpu_seconds
 from bench.databases import PG, drop_postgres, fresh_postgres
 from domain.events import AnyEvent, ResponseCreated

@@ -54,7 +54,7 @@ async def _ended(_stream: str, _after: int) -> bool:
 
 
 async def wrapped(tail: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
-    """As `service.responses.tail_new` wraps a create's tail: what the tail yields, a batch
+    """As `service.responses.create.tail_new` wraps a create's tail: what the tail yields, a batch
     of events (or, in a tree before the tail gave batches, an event) at a time."""
     try:
         async for item in tail:

@@ -43,16 +43,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
+from adapters.store.sql import SqlEventStore
+from adapters.store.writer import GroupCommitWriter
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from domain.builder import emit, finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage
 from domain.objects import InputMessage, InputText, ResponseObject
-from service.responses import new_response_id
+from service.responses.create import new_response_id
 
 Plan = list[tuple[int, list[AnyEvent]]]  # (expected_version, events) per append
 POOL = 16  # connections per store

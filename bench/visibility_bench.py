@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade_async
 from adapters.store.tables import responses, values_of
 from bench.databases import PG, drop_postgres, fresh_postgres

@@ -431,7 +431,7 @@ def _approval(batch: Batch, delta: ApprovalRequest) -> None:
 def _end_item(batch: Batch, delta: EndItem) -> None:
     i = batch.state.open_index
     if i is not None and isinstance(batch.response.output[i], McpCall):
-        end_mcp_arguments(batch)  # the runner runs it (service/mcploop.py), then closes it
+        end_mcp_arguments(batch)  # the runner runs it (service/tools/mcploop.py), then closes it
         return
     if i is not None and isinstance(batch.response.output[i], CodeInterpreterCall):
         end_code(batch)  # likewise

@@ -1,6 +1,6 @@
 """What a compaction leaves of a conversation: the engine is given the sealed summary in the
-place of everything it replaced (domain only: the summary is written by service/compaction.py
-and opened by service/sealing.py).
+place of everything it replaced (domain only: the summary is written by
+service/prompts/compaction.py and opened by service/reasoning/sealing.py).
 
 Three places hold a compaction: the response being created (`Compaction`, from its request's
 facts: its earlier turns and all but its trailing input items are replaced), an earlier
@@ -96,7 +96,7 @@ def last_user(items: list[InputItem]) -> int:
 def since_last_compaction(items: list[_Item]) -> list[_Item]:
     """A conversation's items from its last compaction item on (all, when it has none; those
     set aside among them too, when they are given). A response compacted at create leaves
-    the item in its conversation before the input items it kept (service/references.py
+    the item in its conversation before the input items it kept (service/prompts/references.py
     `conversation_items`), so its next turn starts as a `previous_response_id`
     continuation of it would (`from_last_compaction`)."""
     for i in range(len(items) - 1, -1, -1):

@@ -340,7 +340,7 @@ def _item_done(state: ResponseState, event: OutputItemDone) -> ResponseState:
         return _mcp_item_done(state, event, item)
     if isinstance(item, WebSearchCall | CodeInterpreterCall):
         return _builtin_done(state, event, item)
-    # A reasoning item may gain its sealed content as it closes (service/sealing.py).
+    # A reasoning item may gain its sealed content as it closes (service/reasoning/sealing.py).
     if (
         isinstance(item, ReasoningItem)
         and isinstance(done, ReasoningItem)

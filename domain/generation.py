@@ -31,9 +31,9 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     input: list[InputItem]
     output: list[OutputItem]
     # MCP tool lists in the turn's context that no model is shown: a conversation's, which
-    # it keeps set aside (service/conversations.py `history_of`), or those an earlier
-    # request's input passed back (set aside too: service/history.py). The tool loop
-    # offers a listed server's tools from them (service/mcploop.py `listed_before`).
+    # it keeps set aside (service/conversations/api.py `history_of`), or those an earlier
+    # request's input passed back (set aside too: service/prompts/history.py). The tool loop
+    # offers a listed server's tools from them (service/tools/mcploop.py `listed_before`).
     listed: list[McpListTools] = msgspec.field(default_factory=list)
 
 
@@ -79,7 +79,7 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     # Hints for an upstream that uses them (an OpenAI-compatible chat API): the request's
     # `prompt_cache_key`, `safety_identifier`, and `service_tier` unless the default.
     hints: dict[str, str] = msgspec.field(default_factory=dict)
-    # The compaction made at create, whose item opens the output (service/compaction.py).
+    # The compaction made at create, whose item opens the output (service/prompts/compaction.py).
     compaction: Compaction | None = None
 
     @property
@@ -131,7 +131,7 @@ class FunctionCallStart(Delta, frozen=True, kw_only=True):
     call_id: str | None = None  # the engine's id if it has one; else one is derived
     namespace: str | None = None
     custom: bool = False
-    # The MCP server whose tool this is (service/toolcalls.py names it): an `mcp_call`;
+    # The MCP server whose tool this is (service/tools/calls.py names it): an `mcp_call`;
     # `approval`: its calls wait for the client (an `mcp_approval_request` instead).
     server_label: str | None = None
     approval: bool = False
@@ -167,7 +167,7 @@ class ArgumentsDelta(Delta, frozen=True, kw_only=True):
 
 class ReasoningSealed(Delta, frozen=True, kw_only=True):
     """The open reasoning item is complete, and carries its content sealed for a client
-    that keeps no state (service/sealing.py)."""
+    that keeps no state (service/reasoning/sealing.py)."""
 
     encrypted_content: str
 

@@ -224,7 +224,7 @@ class CodeInterpreterCall(
 
 McpItem = McpListTools | McpCall | McpApprovalRequest
 BuiltinCall = WebSearchCall | CodeInterpreterCall
-# The calls the server runs itself, step by step in the log (service/mcploop.py).
+# The calls the server runs itself, step by step in the log (service/tools/mcploop.py).
 ServerCall = McpCall | WebSearchCall | CodeInterpreterCall
 ToolCall = FunctionCall | CustomToolCall
 OutputItem = (

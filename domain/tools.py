@@ -11,7 +11,7 @@ end of this module; domain/builtins.py runs them).
 Every engine renders an offered tool as a function: a custom tool as a function of one string
 parameter `input` (the text the model writes), a namespaced tool under its namespace (harmony
 has namespaces of its own; a chat upstream sees `namespace__name`). `custom_input` reads a
-custom tool's text back out of such a call (service/toolcalls.py streams it).
+custom tool's text back out of such a call (service/tools/calls.py streams it).
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def narrowed(tools: list[OfferedTool], choice: ToolChoice) -> list[OfferedTool]:
 
 class McpServer(msgspec.Struct, frozen=True, kw_only=True):
     """An echoed `mcp` tool: where its server is and which of its tools the model may use.
-    Its headers are not here: they never reach the log (service/mcploop.py)."""
+    Its headers are not here: they never reach the log (service/tools/mcploop.py)."""
 
     server_label: str
     server_url: str

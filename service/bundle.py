@@ -9,7 +9,6 @@ from collections.abc import Callable
 import msgspec
 
 from domain.events import ReasoningEvents
-from service.leases import LeaseKeeper
 from service.ports import (
     ApiKeyStore,
     Conversations,
@@ -21,8 +20,9 @@ from service.ports import (
     Leases,
     ResponseIndex,
 )
-from service.runner import Runner
-from service.sealing import Sealer
+from service.reasoning.sealing import Sealer
+from service.work.leases import LeaseKeeper
+from service.work.runner import Runner
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,7 +47,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     # in each response's log, so the processes that generate or read it follow that.
     reasoning_events: ReasoningEvents = "openai"
     # The operator's bound on every model's context window (`--context-window`); the
-    # engine's own applies too (service/context.py takes the smaller).
+    # engine's own applies too (service/prompts/window.py takes the smaller).
     context_window: int | None = None
     clock: Callable[[], float] = time.time
     # Seals reasoning for stateless clients; the engine above opens and seals through it.

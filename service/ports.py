@@ -151,7 +151,7 @@ class EventWriter(Protocol):
         """Queue a new stream's first events before returning, as `append(stream_id, -1,
         events, lease=lease)` would, and return the future of their commit, without a task
         to await it in (a create starts its generation while its first events commit:
-        service/responses.py). A refusal known at once (the writer closed, the database
+        service/responses/create.py). A refusal known at once (the writer closed, the database
         unreachable, a stream this writer already carries) raises here."""
         ...
 

@@ -7,7 +7,7 @@ from typing import Literal
 import msgspec
 
 from domain.events import ReasoningEvents
-from service.access import AccessPolicy
+from service.access.admission import AccessPolicy
 from service.wire import Limits
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///resplog.db"
@@ -38,10 +38,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     lease_ttl_s: float = 15.0  # a generation's lease lasts this long unless renewed
     claim_poll_s: float = 1.0  # idle workers look for queued work at least this often
     cancel_wait_s: float = 10.0  # a cancel of a response running elsewhere waits this long
-    # Keys that seal reasoning for stateless clients (service/sealing.py); a secret: never
+    # Keys that seal reasoning for stateless clients (service/reasoning/sealing.py); a secret: never
     # logged. None: a key of this process's own.
     reasoning_key: str | None = None
-    # `mcp` tools (service/mcploop.py): run or refused, and the bounds of a loop.
+    # `mcp` tools (service/tools/mcploop.py): run or refused, and the bounds of a loop.
     mcp_tools: Literal["on", "off"] = "on"
     mcp_call_timeout_s: float = 30.0
     mcp_loop_timeout_s: float = 300.0

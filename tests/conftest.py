@@ -16,8 +16,9 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from adapters.store import SqlEventStore, open_store
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade
+from adapters.store.sql import SqlEventStore
 
 PG_BASE_URL = os.environ.get(
     "RESPLOG_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

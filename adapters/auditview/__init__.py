@@ -39,13 +39,13 @@ from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
 from domain.errors import NotFound, ResplogError
 from domain.events import AnyEvent
-from service import reads
 from service.audit.conversation import total_usage
 from service.audit.reading import replay, response_turns
 from service.audit.records import listed
 from service.audit.timeline import durations, summary
 from service.bundle import Bundle
 from service.ports import StoredEvent
+from service.responses import reads
 
 Access = Literal["open", "key", "off"]
 COOKIE = "resplog_audit"

@@ -13,7 +13,7 @@ import msgspec
 
 from adapters.cli.common import log
 from domain.errors import ResplogError
-from service.access import AccessPolicy
+from service.access.admission import AccessPolicy
 from service.ports import ApiKeyStore
 from service.wire import Limits
 

@@ -1,5 +1,5 @@
 """`resplog keys create|list|revoke`: the API keys, straight in the database (a composition
-root: it builds the store and hands it to the use-cases of `service/keys.py`)."""
+root: it builds the store and hands it to the use-cases of `service/access/keys.py`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import click
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_columns
-from service import keys as uc
+from service.access import keys as uc
 from service.ports import ApiKey, ApiKeyStore
 
 T = TypeVar("T")
@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 def _run(database_url: str, work: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
     from adapters.cli.store import refuse_missing_file
-    from adapters.store import SqlApiKeyStore, open_store
+    from adapters.store.factory import open_store
+    from adapters.store.keys import SqlApiKeyStore
 
     refuse_missing_file(database_url)
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from adapters.http.watch import answered, unanswered, watch
-from service.access import Principal
+from service.access.admission import Principal
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -13,7 +13,7 @@ from service.audit.reading import replay as replay  # re-exported for the comman
 from service.ports import ResponseRow, StoredEvent
 
 if TYPE_CHECKING:  # the store (SQLAlchemy, the drivers) is imported by the commands that run
-    from adapters.store import SqlEventStore
+    from adapters.store.sql import SqlEventStore
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ def run(work: Coroutine[Any, Any, T]) -> T:
 async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventStore]:
     """The store at `url`, checked to be migrated; a SQLite file must already exist (a
     reading command must not create an empty database where a path was mistyped)."""
-    from adapters.store import open_store
+    from adapters.store.factory import open_store
 
     refuse_missing_file(url)
     store = await open_store(url, listen=listen)

@@ -46,7 +46,7 @@ def worker(database_url: str, **options: Any) -> None:
 
 
 async def run_worker(settings: Settings, metrics_sock: socket.socket | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then drain (see `service.background`); serve the
+    """Run until SIGTERM or SIGINT, then drain (see `service.work.background`); serve the
     metrics on `metrics_sock` meanwhile, when given."""
     from adapters.cli.worker_metrics import metrics_port, worker_metrics
     from adapters.wiring import running_process

@@ -19,7 +19,7 @@ from adapters.http import conversations as conversation_routes
 from adapters.wiring import Process, running_process
 from domain.errors import StoreUnavailable
 from service import status
-from service.access import Access
+from service.access.admission import Access
 from service.bundle import Bundle
 from service.settings import Settings
 from service.wire.schema import create_body_components

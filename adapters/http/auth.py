@@ -12,7 +12,7 @@ from litestar import Request
 from litestar.connection import ASGIConnection
 
 from domain.errors import Unauthenticated
-from service.access import Access, Principal
+from service.access.admission import Access, Principal
 
 PRINCIPAL = "principal"
 

@@ -1,5 +1,5 @@
 """The Conversations API routes (`/v1/conversations…`): one use-case each, in
-service/conversations.py; shapes as openai-python's `client.conversations` sends and
+service/conversations/api.py; shapes as openai-python's `client.conversations` sends and
 parses them."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from adapters.http.sse import frames
 from domain.conversations import ConversationDeleted, ConversationItem, ConversationObject
 from domain.errors import InvalidRequest
 from domain.objects import InputItem, SetAsideItem
-from service import conversations
-from service.access import Access
+from service.access.admission import Access
 from service.bundle import Bundle
-from service.reads import ItemPage
+from service.conversations import api as conversations
+from service.responses.reads import ItemPage
 from service.settings import Settings
 from service.wire.conversations import (
     parse_add_items,

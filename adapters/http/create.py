@@ -37,9 +37,9 @@ from litestar.types import Message, Receive, Scope, Send
 from adapters.http import errors
 from adapters.http.auth import PRINCIPAL, bearer
 from adapters.http.routes import JSON, check_json, sse_of
-from service import responses
-from service.access import Access
+from service.access.admission import Access
 from service.bundle import Bundle
+from service.responses import create as responses
 from service.settings import Settings
 from service.wire import parse_create_body, with_client_headers
 

@@ -21,11 +21,14 @@ from adapters.http.sse import frames
 from adapters.http.streaming import EventStream
 from domain.errors import InvalidRequest
 from domain.objects import ResponseObject
-from service import compaction, reads, responses, status, stopping, tokens
-from service.access import Access
+from service import status
+from service.access.admission import Access
+from service.access.quotas import Slot
 from service.bundle import Bundle
 from service.ports import Batches
-from service.quotas import Slot
+from service.prompts import compaction
+from service.responses import create as responses
+from service.responses import reads, stopping, tokens
 from service.settings import Settings
 from service.wire import (
     RESPONSE_ID,

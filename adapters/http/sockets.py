@@ -30,10 +30,10 @@ from litestar import WebSocket, websocket
 from adapters.http.auth import bearer
 from adapters.http.errors import Refusal, refusal
 from domain.errors import InvalidRequest, RateLimited
-from service.access import Access, Principal
+from service.access.admission import Access, Principal
 from service.bundle import Bundle
+from service.responses.sockets import Lane, SocketSession
 from service.settings import Settings
-from service.sockets import Lane, SocketSession
 from service.wire import CreateRequest, ErrorBody, ErrorDetail, parse_create_body
 from service.wire.depth import check_nesting
 

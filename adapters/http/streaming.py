@@ -46,7 +46,7 @@ from litestar.utils.helpers import get_enum_string_value
 
 from adapters.http.sse import Last
 from adapters.http.watch import ON_GONE
-from service.quotas import Slot
+from service.access.quotas import Slot
 
 
 class _Body(ASGIStreamingResponse):

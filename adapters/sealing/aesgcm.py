@@ -1,5 +1,5 @@
 """Reasoning sealed with AES-256-GCM under the server's keys (the `Sealer` port of
-service/sealing.py).
+service/reasoning/sealing.py).
 
 Keys: `--reasoning-key` takes one or more base64 32-byte keys, comma-separated; the first
 seals, every one opens, so a key is rotated by putting the new one first and dropping the
@@ -25,7 +25,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from domain.objects import ReasoningText, SummaryText
-from service.sealing import Sealed
+from service.reasoning.sealing import Sealed
 
 PREFIX = "rsv1."
 log = logging.getLogger("resplog.sealing")

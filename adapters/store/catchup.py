@@ -24,7 +24,7 @@ from operator import attrgetter
 
 from adapters.store.hub import Hub
 from service.ports import StoredEvent
-from service.tasks import stop_task
+from service.work.tasks import stop_task
 
 log = logging.getLogger(__name__)
 

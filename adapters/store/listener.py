@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 
 from adapters.store.hub import stream_key
-from service.tasks import stop_task
+from service.work.tasks import stop_task
 
 log = logging.getLogger(__name__)
 

@@ -110,10 +110,10 @@ def values_of(row: ResponseRow) -> dict[str, Any]:
     return values
 
 
-# API keys: only a SHA-256 of each secret (service/keys.py says why that is enough), unique so
-# that a lookup by hash is one index probe. `prefix` is the secret's first characters, shown
-# in lists so that an operator can tell keys apart. A revoked key is kept (its row says who
-# owned it and when it stopped working), never deleted.
+# API keys: only a SHA-256 of each secret (service/access/keys.py says why that is
+# enough), unique so that a lookup by hash is one index probe. `prefix` is the secret's
+# first characters, shown in lists so that an operator can tell keys apart. A revoked key
+# is kept (its row says who owned it and when it stopped working), never deleted.
 api_keys = sa.Table(
     "api_keys",
     metadata,

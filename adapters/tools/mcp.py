@@ -2,7 +2,7 @@
 
 One connection per request: a call is rare next to generation, and a connection held
 across a loop's steps would tie the loop to this process, which the durable loop must not
-be (service/mcploop.py). Every failure becomes a `ToolError` whose words never carry the
+be (service/tools/mcploop.py). Every failure becomes a `ToolError` whose words never carry the
 headers; the caller bounds the time.
 """
 

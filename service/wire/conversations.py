@@ -59,7 +59,7 @@ def _items(
     params: list[InputItemParam] | None, limits: Limits
 ) -> list[ConversationItem | ItemReference]:
     """The items as sent; an `item_reference` stays one, for the use-case to resolve
-    (service/references.py `conversation_items_of`)."""
+    (service/prompts/references.py `conversation_items_of`)."""
     out: list[ConversationItem | ItemReference] = []
     for i, param in enumerate(params or []):
         if isinstance(param, SetAsideItemParam):

@@ -130,7 +130,7 @@ class CreateRequest(msgspec.Struct, frozen=True, kw_only=True):
     include: list[str]
     extra: dict[str, Any]  # parameters kept verbatim for audit (e.g. `stream_options`)
     # Each `mcp` server's headers (its `authorization` as a bearer header among them), by
-    # label: secrets, never stored as sent (service/mcploop.py seals them).
+    # label: secrets, never stored as sent (service/tools/mcploop.py seals them).
     secrets: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
     # False: record the response and complete it with no output, the engine never asked (a
     # WebSocket `response.create` with `generate: false`, OpenAI's warm-up; docs/websocket.md).
@@ -304,7 +304,7 @@ def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     aside = set_aside_items(parsed.input)
     if aside:  # kept for `input_items` and the audit; never given to an engine
         req = msgspec.structs.replace(req, extra={**req.extra, SET_ASIDE: aside})
-    if acted:  # service/compaction.py acts on them; the facts keep them
+    if acted:  # service/prompts/compaction.py acts on them; the facts keep them
         _check_size("context_management", acted.get("context_management"), limits)
         req = msgspec.structs.replace(req, extra={**req.extra, **acted})
     if ignored:

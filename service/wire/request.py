@@ -300,7 +300,7 @@ class CompactionItemParam(_Item, frozen=True, kw_only=True, tag="compaction"):
 
 class ItemReferenceParam(_Item, frozen=True, kw_only=True, tag="item_reference"):
     """An item of an earlier response of the same owner, named by its id; the use-case
-    puts the item itself in its place (service/references.py)."""
+    puts the item itself in its place (service/prompts/references.py)."""
 
 
 class ReasoningItemParam(_Item, frozen=True, kw_only=True, tag="reasoning"):
@@ -321,7 +321,7 @@ class McpApprovalResponseParam(_Item, frozen=True, kw_only=True, tag="mcp_approv
 
 class McpCallParam(_Item, frozen=True, kw_only=True, tag="mcp_call"):
     """openai-python `ResponseInputItemParam.McpCall`: an MCP call an earlier response ran,
-    passed back. The next model is shown it as the call and its result (service/mcploop.py
+    passed back. The next model is shown it as the call and its result (service/tools/mcploop.py
     `engine_prompt`), as it is shown the calls of the response it continues."""
 
     server_label: str
@@ -337,7 +337,7 @@ class McpCallParam(_Item, frozen=True, kw_only=True, tag="mcp_call"):
 class McpApprovalRequestParam(_Item, frozen=True, kw_only=True, tag="mcp_approval_request"):
     """openai-python `ResponseInputItemParam.McpApprovalRequest`: a request for approval an
     earlier response made, passed back beside its answer (`mcp_approval_response`) by a
-    client that keeps its own history; the loop finds it here (service/mcploop.py)."""
+    client that keeps its own history; the loop finds it here (service/tools/mcploop.py)."""
 
     server_label: str
     name: str

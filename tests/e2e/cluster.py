@@ -22,7 +22,7 @@ import asyncpg
 import msgspec
 import sqlalchemy as sa
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from adapters.store.tables import responses as t_responses
 from domain.events import EndFacts
 from domain.fold import project, replay

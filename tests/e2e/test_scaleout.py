@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from service.sweeper import LOST_MESSAGE
+from service.work.sweeper import LOST_MESSAGE
 from tests.e2e.cluster import Worker, fold_check, start_worker, stop
 from tests.e2e.conftest import Server, start_server, stop_server
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from adapters.store.postgres import PostgresEventStore
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from adapters.store import SqlEventStore, open_store
 from adapters.store import archive as archive_store
 from adapters.store import gc as store_gc
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade
 from adapters.store.scan import Head, LogScan, Selection
+from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from domain.errors import Conflict
 from service.audit import archive

@@ -17,8 +17,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from adapters.store import GroupCommitWriter, open_store
+from adapters.store.factory import open_store
 from adapters.store.postgres import PostgresEventStore
+from adapters.store.writer import GroupCommitWriter
 from domain.commands import create
 from domain.errors import StoreError, StoreUnavailable
 from domain.events import RequestFacts, encode

@@ -23,8 +23,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from adapters.store import SqlEventStore, open_store
 from adapters.store.conversations import SqlConversations, audited_items, join
+from adapters.store.factory import open_store
+from adapters.store.sql import SqlEventStore
 from domain.conversations import ConversationItem, ConversationObject
 from domain.errors import DuplicateItems
 from domain.objects import InputMessage, InputText

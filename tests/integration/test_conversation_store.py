@@ -14,8 +14,8 @@ import itertools
 
 import pytest
 
-from adapters.store import SqlEventStore
 from adapters.store.conversations import SqlConversations, audited_items
+from adapters.store.sql import SqlEventStore
 from domain.conversations import ConversationItem, ConversationObject
 from domain.errors import DuplicateItems
 from domain.objects import InputMessage, InputText

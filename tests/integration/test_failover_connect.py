@@ -11,7 +11,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from adapters.store.migrate import current_is_head, upgrade
 from adapters.store.urls import async_url, asyncpg_dsn
 from tests.e2e.cluster import replicated_postgres

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from adapters.store import SqlApiKeyStore, SqlEventStore
+from adapters.store.keys import SqlApiKeyStore
+from adapters.store.sql import SqlEventStore
 from adapters.store.tables import api_keys
 from domain.errors import Conflict
-from service import keys as uc
+from service.access import keys as uc
 from service.ports import ApiKey
 
 

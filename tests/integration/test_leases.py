@@ -14,10 +14,12 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from adapters.engines.scripted import ScriptedEngine
-from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.factory import open_store
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import upgrade
+from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
+from adapters.store.writer import GroupCommitWriter
 from domain.builder import emit
 from domain.commands import start
 from domain.errors import Conflict
@@ -26,9 +28,9 @@ from domain.fold import replay
 from domain.generation import TextDelta
 from domain.reasons import CancelReason
 from domain.state import ResponseState
-from service.leases import LeaseKeeper
-from service.responses import build_prompt
-from service.runner import Runner
+from service.responses.create import build_prompt
+from service.work.leases import LeaseKeeper
+from service.work.runner import Runner
 from tests.integration import streams
 from tests.integration.test_store_contract import write
 

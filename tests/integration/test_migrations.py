@@ -19,11 +19,13 @@ from setuptools import find_packages
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from adapters.store import GroupCommitWriter, NotMigrated, open_store
+from adapters.store.factory import open_store
 from adapters.store.migrate import current_is_head_async, downgrade_async, upgrade_async
 from adapters.store.tables import described, metadata
 from adapters.store.urls import async_url
+from adapters.store.writer import GroupCommitWriter
 from adapters.wiring import SqlDatabase
+from domain.errors import NotMigrated
 from service.ids import made_at, new_id
 from tests.integration import streams
 

@@ -15,11 +15,13 @@ import msgspec
 import pytest
 import sqlalchemy as sa
 
-from adapters.store import SqlEventStore, open_store, partitions
 from adapters.store import gc as store_gc
+from adapters.store import partitions
+from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade
 from adapters.store.partitions import PERIOD, day_of
 from adapters.store.postgres import PostgresEventStore
+from adapters.store.sql import SqlEventStore
 from adapters.store.urls import asyncpg_dsn
 from service.ids import made_at, new_id
 from tests.e2e.test_admin_cli import ok_json

@@ -10,8 +10,8 @@ import msgspec
 import pytest
 import sqlalchemy as sa
 
-from adapters.store import SqlEventStore
 from adapters.store.rows import encode_append, merge
+from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from domain.builder import emit
 from domain.errors import Conflict, CorruptEvent, NotFound

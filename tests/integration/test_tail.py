@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.factory import open_store
 from adapters.store.postgres import PostgresEventStore
 from adapters.store.rows import encode_append, merge
+from adapters.store.sql import SqlEventStore
+from adapters.store.writer import GroupCommitWriter
 from domain.builder import emit, finish
 from domain.errors import Conflict
 from domain.events import encode

@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy.exc as sa_exc
 
-from adapters.store import GroupCommitWriter, SqlEventStore, open_store
+from adapters.store.factory import open_store
+from adapters.store.sql import SqlEventStore
+from adapters.store.writer import GroupCommitWriter
 from domain.builder import emit
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import encode

@@ -12,7 +12,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.engines.scripted import ScriptedEngine
-from adapters.store import SqlApiKeyStore, SqlEventStore, open_store
+from adapters.store.factory import open_store
+from adapters.store.keys import SqlApiKeyStore
+from adapters.store.sql import SqlEventStore
 from adapters.wiring import open_bundle, open_database
 from service.bundle import Bundle
 from service.ports import Engine

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.store import SqlApiKeyStore
+from adapters.store.keys import SqlApiKeyStore
 from domain.errors import RateLimited, Unauthenticated
-from service import keys
-from service.access import ANONYMOUS_PRINCIPAL, Access, AccessPolicy, KeyCache, Principal
+from service.access import keys
+from service.access.admission import ANONYMOUS_PRINCIPAL, Access, AccessPolicy, KeyCache, Principal
+from service.access.quotas import RateLimiter, StreamSlots, TokenBucket
 from service.ports import ApiKey
-from service.quotas import RateLimiter, StreamSlots, TokenBucket
 
 
 class Clock:

@@ -17,14 +17,14 @@ from domain.events import ResponseCancelled, ResponseFailed
 from domain.fold import project
 from domain.generation import Prompt
 from domain.reasons import FailReason
-from service import responses as uc
-from service import stopping
-from service.background import Background
 from service.bundle import Bundle
 from service.ports import Claim
-from service.reads import load_state
-from service.sweeper import Sweeper
-from service.worker import Worker
+from service.responses import create as uc
+from service.responses import stopping
+from service.responses.reads import load_state
+from service.work.background import Background
+from service.work.sweeper import Sweeper
+from service.work.worker import Worker
 from tests.integration import streams
 from tests.unit.conftest import Processes
 from tests.unit.test_service import OWNER, request

@@ -20,7 +20,7 @@ from domain.generation import (
     TextDelta,
     TokenUsage,
 )
-from service.batching import Inbox, coalesce
+from service.work.batching import Inbox, coalesce
 
 STOP = Finished(reason="stop", usage=TokenUsage())
 

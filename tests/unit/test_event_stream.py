@@ -14,8 +14,8 @@ import pytest
 from adapters.http.sse import DONE, frames
 from adapters.http.streaming import EventStream
 from adapters.http.watch import ON_GONE
+from service.access.quotas import StreamSlots
 from service.ports import StoredEvent
-from service.quotas import StreamSlots
 
 Message = dict[str, Any]
 

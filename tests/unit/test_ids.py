@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service import conversations as conversation_uc
+from service.conversations import api as conversation_uc
 from service.ids import made_at, new_id
 from tests.unit.conftest import Processes
 from tests.unit.test_service import run_to_end

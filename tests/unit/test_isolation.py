@@ -9,11 +9,11 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.engines.scripted import ScriptedEngine
-from adapters.store import SqlEventStore
+from adapters.store.sql import SqlEventStore
 from domain.errors import NotFound
-from service import reads, stopping
-from service import responses as uc
 from service.bundle import Bundle
+from service.responses import create as uc
+from service.responses import reads, stopping
 from tests.unit.conftest import Processes
 from tests.unit.test_service import request
 

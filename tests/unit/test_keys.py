@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
-from adapters.store import SqlApiKeyStore
+from adapters.store.keys import SqlApiKeyStore
 from domain.errors import InvalidRequest, NotFound
-from service import keys as uc
+from service.access import keys as uc
 
 
 async def test_a_new_key_is_stored_only_as_the_sha256_of_its_secret(

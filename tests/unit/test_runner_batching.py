@@ -12,9 +12,9 @@ from domain.events import OutputTextDelta
 from domain.fold import project, replay
 from domain.generation import AnyDelta, EndItem, Finished, Prompt, TextDelta, TokenUsage
 from domain.reasons import CancelReason
-from service import responses as uc
-from service.batching import MAX_HELD
 from service.bundle import Bundle
+from service.responses import create as uc
+from service.work.batching import MAX_HELD
 from tests.unit.conftest import Processes
 from tests.unit.test_service import OWNER, request, run_to_end, text_of
 

@@ -1,5 +1,5 @@
 """Reasoning sealed for stateless clients: the AES-GCM sealer and the engine decorator
-(service/sealing.py, adapters/sealing/aesgcm.py)."""
+(service/reasoning/sealing.py, adapters/sealing/aesgcm.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from domain.generation import (
     TokenUsage,
 )
 from domain.objects import InputReasoning, ReasoningText, SummaryText
-from service.sealing import INCLUDE, SealedReasoning, check_sealed
+from service.reasoning.sealing import INCLUDE, SealedReasoning, check_sealed
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import Stream
 

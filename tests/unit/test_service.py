@@ -18,9 +18,9 @@ from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
 from domain.fold import project, replay
 from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
-from service import reads, stopping
-from service import responses as uc
 from service.bundle import Bundle
+from service.responses import create as uc
+from service.responses import reads, stopping
 from service.wire import CreateRequest, Limits, parse_create_body
 from tests.unit.conftest import Processes
 

@@ -1,4 +1,4 @@
-"""The WebSocket use-case (`service.sockets`) over the real SQLite store and the scripted
+"""The WebSocket use-case (`service.responses.sockets`) over the real SQLite store and the scripted
 engine: each lane's cache of its last response, and when it is emptied."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 
 from adapters.http.sockets import with_lane
 from domain.errors import InvalidRequest
-from service import stopping
 from service.bundle import Bundle
-from service.history import load_history
 from service.ports import StoredEvent
-from service.sockets import SocketSession
+from service.prompts.history import load_history
+from service.responses import stopping
+from service.responses.sockets import SocketSession
 from service.wire import CreateRequest, Limits, parse_create_body
 from tests.unit.conftest import Processes
 

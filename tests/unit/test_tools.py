@@ -1,5 +1,5 @@
 """The tool policy: what agent clients send decodes, is echoed as sent, and reaches the
-engine as documented (domain/tools.py, service/toolcalls.py, the engines' renderings)."""
+engine as documented (domain/tools.py, service/tools/calls.py, the engines' renderings)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from domain.tools import (
     offered,
     resolve,
 )
-from service.toolcalls import tool_calls
+from service.tools.calls import tool_calls
 from service.wire import Limits, parse_create_body, with_client_headers
 from tests.fakes.prompts import make_prompt
 
@@ -407,7 +407,7 @@ def test_hints_resplog_does_not_act_on_are_accepted_and_kept_in_the_facts() -> N
     management = [{"type": "compaction", "compact_threshold": 200000}]
     req = parse(context_management=management, prompt_cache_options={"mode": "implicit"})
     assert req.extra["ignored"] == {"prompt_cache_options": {"mode": "implicit"}}
-    assert req.extra["context_management"] == management  # acted on: service/compaction.py
+    assert req.extra["context_management"] == management  # acted on: service/prompts/compaction.py
     for bad in ("x", [{"type": "compaction", "compact_threshold": 0}], [{"kind": 1}]):
         with pytest.raises(InvalidRequest) as wrong:
             parse(context_management=bad)

@@ -15,8 +15,9 @@ import httpx
 import openai
 import pytest
 
-from adapters.store import SqlApiKeyStore, open_store
-from service import keys
+from adapters.store.factory import open_store
+from adapters.store.keys import SqlApiKeyStore
+from service.access import keys
 from tests.e2e.conftest import Server, start_server, stop_server
 
 KEYED = ("--auth", "keys", "--key-cache-s", "0")

@@ -32,7 +32,7 @@ from litestar.testing import TestClient
 from schemathesis import GenerationMode
 
 from adapters.http.app import create_app
-from service.access import AccessPolicy
+from service.access.admission import AccessPolicy
 from service.settings import Settings
 from tests.e2e.conftest import Server, stop_server
 from tests.e2e.security.conftest import KEYED, launch, make_key

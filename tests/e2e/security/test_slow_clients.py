@@ -16,13 +16,13 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from adapters.store import open_store
+from adapters.store.factory import open_store
 from domain.builder import emit, finish
 from domain.commands import create, start
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import EndItem, Finished, TextDelta, TokenUsage
 from domain.objects import ResponseObject
-from service.responses import new_response_id
+from service.responses.create import new_response_id
 from tests.e2e.conftest import Server, stop_server
 from tests.e2e.security.conftest import http, launch, make_key
 

@@ -40,15 +40,15 @@ from domain.tools import mcp_servers, offered
 from domain.truncation import FACT as TRUNCATION_FACT
 from domain.truncation import Truncation, cut
 from service.bundle import Bundle
-from service.context import fit
-from service.history import history_for
 from service.ids import new_id
 from service.ports import Batches, Claim
-from service.reads import close_tail
-from service.references import resolve_with_aside
-from service.runner import Generation
-from service.sealing import check_sealed
+from service.prompts.history import history_for
+from service.prompts.references import resolve_with_aside
+from service.prompts.window import fit
+from service.reasoning.sealing import check_sealed
+from service.responses.reads import close_tail
 from service.wire import SET_ASIDE, CreateRequest
+from service.work.runner import Generation
 
 
 def new_response_id(now: float) -> str:
@@ -179,7 +179,7 @@ async def _run_here(svc: Bundle, decision: Decision, prompt: Prompt) -> Generati
 async def _compaction(
     svc: Bundle, req: CreateRequest, history: list[Turn], items: list[InputItem], owner: str
 ) -> Compaction | None:
-    from service.compaction import auto_compact  # it creates a response itself
+    from service.prompts.compaction import auto_compact  # it creates a response itself
 
     return await auto_compact(svc, req, history, items, owner)
 
@@ -417,7 +417,7 @@ def build_prompt(
 
 def _sealed_headers(svc: Bundle, secrets: dict[str, dict[str, str]]) -> str:
     """The `mcp` tools' headers as the log may hold them: sealed under the server's key
-    (service/mcploop.py opens them for the calls)."""
+    (service/tools/mcploop.py opens them for the calls)."""
     if svc.runner.tools is None:
         raise InvalidRequest(
             "This server does not run MCP tools.", param="tools", code="unsupported_parameter"

@@ -13,8 +13,8 @@ import asyncio
 import logging
 
 from service.bundle import Bundle
-from service.sweeper import Sweeper
-from service.worker import Worker
+from service.work.sweeper import Sweeper
+from service.work.worker import Worker
 
 log = logging.getLogger("resplog.background")
 

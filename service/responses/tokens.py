@@ -8,12 +8,12 @@ import msgspec
 
 from domain.errors import EngineError, InvalidRequest
 from service.bundle import Bundle
-from service.context import fit
-from service.history import history_for
-from service.mcploop import engine_prompt
-from service.references import resolve_references
-from service.responses import assign_ids, build_prompt, check_served
-from service.sealing import check_sealed
+from service.prompts.history import history_for
+from service.prompts.references import resolve_references
+from service.prompts.window import fit
+from service.reasoning.sealing import check_sealed
+from service.responses.create import assign_ids, build_prompt, check_served
+from service.tools.mcploop import engine_prompt
 from service.wire import CreateRequest
 
 # A prompt is made for a response id; this one is never stored, nor given out.

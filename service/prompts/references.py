@@ -2,11 +2,11 @@
 
 Item ids name their place in the log: the server derives every id it gives from the response
 id and the item's position (`msg_<suffix>_2` is output 2 of `resp_<suffix>`, `msg_<suffix>_in0`
-input 0; domain/builder.py `item_id`, service/responses.py `assign_ids`). So a reference is
+input 0; domain/builder.py `item_id`, service/responses/create.py `assign_ids`). So a reference is
 read from that one response, through the read model's owner check, without an index of
 its own. An item added to a conversation through the API has an id of the server's that
 names the conversation (`msg_<conversation suffix>_<16 random hex digits>`,
-service/conversations.py), and is read from that conversation's items, through its owner
+service/conversations/api.py), and is read from that conversation's items, through its owner
 check. An id a client chose for its own item names no place and cannot be referenced (nor
 can an item added to a conversation before its ids named the whole conversation): it is
 answered as OpenAI answers an unknown item.
@@ -18,7 +18,7 @@ conversation's `items`) are resolved the same way (`conversation_items_of`): the
 conversation's log holds the item under its id, as OpenAI lists it. An
 MCP call or approval request is passed back as itself (the model is shown a call as a
 function call and its output, and the loop finds the request an approval answers:
-service/mcploop.py); an item of a kind no engine is given (an MCP listing, a built-in call,
+service/tools/mcploop.py); an item of a kind no engine is given (an MCP listing, a built-in call,
 an item an earlier request set aside) is set aside in its place, as if the client had sent
 it.
 """
@@ -220,7 +220,7 @@ def conversation_items(
     aside in their place), then its output as input items. An MCP call or approval request
     is itself, as OpenAI lists it (the next turn's model is shown a call as a function call
     and its output, and the loop finds there the request an approval answers:
-    service/mcploop.py); the server's tool listings and built-in calls are set aside, listed
+    service/tools/mcploop.py); the server's tool listings and built-in calls are set aside, listed
     as the response made them and shown to no model (a built-in call's answer is a hidden
     fact of its own response's log)."""
     given: list[ConversationItem] = list(asked)

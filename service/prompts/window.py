@@ -22,7 +22,7 @@ from domain.generation import Prompt, Turn
 from domain.objects import InputImage, InputItem, InputMessage, ResponseObject
 from domain.truncation import Truncation, at, cut, steps
 from service.bundle import Bundle
-from service.mcploop import engine_prompt
+from service.tools.mcploop import engine_prompt
 
 log = logging.getLogger("resplog.context")
 
@@ -102,7 +102,7 @@ async def fit(
 
 
 def _prompt(response: ResponseObject, history: list[Turn], items: list[InputItem]) -> Prompt:
-    from service.responses import build_prompt
+    from service.responses.create import build_prompt
 
     return build_prompt(response, items, history)
 

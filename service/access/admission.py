@@ -16,9 +16,9 @@ from typing import Literal
 import msgspec
 
 from domain.errors import Unauthenticated
-from service.keys import authenticate, hash_secret
+from service.access.keys import authenticate, hash_secret
+from service.access.quotas import RateLimiter, Slot, StreamSlots
 from service.ports import ApiKeyStore
-from service.quotas import RateLimiter, Slot, StreamSlots
 
 ANONYMOUS = "anonymous"
 

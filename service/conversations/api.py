@@ -3,7 +3,7 @@
 A conversation is visible to its owner until deleted: another owner's, or a deleted one, is
 the same 404 as an id that never existed. Items added through the API get ids of the
 server's (`<prefix>_<conversation id's suffix>_<16 random hex digits>`) unless the client
-named them; a reference finds one by its id (service/references.py).
+named them; a reference finds one by its id (service/prompts/references.py).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from domain.objects import (
 from service.bundle import Bundle
 from service.ids import new_id
 from service.ports import Batches, ConversationItems, ConversationRow
-from service.reads import stored_now
-from service.references import conversation_items_of, response_of
+from service.prompts.references import conversation_items_of, response_of
+from service.responses.reads import stored_now
 
 _PREFIX: dict[type, str] = {**INPUT_ID_PREFIX, SetAsideItem: "item"}
 
@@ -68,7 +68,7 @@ async def _given(
     owner: str,
 ) -> list[ConversationItem]:
     """The items a request adds: at most OpenAI's number, each reference replaced by the
-    item it names (service/references.py), and ids of the server's for the unnamed."""
+    item it names (service/prompts/references.py), and ids of the server's for the unnamed."""
     if len(items) > MAX_ITEMS_PER_REQUEST:
         raise InvalidRequest(
             f"Invalid 'items': too many items ({len(items)}; the limit is "
@@ -81,7 +81,7 @@ async def _given(
 
 def _with_ids(conversation_id: str, items: list[ConversationItem]) -> list[ConversationItem]:
     # The whole conversation id, so that an `item_reference` finds the item from its id
-    # alone (service/references.py), as a response's items are found from theirs.
+    # alone (service/prompts/references.py), as a response's items are found from theirs.
     suffix = conversation_id.removeprefix("conv_")
     return [
         item
@@ -200,7 +200,7 @@ async def history_of(
     earlier turn, then the MCP approval requests that `given` answers. The MCP tool lists
     set aside among those items are the turn's `listed`: no model is shown them, and the
     tool loop offers a listed server's tools from them rather than listing it again
-    (service/mcploop.py `listed_before`)."""
+    (service/tools/mcploop.py `listed_before`)."""
     await visible(svc, conversation_id, owner)
     items = (await svc.conversations.items(conversation_id)).items
     since = since_last_compaction(items)  # the lists set aside among them too

@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from service.tasks import stop_task
+from service.work.tasks import stop_task
 
 log = logging.getLogger("resplog")
 

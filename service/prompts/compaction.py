@@ -5,7 +5,7 @@ like any other (its `metadata` says `resplog_compaction`), so the log shows exac
 summarised (its request's input items) and into what (its output). The answer is OpenAI's
 compacted response: its id is that response's, its `output` the conversation's user
 messages followed by one `compaction` item, whose `encrypted_content` is the summary sealed
-like stateless reasoning (service/sealing.py) and whose id `cmp_<suffix>` names the
+like stateless reasoning (service/reasoning/sealing.py) and whose id `cmp_<suffix>` names the
 summarising response. A later request that passes the compaction item as input gives the
 engine the summary in the place of the conversation it replaced.
 """
@@ -33,11 +33,11 @@ from domain.objects import (
     Usage,
 )
 from service.bundle import Bundle
-from service.history import load_history
-from service.mcploop import engine_prompt
-from service.references import as_input, resolve_references
-from service.responses import create_and_wait
-from service.sealing import check_sealed
+from service.prompts.history import load_history
+from service.prompts.references import as_input, resolve_references
+from service.reasoning.sealing import check_sealed
+from service.responses.create import create_and_wait
+from service.tools.mcploop import engine_prompt
 from service.wire import CreateRequest
 
 log = logging.getLogger("resplog.compaction")
@@ -99,7 +99,7 @@ async def auto_compact(
         return None
     counted = None
     if not trigger:
-        from service.responses import build_prompt
+        from service.responses.create import build_prompt
 
         try:
             prompt = engine_prompt(build_prompt(req.response, items, history))

@@ -15,11 +15,11 @@ from domain.errors import DomainError
 from domain.reasons import FailReason
 from domain.state import ResponseState
 from service.bundle import Bundle
-from service.history import history_for
-from service.periodic import Periodic
 from service.ports import Claim
-from service.reads import load_state
-from service.responses import prompt_from_facts
+from service.prompts.history import history_for
+from service.responses.create import prompt_from_facts
+from service.responses.reads import load_state
+from service.work.periodic import Periodic
 
 log = logging.getLogger("resplog.worker")
 

@@ -34,11 +34,11 @@ from domain.generation import (
 from domain.objects import ServerCall
 from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
-from service.batching import Inbox
-from service.mcploop import ToolLoop, engine_prompt
 from service.observe import UNOBSERVED, GenerationTrace, Tracer, WorkObserver
 from service.ports import Engine, EventWriter
-from service.toolcalls import tool_calls
+from service.tools.calls import tool_calls
+from service.tools.mcploop import ToolLoop, engine_prompt
+from service.work.batching import Inbox
 
 log = logging.getLogger("resplog.runner")
 
@@ -74,7 +74,7 @@ class Runner:
         self._writer = writer
         self._engine = engine
         self._clock = clock
-        self.tools = tools  # runs `mcp` tools (service/mcploop.py); None: they are not run
+        self.tools = tools  # runs `mcp` tools (service/tools/mcploop.py); None: they are not run
         self._running: dict[str, Generation] = {}
         self.observer: WorkObserver = UNOBSERVED  # metrics (service/observe.py)
         self.tracer: Tracer = UNOBSERVED  # traces, when configured
@@ -184,7 +184,7 @@ class Runner:
             return await self._end(rid, holder[0], exc.code, detail=exc.message)
         except Conflict:
             # Its lease was taken over, and the store's guard refused the append before a
-            # renewal noticed (the other way a lease is found lost: service/leases.py).
+            # renewal noticed (the other way a lease is found lost: service/work/leases.py).
             self.observer.lease_lost()
             log.warning("generation %s lost its stream to another writer; stopping", rid)
             return holder[0]
@@ -203,7 +203,7 @@ class Runner:
             await self._tool_loop(rid, holder, prompt, self.tools)
             return holder[0]
         # The engine is read in the inbox's task while this one waits for the log, so what
-        # arrives during an append becomes the next batch (service/batching.py).
+        # arrives during an append becomes the next batch (service/work/batching.py).
         prompt = engine_prompt(prompt)
         inbox = Inbox(tool_calls(_deltas(self._engine, prompt), prompt.tools))
         try:

@@ -30,8 +30,8 @@ from domain.generation import (
     TokenUsage,
 )
 from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
-from service.delegating import DelegatingEngine
 from service.ports import Engine
+from service.reasoning.delegating import DelegatingEngine
 
 log = logging.getLogger("resplog.summaries")
 

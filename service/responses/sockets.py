@@ -1,7 +1,7 @@
 """WebSocket mode: the use-case behind one connection to `/v1/responses` (docs/websocket.md).
 
 Each `response.create` message is the create of `POST /v1/responses` with `stream: true`
-(`service.responses`), and what the client receives is that response's log, tailed from
+(`service.responses.create`), and what the client receives is that response's log, tailed from
 its first event, so the socket shows exactly what a later replay shows. What a connection
 adds is OpenAI's connection-local cache: each lane remembers its last response (with the
 conversation it ends), and a `previous_response_id` naming a remembered response is
@@ -24,11 +24,11 @@ from domain.errors import InvalidRequest, NotFound
 from domain.events import ResponseCompleted, ResponseIncomplete
 from domain.generation import Turn
 from domain.state import ResponseState
-from service import responses
 from service.bundle import Bundle
-from service.history import MAX_CHAIN, load_history
-from service.mcploop import passed_back
 from service.ports import Batches, StoredEvent
+from service.prompts.history import MAX_CHAIN, load_history
+from service.responses import create as responses
+from service.tools.mcploop import passed_back
 from service.wire import CreateRequest
 
 Lane = str | None  # a `stream_id`; None is the lane of messages that name none
@@ -142,7 +142,7 @@ class SocketSession:
         if isinstance(end, ResponseCompleted | ResponseIncomplete) and (
             others + size <= self._max_bytes
         ):
-            turn = Turn(  # as service/history.py makes it from the log
+            turn = Turn(  # as service/prompts/history.py makes it from the log
                 response_id=rid,
                 instructions=end.response.instructions,
                 input=state.facts.input,

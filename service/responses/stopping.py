@@ -16,7 +16,7 @@ from domain.objects import ResponseObject
 from domain.reasons import CancelReason
 from service.bundle import Bundle
 from service.ports import ResponseRow
-from service.reads import UNFINISHED, close_tail, load_state, retrieve, visible_row
+from service.responses.reads import UNFINISHED, close_tail, load_state, retrieve, visible_row
 
 log = logging.getLogger("resplog.responses")
 

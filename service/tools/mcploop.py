@@ -4,7 +4,7 @@ The server lists each server's tools, lets the model generate, runs the MCP call
 made, feeds the result back and generates again, until the model answers. Every step is
 events in the log (domain/mcp.py), appended before the next one starts, so the loop's state
 is the log: `ToolLoop.run` starts from whatever the log holds, which is how a process that
-takes over a dead one's lease goes on (service/sweeper.py): servers already listed are not
+takes over a dead one's lease goes on (service/work/sweeper.py): servers already listed are not
 listed again, a call whose result is recorded is never run again, and a call that was in
 flight when its process died is recorded failed (its effect is unknown).
 
@@ -67,7 +67,7 @@ from domain.objects import (
 from domain.state import Decision, ResponseState
 from domain.tools import McpServer, OfferedTool, builtin_offered, mcp_offered, mcp_servers
 from service.ports import ToolError, ToolServers
-from service.sealing import Sealer
+from service.reasoning.sealing import Sealer
 from service.wire import SET_ASIDE
 
 log = logging.getLogger("resplog.mcp")

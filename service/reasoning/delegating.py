@@ -1,5 +1,5 @@
 """An engine that passes everything to the engine it wraps: the base of the wrappers that
-change one thing about generation (service/sealing.py, service/summaries.py)."""
+change one thing about generation (service/reasoning/sealing.py, service/reasoning/summaries.py)."""
 
 from __future__ import annotations
 

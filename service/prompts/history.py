@@ -63,7 +63,7 @@ async def history_for(
     """What comes before a response's input (`given`): its conversation's items, or the
     chain its `previous_response_id` ends."""
     if isinstance(response.conversation, ConversationRef):
-        from service.conversations import history_of
+        from service.conversations.api import history_of
 
         return await history_of(svc, response.conversation.id, owner, given)
     return await load_history(svc, response.previous_response_id, owner)
@@ -107,7 +107,7 @@ def _turn(link: ChainLink, previous_id: str) -> Turn:
     answer = _answer.decode(link.snapshot)
     asked = _asked.decode(link.request_facts)
     # MCP tool lists its client passed back: set aside, shown to no model, but in the
-    # context of every later turn (service/mcploop.py `listed_before`).
+    # context of every later turn (service/tools/mcploop.py `listed_before`).
     aside = sorted(asked.extra.aside, key=lambda a: a.at)
     return Turn(
         response_id=link.response_id,

@@ -35,8 +35,8 @@ from domain.objects import (
     ReasoningText,
     SummaryText,
 )
-from service.delegating import DelegatingEngine
 from service.ports import Engine
+from service.reasoning.delegating import DelegatingEngine
 
 INCLUDE = "reasoning.encrypted_content"
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from domain.generation import Prompt
 from domain.reasons import CancelReason
 from domain.state import ResponseState
-from service.periodic import Periodic
 from service.ports import Claim, Leases
-from service.runner import Generation, Runner
+from service.work.periodic import Periodic
+from service.work.runner import Generation, Runner
 
 log = logging.getLogger("resplog.leases")
 

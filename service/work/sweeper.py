@@ -30,11 +30,11 @@ from domain.reasons import FailReason
 from domain.state import ResponseState
 from domain.tools import builtin_offered, mcp_servers
 from service.bundle import Bundle
-from service.history import history_for
-from service.periodic import Periodic
 from service.ports import Claim
-from service.reads import load_state
-from service.responses import build_prompt
+from service.prompts.history import history_for
+from service.responses.create import build_prompt
+from service.responses.reads import load_state
+from service.work.periodic import Periodic
 
 log = logging.getLogger("resplog.sweeper")
 

@@ -1,0 +1,1 @@
+"""The Conversations API's use-cases over the `Conversations` port."""
