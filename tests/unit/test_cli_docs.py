@@ -1,5 +1,5 @@
 """Every command of the `resplog` group, however deep and whoever added it, answers
-`--help` and is documented in docs/operations.md with each of its flags."""
+`--help` and is documented in docs/configuration.md with each of its flags."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from adapters.cli import main
 
-OPERATIONS = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+OPERATIONS = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
 
 
 def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -49,7 +49,7 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize("path", ALL, ids=" ".join)
 def test_every_command_and_flag_is_documented(path: tuple[str, ...]) -> None:
-    """docs/operations.md names the command and each of its long options."""
+    """docs/configuration.md names the command and each of its long options."""
     assert f"resplog {' '.join(path)}" in OPERATIONS
     flags = [
         opt
