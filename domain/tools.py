@@ -4,7 +4,7 @@ A response echoes every tool the client sent (`ResponseObject.tools`, plain JSON
 are offered to the model: `function` tools, `custom` tools (free-form text input), the
 function and custom tools inside a `namespace`, and a client-executed `tool_search`. Hosted
 tools (`web_search`, `file_search`, `image_generation`, ...) are echoed, recorded as not
-offered, and never shown to the model (docs/operations.md, "Tools"), except where a tool
+offered, and never shown to the model (docs/api.md, "Tools"), except where a tool
 server runs gpt-oss's built-ins: `web_search` and `code_interpreter` then offer them (the
 end of this module; domain/builtins.py runs them).
 

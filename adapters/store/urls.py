@@ -1,7 +1,7 @@
 """Database URLs: the accepted spellings, normalised to the async drivers the store uses.
 
 PostgreSQL may be named by several hosts, for a primary with standbys that a failover tool
-promotes (docs/operations.md, "High availability"). Two spellings are accepted:
+promotes (docs/guides/high-availability.md). Two spellings are accepted:
 
 - libpq's, `postgresql://user@h1:5432,h2:5432/db?target_session_attrs=read-write`, which
   `psql` and pg_auto_failover's `pg_autoctl show uri` print;

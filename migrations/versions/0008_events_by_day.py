@@ -24,7 +24,7 @@ What this does:
   `CHECK` validated would read the whole log under a lock that stops every write (about
   5 s per million events). So it is added `NOT VALID` (a moment's lock), then validated
   in a transaction of its own, which reads the log while writes go on; only the renaming
-  and the attach, which read nothing, hold the lock (docs/operations.md). An interrupted
+  and the attach, which read nothing, hold the lock (docs/guides/upgrades.md). An interrupted
   run leaves the `CHECK` on `events`; the next run makes it again with a new bound;
 - `events_default` takes a row whose day has no partition yet (there should be none:
   the server makes each day's partition days ahead, `partitions.ensure`); it is never

@@ -78,7 +78,7 @@ SEALED_SOURCE = "mcp-headers"
 
 
 class ToolLimits(msgspec.Struct, frozen=True, kw_only=True):
-    """The operator's bounds on a loop (`--mcp-*` flags, docs/operations.md)."""
+    """The operator's bounds on a loop (`--mcp-*` flags, docs/configuration.md)."""
 
     call_timeout_s: float = 30.0
     loop_timeout_s: float = 300.0

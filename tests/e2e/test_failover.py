@@ -5,7 +5,7 @@ is doubled, every response completes (leases outlive the failover), clients resu
 `starting_after`, and `resplog verify --all` passes on the new primary.
 
 `pg_ctl promote` stands in for the failover tool (pg_auto_failover in production, see
-docs/operations.md "High availability"), promoting at once: the recovery time printed is
+docs/guides/high-availability.md), promoting at once: the recovery time printed is
 resplog's own part of a failover, not the tool's detection delay."""
 
 from __future__ import annotations

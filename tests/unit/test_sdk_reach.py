@@ -35,7 +35,7 @@ from service.wire import Limits, parse_create_body
 from service.wire.conversations import parse_add_items, parse_create_conversation
 from service.wire.decode import parse_compact_body, parse_input_tokens_body
 
-# The refusals the docs give (docs/operations.md, "What the API refuses"; docs/mcp.md;
+# The refusals the docs give (docs/api.md, "Refused with 400"; docs/mcp.md;
 # docs/conversations.md), as the start of their messages.
 REFUSALS = {
     "prompt templates, moderation": r"Unsupported parameter: '(prompt|moderation)'",
