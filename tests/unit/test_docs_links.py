@@ -9,6 +9,7 @@ places to fix (file:line: what it cites).
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import cache
 from pathlib import Path
@@ -25,6 +26,7 @@ CITED_PATH = re.compile(
 )
 PATTERN = re.compile(r"[*<>{}…]")
 CITED_MODULE = re.compile(r"`((?:adapters|service|domain)(?:\.\w+)+)`")
+IMPORT = re.compile(r"\bfrom ((?:adapters|service|domain)(?:\.\w+)*) import (\w+(?:, \w+)*)")
 # What a test run makes and git does not hold.
 GENERATED = ("node_modules",)
 
@@ -134,6 +136,54 @@ def test_every_cited_module_exists() -> None:
         if not module_exists(dotted)
     ]
     assert missing == [], "cited modules that are not in the repository:\n" + "\n".join(missing)
+
+
+def module_file(dotted: str) -> Path | None:
+    base = ROOT.joinpath(*dotted.split("."))
+    for file in (base.with_suffix(".py"), base / "__init__.py"):
+        if file.is_file():
+            return file
+    return None
+
+
+@cache
+def top_level_names(file: Path) -> frozenset[str]:
+    """What `from module import name` can take: the module's top-level definitions,
+    assignments and imports."""
+    names: set[str] = set()
+    for node in ast.parse(file.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(
+                n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)
+            )
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return frozenset(names)
+
+
+def importable(module: str, name: str) -> bool:
+    file = module_file(module)
+    if file is None:
+        return False
+    return name in top_level_names(file) or module_file(f"{module}.{name}") is not None
+
+
+def test_every_cited_import_resolves() -> None:
+    """`from service.x import y` in the docs (a code block or inline) names a module of the
+    repository and a name it defines or imports."""
+    missing = [
+        f"{rel(page)}:{number}: from {module} import {name}"
+        for page in PAGES
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        for module, names in IMPORT.findall(line)
+        for name in names.split(", ")
+        if not importable(module, name)
+    ]
+    assert missing == [], "cited imports that do not resolve:\n" + "\n".join(missing)
 
 
 def test_github_anchors_are_spelled_as_github_does() -> None:
