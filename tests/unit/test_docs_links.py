@@ -1,7 +1,8 @@
-"""The docs point at things that exist: every relative link in README.md and docs/ reaches a
-file (and, for a Markdown file, the heading its `#anchor` names, as GitHub spells anchors), and
-every repository path (`service/prompts/window.py`, `adapters/http/app.py`) or module
-(`service.ports.Engine`) the docs cite is in the repository.
+"""The docs point at things that exist: every relative link in README.md, CHANGELOG.md and
+docs/ reaches a file (and, for a Markdown file, the heading its `#anchor` names, as GitHub
+spells anchors), and every repository path (`service/prompts/window.py`,
+`adapters/http/app.py`), module (`service.ports.Engine`) or import
+(`from adapters.store.factory import open_store`) they cite is in the repository.
 
 A module moved or renamed without its citations updated fails here, with the list of the
 places to fix (file:line: what it cites).
@@ -15,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")
 TOP = ("adapters", "service", "domain", "tests", "bench", "migrations", "docs", ".ci")
