@@ -1,5 +1,7 @@
-"""Time to first delta alone and in a burst: what a streaming create costs the server, and
-how soon its first delta comes, one at a time and 64 sent in the same instant.
+"""Time to first delta alone and in a burst, and a create's CPU beside `GET /health`.
+
+What a streaming create costs the server, and how soon its first delta comes, one at a
+time and 64 sent in the same instant.
 
 A real `resplog serve` (scripted engine at zero delay, `--tokens`-token answers) on a fresh
 PostgreSQL database (or SQLite). Figures, each beside its baseline from the same run:

@@ -1,6 +1,7 @@
-"""Failover: how long after the PostgreSQL primary dies does `resplog serve`, given both
-nodes in one multi-host URL, create responses again once the synchronous standby is
-promoted, with background streams running through it.
+"""Failover: how soon creates succeed again once the primary dies and a standby is promoted.
+
+`resplog serve` is given both nodes in one multi-host URL, with background streams
+running through it.
 
 Each round: a private primary with a synchronous standby (never the shared server),
 `serve` on `postgresql://…@primary,standby/…?target_session_attrs=read-write` with

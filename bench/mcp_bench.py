@@ -1,5 +1,7 @@
-"""An MCP step: what resplog adds to each step of the MCP tool loop beyond the MCP call
-itself, and how long a loop whose worker is killed mid-call takes to finish on another.
+"""An MCP step: what resplog adds to a tool step beyond the MCP call, and a killed loop.
+
+What resplog adds to each step of the MCP tool loop beyond the MCP call itself, and how
+long a loop whose worker is killed mid-call takes to finish on another.
 
 The tests' MCP server (tests/fakes/mcp_server.py) and a real `resplog serve` (scripted
 engine, no pacing) on a fresh PostgreSQL database. Baseline, from the same run: the bare

@@ -1,5 +1,6 @@
-"""Several processes: the tokens/s that `serve --processes N` delivers to concurrent
-streaming clients, beside one process's in the same run.
+"""Several processes: the tokens/s of `serve --processes N`, beside one process's.
+
+Tokens/s delivered to concurrent streaming clients, and the cores each load keeps busy.
 
 For each value of `--server-processes` in turn, a real `resplog serve` (scripted engine at
 zero delay, `--tokens`-token answers) on a fresh PostgreSQL database, loaded by

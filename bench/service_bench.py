@@ -1,5 +1,7 @@
-"""Overhead per token against a direct reader: the fake sglang streaming flat out, read by
-direct clients of its own API and through `resplog serve --engine sglang` by SSE clients.
+"""Overhead per token: tokens/s through resplog, beside a direct reader of the engine.
+
+The fake sglang streams flat out, read by direct clients of its own API and through
+`resplog serve --engine sglang` by SSE clients.
 
 Baselines, from the same run: two direct readers of the fake's `/generate` (`httpx`, one
 chunk a read, as a plain client reads; `aiohttp` `readany`, everything buffered a read, as

@@ -1,12 +1,12 @@
-"""Several processes under load and kill -9: 2 API replicas and 2 workers on one database
-lose, double and strand no response.
+"""Several processes under kill -9: replicas and workers lose, double and strand nothing.
 
-N concurrent background+stream responses from a loopback load generator for a fixed
-time, with random client drops and resumes (on a random replica) and random cancels (on a random replica, while a worker
+2 API replicas and 2 workers on one PostgreSQL database; N concurrent background + stream
+responses from a loopback load generator for a fixed time, with random client drops and
+resumes (on a random replica) and random cancels (on a random replica, while a worker
 generates). Reports responses/s, events/s, resume and cancel latency (p50/p99), and the
 lost / duplicated / stuck counts, which must all be 0; then fold-checks every log and runs
-`resplog verify --all`. Exits 1 if any check fails; `tests/e2e/test_soak.py` (marker `soak`)
-runs it with chaos.
+`resplog verify --all`. Exits 1 if any check fails; `tests/e2e/test_soak.py` (marker
+`soak`) runs it with chaos.
 
     .venv/bin/python bench/soak_bench.py --clients 32 --seconds 30
     .venv/bin/python bench/soak_bench.py --chaos-every 3 --lease-ttl-s 2

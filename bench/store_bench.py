@@ -1,5 +1,7 @@
-"""Store throughput and append->visible latency: events/s through the group-commit writer
-and the time from an append to a tailer seeing it, beside one commit an event.
+"""Store throughput and append->visible latency, beside one commit an event.
+
+Events/s through the group-commit writer and the time from an append to a tailer seeing
+it.
 
 In-process, on a fresh PostgreSQL database (or SQLite). Phases, each on the same database:
 `paced` (S streams x R events/s, a tailer on every stream: sustained events/s and

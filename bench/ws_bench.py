@@ -1,5 +1,7 @@
-"""WebSocket against SSE: a create's first delta and a tool loop's turns over one WebSocket
-(docs/websocket.md), beside the same over one kept-alive HTTP connection with SSE.
+"""WebSocket against SSE: a create's first delta and a tool loop's turns over each.
+
+Over one WebSocket (docs/websocket.md), beside the same over one kept-alive HTTP
+connection with SSE.
 
 A real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQL database (or
 SQLite). Measured over both, interleaved round by round: the time from sending a create
