@@ -5,8 +5,8 @@ are the baseline.
 
     .venv/bin/python bench/growth_bench.py --sizes 1e6,1e7
     .venv/bin/python bench/growth_bench.py --sizes 1e6,1e7,1e8 --rounds 1
-    .venv/bin/python bench/growth_bench.py --sizes 2e3,1e4 --rounds 1 --seconds 1 \
-        --streams 20 --gets 50 --repeats 2 --verify-sample 20 --gc-responses 5
+    .venv/bin/python bench/growth_bench.py --sizes 1e4,3e4 --rounds 1 --seconds 1 \
+        --streams 20 --gets 20 --repeats 2 --verify-sample 20 --gc-responses 5
 
 What is loaded is what the server writes: a real `resplog serve` (scripted engine, 8 ms per
 delta, so that each delta is an event of its own as a GPU's tokens are) makes one group of
@@ -482,13 +482,14 @@ async def remote(log: Log, args: argparse.Namespace) -> dict[str, float]:
 async def replay(store: SqlEventStore, log: Log) -> dict[str, float]:
     runs = await replay_phase(store, 50_000, 3)
     rates = [r.events / r.meter.seconds for r in runs]
-    started = time.perf_counter()
-    typed = await store.read_events(random.choice(log.long))
-    loaded_rate = len(typed) / (time.perf_counter() - started)
-    return {
-        "replay: new 50k-event stream ev/s": statistics.median(rates),
-        "replay: a loaded 2k-event stream ev/s": loaded_rate,
-    }
+    figures = {"replay: new 50k-event stream ev/s": statistics.median(rates)}
+    if log.long:  # a small log may hold no long response
+        started = time.perf_counter()
+        typed = await store.read_events(random.choice(log.long))
+        figures["replay: a loaded 2k-event stream ev/s"] = len(typed) / (
+            time.perf_counter() - started
+        )
+    return figures
 
 
 async def timed(calls: Sequence[Callable[[], Any]]) -> list[float]:
