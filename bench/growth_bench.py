@@ -5,7 +5,7 @@ are the baseline.
 
     .venv/bin/python bench/growth_bench.py --sizes 1e6,1e7
     .venv/bin/python bench/growth_bench.py --sizes 1e6,1e7,1e8 --rounds 1
-    .venv/bin/python bench/growth_bench.py --sizes 1e4,3e4 --rounds 1 --seconds 1 \
+    .venv/bin/python bench/growth_bench.py --sizes 1e4,3e4 --rounds 1 --seconds 3 \
         --streams 20 --gets 20 --repeats 2 --verify-sample 20 --gc-responses 5
 
 What is loaded is what the server writes: a real `resplog serve` (scripted engine, 8 ms per
