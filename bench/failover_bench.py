@@ -1,40 +1,34 @@
-"""Failover: how long after the PostgreSQL primary dies does `resplog serve`, given both
-nodes in one multi-host URL, create responses again once the synchronous standby is
-promoted, with background streams running through it.
+"""Failover: how soon creates succeed again once the primary dies and a standby is promoted.
 
-Each round starts a private primary with a synchronous standby (never the shared server),
-`serve` on `postgresql://…@primary,standby/…?target_session_attrs=read-write`, and
-`--streams` background responses generating (scripted engine, 20 ms a token); then it
-kills every process of the primary (SIGKILL), promotes the standby at once (`pg_ctl
-promote -w`, standing in for pg_auto_failover), and creates until one succeeds. Printed
-per round and as the median: kill → promoted (the baseline: the database's own part, the
-floor no client can beat) and kill → first successful create; their difference is
-resplog's part of the recovery. A failover tool's detection delay (pg_auto_failover's
-health checks, seconds) comes on top of both and is not measured here. Exits 1 if a
-stream does not complete or a create never succeeds.
+`resplog serve` is given both nodes in one multi-host URL, with background streams
+running through it.
+
+Each round: a private primary with a synchronous standby (never the shared server),
+`serve` on `postgresql://…@primary,standby/…?target_session_attrs=read-write` with
+`--streams` background responses generating (scripted engine, 20 ms a token); every
+process of the primary SIGKILLed (`--freeze`: SIGSTOPped, a machine that neither answers
+nor refuses), the standby promoted at once (`pg_ctl promote -w`, standing in for
+pg_auto_failover), creates until one succeeds. Prints kill -> first successful create
+beside the baseline kill -> promoted (the database's own part, the floor no client beats),
+medians of the rounds; a failover tool's detection delay comes on top of both. Exits 1 if
+a stream does not complete or a create never succeeds.
 
     .venv/bin/python bench/failover_bench.py --rounds 5
-    .venv/bin/python bench/failover_bench.py --rounds 3 --freeze
     .venv/bin/python bench/failover_bench.py --rounds 3 --freeze --statement-timeout-s 2
-
-With `--freeze` the primary is SIGSTOPped instead (a machine that neither answers nor
-refuses): the pooled connections to it then hang until `--db-statement-timeout-s`
-(`--statement-timeout-s` here sets it for the server).
+    .venv/bin/python bench/failover_bench.py --rounds 1 --streams 2
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
+from bench.harness import Table, median, parser, workdir
 from tests.e2e.cluster import replicated_postgres
 from tests.e2e.conftest import start_server, stop_server
 
@@ -89,21 +83,21 @@ def one_round(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--streams", type=int, default=8)
-    parser.add_argument(
+    p = parser(__doc__)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--streams", type=int, default=8)
+    p.add_argument(
         "--freeze",
         action="store_true",
         help="SIGSTOP the primary instead of SIGKILL: its machine neither answers nor refuses",
     )
-    parser.add_argument(
+    p.add_argument(
         "--statement-timeout-s",
         type=float,
         default=None,
         help="serve's --db-statement-timeout-s (its default, 10 s, when not given)",
     )
-    args = parser.parse_args()
+    args = p.parse_args()
     flags = (
         ()
         if args.statement_timeout_s is None
@@ -112,22 +106,24 @@ def main() -> None:
     promoted: list[float] = []
     recovered: list[float] = []
     for n in range(args.rounds):
-        with tempfile.TemporaryDirectory(prefix="resplog-failover-") as tmp:
-            p, r = one_round(args.streams, Path(tmp), args.freeze, flags)
-        promoted.append(p)
-        recovered.append(r)
+        with workdir() as tmp:
+            up, back = one_round(args.streams, tmp, args.freeze, flags)
+        promoted.append(up)
+        recovered.append(back)
         print(
-            f"round {n + 1}: kill -> promoted {p * 1000:.0f} ms, kill -> first create "
-            f"{r * 1000:.0f} ms"
+            f"round {n + 1}: kill -> promoted {up * 1000:.0f} ms, kill -> first create "
+            f"{back * 1000:.0f} ms"
         )
-    p50, r50 = statistics.median(promoted), statistics.median(recovered)
-    print(
-        f"failover ({'frozen' if args.freeze else 'killed'} primary, "
-        f"{args.streams} background streams running, {args.rounds} rounds, median): "
-        f"kill -> first successful create {r50 * 1000:.0f} ms; "
-        f"baseline kill -> standby promoted {p50 * 1000:.0f} ms; "
-        f"resplog's own part {(r50 - p50) * 1000:.0f} ms"
+    how = "frozen" if args.freeze else "killed"
+    table = Table(f"{how} primary, {args.streams} streams running, medians of {args.rounds}", "ms")
+    table.add(
+        "kill -> first successful create",
+        median(recovered) * 1e3,
+        "kill -> standby promoted",
+        median(promoted) * 1e3,
     )
+    table.add("resplog's own part", (median(recovered) - median(promoted)) * 1e3)
+    table.print()
 
 
 if __name__ == "__main__":

@@ -1,50 +1,39 @@
-"""The MCP tool loop: what resplog adds to each tool step beyond the MCP call itself, and
-how long a loop whose worker is killed takes to finish on another.
+"""An MCP step: what resplog adds to a tool step beyond the MCP call, and a killed loop.
 
-Starts the tests' MCP server (tests/fakes/mcp_server.py, its own process) and `resplog
-serve` (scripted engine, no pacing) on a fresh PostgreSQL database. Baseline: the bare
-MCP call through the same client resplog uses (`adapters/tools/mcp.py`: connect,
-initialize, call), one after another. Then streamed responses whose scripted model calls
-`echo` `--steps` times; a step is timed, client-side, from the call's
-`response.mcp_call_arguments.done` to the next item the model starts after the result
-(the call, its two durable appends, and the next generation's start). Prints p50/p99 of
-the step and of the step minus the bare call's median. Recovery: an API replica
-(`--workers 0`) and a worker, a background loop whose second call never returns, a second
-worker started, the first one `kill -9`ed; the time from the kill to the response
-completing, beside the lease TTL that bounds it. With `--builtins N`, also gpt-oss's
-built-ins (docs/mcp.md): `resplog serve --engine sglang --tool-server` on the sglang
-stand-in, N responses of three built-in steps (`browser.search`, `python`, `browser.open`),
-each timed from the call's arguments being complete (`web_search_call.in_progress`,
-`code_interpreter_call_code.done`) to the next item, beside the bare call of the same tool.
-Not a test.
+What resplog adds to each step of the MCP tool loop beyond the MCP call itself, and how
+long a loop whose worker is killed mid-call takes to finish on another.
 
-    .venv/bin/python bench/mcp_bench.py --responses 40 --steps 5 [--builtins 20]
+The tests' MCP server (tests/fakes/mcp_server.py) and a real `resplog serve` (scripted
+engine, no pacing) on a fresh PostgreSQL database. Baseline, from the same run: the bare
+MCP call through resplog's own client (`adapters/tools/mcp.py`: connect, initialize,
+call). A step is timed from the call's `response.mcp_call_arguments.done` to the next
+item the model starts after the result, over `--responses` responses of `--steps` calls.
+Recovery: an API replica and a worker, the worker `kill -9`ed while a call hangs, a
+second worker finishing the response, beside the lease TTL that bounds it. `--builtins N`
+adds gpt-oss's built-ins (docs/mcp.md) through the sglang stand-in, each step beside the
+bare call of the same tool.
+
+    .venv/bin/python bench/mcp_bench.py --responses 40 --steps 5 --builtins 20
+    .venv/bin/python bench/mcp_bench.py --responses 3 --steps 2 --bare 20
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import openai
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
 from adapters.tools.mcp import McpToolServers
-from bench.databases import PG, drop_postgres, fresh_postgres
+from bench.harness import Table, database, database_arguments, median, parser, pct, serving, workdir
 from tests.e2e.cluster import start_worker, stop
 from tests.e2e.conftest import LOOPBACK_MCP, start_server, stop_server
 from tests.e2e.test_mcp import _start_tools
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+from tests.fakes.process import FakeProcess
 
 
 def bare_calls(
@@ -102,36 +91,28 @@ def builtin_steps(base: str, responses: int) -> dict[str, list[float]]:
     return out
 
 
-def builtins_figures(tmp: Path, url: str, responses: int, bare_n: int) -> None:
-    from tests.fakes.process import FakeProcess
-
+def builtins_figures(tmp: Path, admin_url: str, responses: int, bare_n: int) -> None:
     (tmp / "builtins").mkdir()
     tools = _start_tools(tmp / "builtins")
     fake = FakeProcess("tests.fakes.sglang_server", "--style", "cumulative")
     engine = ("--engine", "sglang", "--engine-url", fake.url)
-    server = start_server(
-        url, "postgres", tmp / "builtins.log", "--tool-server", tools.url, engine=engine
-    )
     try:
-        for n, a in BUILTIN_CALLS.items():
-            bare_calls(tools.url, 5, n, a)  # warm up
-        # Half the bare calls before the loop and half after: the box's load drifts.
-        bare = {n: bare_calls(tools.url, bare_n // 2, n, a) for n, a in BUILTIN_CALLS.items()}
-        steps = builtin_steps(server.base_url, responses)
-        for n, a in BUILTIN_CALLS.items():
-            bare[n] += bare_calls(tools.url, bare_n // 2, n, a)
+        with serving("--tool-server", tools.url, admin_url=admin_url, engine=engine) as server:
+            for n, a in BUILTIN_CALLS.items():
+                bare_calls(tools.url, 5, n, a)  # warm up
+            # Half the bare calls before the loop and half after: the box's load drifts.
+            bare = {n: bare_calls(tools.url, bare_n // 2, n, a) for n, a in BUILTIN_CALLS.items()}
+            steps = builtin_steps(server.base_url, responses)
+            for n, a in BUILTIN_CALLS.items():
+                bare[n] += bare_calls(tools.url, bare_n // 2, n, a)
     finally:
-        stop_server(server)
         fake.stop()
         tools.process.kill()
+    table = Table(f"a built-in step, {responses} responses", "ms")
     for name, values in steps.items():
-        b = statistics.median(bare[name])
-        added = [v - b for v in values]
-        print(
-            f"built-in {name}, n={len(values)}: bare p50 {pct(bare[name], 0.5):.1f} ms; "
-            f"step p50 {pct(values, 0.5):.1f} / p99 {pct(values, 0.99):.1f} ms; "
-            f"added p50 {pct(added, 0.5):.1f} / p99 {pct(added, 0.99):.1f} ms"
-        )
+        table.add(f"{name} step, p50", median(values), "bare call, p50", median(bare[name]))
+        table.add(f"{name} step, p99", pct(values, 99), "bare call, p99", pct(bare[name], 99))
+    table.print()
 
 
 def loop_steps(base: str, tool_url: str, responses: int, steps: int) -> list[float]:
@@ -200,51 +181,39 @@ def recovery(url: str, tmp: Path, ttl: float) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
+    database_arguments(p, sqlite=False)
     p.add_argument("--responses", type=int, default=40)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--bare", type=int, default=200, help="bare MCP calls for the baseline")
     p.add_argument("--lease-ttl-s", type=float, default=3.0)
-    p.add_argument("--database-url", default=PG)
     p.add_argument("--builtins", type=int, default=0, help="responses of the built-ins part")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
+    with workdir() as tmp:
         tools = _start_tools(tmp)
-        url, name = asyncio.run(fresh_postgres(args.database_url))
-        server = start_server(url, "postgres", tmp / "server.log", *LOOPBACK_MCP)
         try:
-            bare_calls(tools.url, 10)  # warm up
-            bare = bare_calls(tools.url, args.bare)
-            steps = loop_steps(server.base_url, tools.url, args.responses, args.steps)
+            with serving(*LOOPBACK_MCP, admin_url=args.database_url) as server:
+                bare_calls(tools.url, 10)  # warm up
+                bare = bare_calls(tools.url, args.bare)
+                steps = loop_steps(server.base_url, tools.url, args.responses, args.steps)
         finally:
-            stop_server(server)
             tools.process.kill()
-            asyncio.run(drop_postgres(args.database_url, name))
-        base = statistics.median(bare)
-        added = [s - base for s in steps]
-        print(f"bare MCP call (connect+initialize+call), n={len(bare)}:")
-        print(f"  p50 {pct(bare, 0.5):.1f} ms   p99 {pct(bare, 0.99):.1f} ms")
-        print(f"tool step in the loop (args.done -> next item), n={len(steps)}:")
-        print(f"  p50 {pct(steps, 0.5):.1f} ms   p99 {pct(steps, 0.99):.1f} ms")
-        print("added by resplog per step (step - bare median):")
-        print(f"  p50 {pct(added, 0.5):.1f} ms   p99 {pct(added, 0.99):.1f} ms")
-        url, name = asyncio.run(fresh_postgres(args.database_url))
-        try:
+        base = median(bare)
+        table = Table(f"an MCP step, {len(steps)} steps, {len(bare)} bare calls", "ms")
+        table.add("step (arguments done -> next item), p50", median(steps), "bare call, p50", base)
+        table.add("step, p99", pct(steps, 99), "bare call, p99", pct(bare, 99))
+        table.add("added by resplog (step - bare median), p50", median([s - base for s in steps]))
+        with database(False, tmp, args.database_url) as url:
             took = recovery(url, tmp, args.lease_ttl_s)
-        finally:
-            asyncio.run(drop_postgres(args.database_url, name))
-        print(
-            f"recovery after kill -9 mid-call: {took:.2f} s to completed "
-            f"(--lease-ttl-s {args.lease_ttl_s:g}: the lease lapses after at most that, "
-            f"a sweep runs every ~{args.lease_ttl_s / 2:g} s)"
+        table.add(
+            "kill -9 mid-call -> completed on another worker, s",
+            took,
+            "lease TTL",
+            args.lease_ttl_s,
         )
+        table.print()
         if args.builtins:
-            url, name = asyncio.run(fresh_postgres(args.database_url))
-            try:
-                builtins_figures(tmp, url, args.builtins, max(10, args.bare // 4))
-            finally:
-                asyncio.run(drop_postgres(args.database_url, name))
+            builtins_figures(tmp, args.database_url, args.builtins, max(10, args.bare // 4))
 
 
 if __name__ == "__main__":

@@ -1,29 +1,25 @@
-"""Service overhead per token: the fake sglang streaming at full speed, consumed (a) directly
-by raw clients and (b) through `resplog serve --engine sglang` by SSE clients.
+"""Overhead per token: tokens/s through resplog, beside a direct reader of the engine.
 
-    .venv/bin/python -m bench.service_bench --streams 1 64 --words 500 --procs 4
+The fake sglang streams flat out, read by direct clients of its own API and through
+`resplog serve --engine sglang` by SSE clients.
 
-Two direct readers: `httpx` (one HTTP chunk, i.e. one sglang token, per read: what a
-straightforward client does) and `aiohttp` (`readany`: everything buffered per read, the
-way resplog's engine adapter reads). Prints tokens/s for each path and concurrency, the
-ratio of resplog to each direct reader, and time to first token p50/p99 (what resplog
-adds). Tokens are what sglang reports (completion_tokens), on the resplog side read from
-`usage.output_tokens` of the final event. The resplog server stores every event in
-PostgreSQL (a fresh database) as in production. Clients run in `--procs` processes so one
-Python client process is not the bottleneck. The last two columns are the server's CPU
-per token (its process's user + system time over the resplog measurement, from /proc: it
-depends little on what else runs on the box) and how the runner batched: delta events per
-response (p50), read back from the database.
+Baselines, from the same run: two direct readers of the fake's `/generate` (`httpx`, one
+chunk a read, as a plain client reads; `aiohttp` `readany`, everything buffered a read, as
+resplog's adapter reads). Prints tokens/s through resplog beside each, time to the first
+token beside the direct reader's, the server's CPU per token (from /proc), and the delta
+events a response (read back from PostgreSQL: how the runner batched). Clients run in
+`--procs` processes so that one Python client is not the bottleneck.
+
+    .venv/bin/python bench/service_bench.py --streams 1 64 --words 500 --procs 4
+    .venv/bin/python bench/service_bench.py --streams 1 8 --words 100 --rounds 1 --procs 2
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import multiprocessing
-import os
-import tempfile
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -34,17 +30,27 @@ import asyncpg
 import httpx
 import msgspec
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
+
 from adapters.engines.sglang import SglangEngine
-from bench.databases import PG, drop_postgres, fresh_postgres
-from bench.engine_bench import fake_sglang, raw_stream
-from bench.http_bench import pct
-from tests.e2e.conftest import start_server, stop_server
+from bench.harness import Table, cpu_seconds, database_arguments, dsn, parser, pct, serving
+from tests.fakes.process import FakeProcess
 from tests.fakes.prompts import make_prompt, user
 
 TEXT = "[fake:long] go"
+# What one stream measured: seconds to its first token, seconds in all, tokens.
+Stream = tuple[float, float, int]
 
 
-async def sse_stream(client: httpx.AsyncClient) -> tuple[float, float, int]:
+def fake_sglang(style: str, words: int, token_delay: float) -> FakeProcess:
+    """The fake sglang in its own process, streaming `words`-word answers in `style`."""
+    return FakeProcess(
+        "tests.fakes.sglang_server",
+        *("--style", style, "--long-words", str(words), "--token-delay", str(token_delay)),
+    )
+
+
+async def sse_stream(client: httpx.AsyncClient) -> Stream:
     body = {"model": "gpt-oss", "input": TEXT, "stream": True}
     start = time.perf_counter()
     ttft, last = 0.0, b""
@@ -58,29 +64,38 @@ async def sse_stream(client: httpx.AsyncClient) -> tuple[float, float, int]:
     return ttft, time.perf_counter() - start, int(payload["response"]["usage"]["output_tokens"])
 
 
-async def raw_once(
-    client: httpx.AsyncClient, url: str, ids: list[int], params: dict
-) -> tuple[float, float, int]:
-    s = await raw_stream(client, url, ids, params)
-    return s.ttft, s.seconds, s.tokens
+def _events(buffer: bytes, raw: bytes) -> tuple[list[dict[str, Any]], bytes]:
+    """The sglang chunks complete in `buffer + raw`, and what is left of it."""
+    *events, rest = (buffer + raw).split(b"\n\n")
+    return [msgspec.json.decode(e[6:]) for e in events if e != b"data: [DONE]"], rest
 
 
-async def bulk_once(
+async def httpx_once(client: httpx.AsyncClient, url: str, ids: list[int], params: dict) -> Stream:
+    """A direct reader: POST /generate, one HTTP chunk (one token) a read."""
+    body = {"input_ids": ids, "sampling_params": params, "stream": True, "rid": uuid.uuid4().hex}
+    start = time.perf_counter()
+    ttft, seen, buffer = 0.0, 0, b""
+    async with client.stream("POST", url + "/generate", json=body) as response:
+        async for raw in response.aiter_raw():
+            chunks, buffer = _events(buffer, raw)
+            for chunk in chunks:
+                ttft = ttft or time.perf_counter() - start
+                seen = chunk["meta_info"]["completion_tokens"]
+    return ttft, time.perf_counter() - start, seen
+
+
+async def aiohttp_once(
     session: aiohttp.ClientSession, url: str, ids: list[int], params: dict
-) -> tuple[float, float, int]:
-    """A direct reader as lean as resplog's adapter: all buffered bytes per read."""
+) -> Stream:
+    """A direct reader as lean as resplog's adapter: all buffered bytes a read."""
     body = {"input_ids": ids, "sampling_params": params, "stream": True, "rid": uuid.uuid4().hex}
     start = time.perf_counter()
     ttft, seen, buffer = 0.0, 0, b""
     async with session.post(url + "/generate", json=body) as response:
         while raw := await response.content.readany():
-            *events, buffer = (buffer + raw).split(b"\n\n")
-            for event in events:
-                if event == b"data: [DONE]":
-                    continue
-                chunk = msgspec.json.decode(event[6:])
-                if not ttft:
-                    ttft = time.perf_counter() - start
+            chunks, buffer = _events(buffer, raw)
+            for chunk in chunks:
+                ttft = ttft or time.perf_counter() - start
                 seen = chunk["meta_info"]["completion_tokens"]
     return ttft, time.perf_counter() - start, seen
 
@@ -92,23 +107,23 @@ async def run_clients(kind: str, url: str, streams: int, rounds: int) -> dict[st
         httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client,
         aiohttp.ClientSession(connector=connector) as session,
     ):
-        if kind in ("raw", "bulk"):
+        if kind == "resplog":
+
+            async def one() -> Stream:
+                return await sse_stream(client)
+        else:
             async with SglangEngine(url) as engine:
                 prompt = make_prompt([user(TEXT)])
                 ids = engine.renderer.render(prompt)
                 params = engine.sampling_params(prompt, len(ids))
 
-            async def one() -> tuple[float, float, int]:
-                if kind == "bulk":
-                    return await bulk_once(session, url, ids, params)
-                return await raw_once(client, url, ids, params)
-        else:
-
-            async def one() -> tuple[float, float, int]:
-                return await sse_stream(client)
+            async def one() -> Stream:
+                if kind == "aiohttp":
+                    return await aiohttp_once(session, url, ids, params)
+                return await httpx_once(client, url, ids, params)
 
         await one()  # warm
-        results: list[tuple[float, float, int]] = []
+        results: list[Stream] = []
         start = time.perf_counter()
         for _ in range(rounds):
             results += await asyncio.gather(*(one() for _ in range(streams)))
@@ -121,6 +136,8 @@ def _proc(args: tuple[str, str, int, int]) -> dict[str, Any]:
 
 
 def measure(kind: str, url: str, streams: int, rounds: int, procs: int) -> dict[str, float]:
+    """Tokens, tokens/s and time to first token (ms) of `streams` concurrent streams,
+    `rounds` times, the clients spread over `procs` processes."""
     procs = max(1, min(procs, streams))
     shares = [streams // procs + (i < streams % procs) for i in range(procs)]
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
@@ -134,17 +151,9 @@ def measure(kind: str, url: str, streams: int, rounds: int, procs: int) -> dict[
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def delta_events(db: str, since: float) -> float:
-    """p50 over the responses created since `since` of their delta events (one per batch
-    the runner logged, per kind)."""
-    url = f"{PG.rsplit('/', 1)[0]}/{db}".replace("postgresql+asyncpg://", "postgresql://")
-    conn = await asyncpg.connect(url)
+async def delta_events(url: str, since: float) -> float:
+    """p50, over the responses created since `since`, of their delta events."""
+    conn = await asyncpg.connect(dsn(url))
     try:
         rows = await conn.fetch(
             "SELECT count(*) AS n FROM responses r JOIN events e ON e.stream_id = r.id "
@@ -157,56 +166,44 @@ async def delta_events(db: str, since: float) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__)
+    database_arguments(p, sqlite=False)
     p.add_argument("--streams", type=int, nargs="+", default=[1, 64])
-    p.add_argument("--words", type=int, default=500)
+    p.add_argument("--words", type=int, default=500, help="length of the streamed answer")
     p.add_argument("--rounds", type=int, default=4, help="rounds of `streams` concurrent streams")
-    p.add_argument("--procs", type=int, default=4)
+    p.add_argument("--procs", type=int, default=4, help="client processes")
     p.add_argument("--style", default="incremental", choices=["cumulative", "incremental"])
     p.add_argument("--token-delay", type=float, default=0.0, help="fake's s/token (0: flat out)")
     args = p.parse_args()
     fake = fake_sglang(args.style, args.words, args.token_delay)
-    url, name = asyncio.run(fresh_postgres())
-    tmp = Path(tempfile.mkdtemp(prefix="resplog-svc-bench-"))
-    server = start_server(
-        url,
-        "postgres",
-        tmp / "server.log",
-        engine=("--engine", "sglang", "--engine-url", fake.url, "--model", "gpt-oss"),
-    )
+    engine = ("--engine", "sglang", "--engine-url", fake.url, "--model", "gpt-oss")
     try:
-        print(
-            f"fake sglang style={args.style}, ~{args.words} words/answer, "
-            f"{'full speed' if not args.token_delay else f'{args.token_delay * 1e3:g} ms/token'}; "
-            f"{args.procs} client processes"
-        )
-        print(
-            "| streams | direct tok/s (httpx / aiohttp) | through resplog tok/s "
-            "| ratio to httpx / aiohttp | direct TTFT p50/p99 ms (aiohttp) "
-            "| resplog TTFT p50/p99 ms | resplog CPU µs/token | delta events/response p50 |"
-        )
-        print("|---|---|---|---|---|---|---|---|")
-        for n in args.streams:
-            rounds = args.rounds if n > 1 else args.rounds * 8
-            raw = measure("raw", fake.url, n, rounds, args.procs)
-            bulk = measure("bulk", fake.url, n, rounds, args.procs)
-            since, cpu = time.time(), cpu_seconds(server.process.pid)
-            svc = measure("resplog", server.base_url, n, rounds, args.procs)
-            cpu = cpu_seconds(server.process.pid) - cpu
-            batches = asyncio.run(delta_events(name, since))
-            rate = svc["tokens_per_s"]
-            print(
-                f"| {n} | {raw['tokens_per_s']:,.0f} / {bulk['tokens_per_s']:,.0f} "
-                f"| {rate:,.0f} "
-                f"| {rate / raw['tokens_per_s']:.2f} / {rate / bulk['tokens_per_s']:.2f} "
-                f"| {bulk['ttft_p50_ms']:.1f} / {bulk['ttft_p99_ms']:.1f} "
-                f"| {svc['ttft_p50_ms']:.1f} / {svc['ttft_p99_ms']:.1f} "
-                f"| {cpu / svc['tokens'] * 1e6:.1f} | {batches:.0f} |"
-            )
+        with serving(admin_url=args.database_url, engine=engine) as server:
+            pace = f"{args.token_delay * 1e3:g} ms/token" if args.token_delay else "flat out"
+            print(f"fake sglang {args.style}, ~{args.words} words an answer, {pace}")
+            for n in args.streams:
+                rounds = args.rounds if n > 1 else args.rounds * 8
+                direct = measure("httpx", fake.url, n, rounds, args.procs)
+                lean = measure("aiohttp", fake.url, n, rounds, args.procs)
+                since, cpu = time.time(), cpu_seconds(server.process.pid)
+                svc = measure("resplog", server.base_url, n, rounds, args.procs)
+                cpu = cpu_seconds(server.process.pid) - cpu
+                batches = asyncio.run(delta_events(server.database_url, since))
+                table = Table(f"{n} concurrent streams", "value")
+                rate = svc["tokens_per_s"]
+                table.add("tokens/s through resplog", rate, "direct, httpx", direct["tokens_per_s"])
+                table.add("tokens/s through resplog", rate, "direct, aiohttp", lean["tokens_per_s"])
+                table.add(
+                    "first token p50 ms", svc["ttft_p50_ms"], "direct, aiohttp", lean["ttft_p50_ms"]
+                )
+                table.add(
+                    "first token p99 ms", svc["ttft_p99_ms"], "direct, aiohttp", lean["ttft_p99_ms"]
+                )
+                table.add("server CPU µs a token", cpu / svc["tokens"] * 1e6)
+                table.add("delta events a response, p50", batches)
+                table.print()
     finally:
-        stop_server(server)
         fake.stop()
-        asyncio.run(drop_postgres(PG, name))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-"""Soak: 2 API replicas + 2 workers on one PostgreSQL, N concurrent background+stream
+"""Several processes under kill -9: replicas and workers lose, double and strand nothing.
+
+2 API replicas and 2 workers on one PostgreSQL database; N concurrent background + stream
 responses from a loopback load generator for a fixed time, with random client drops and
 resumes (on a random replica) and random cancels (on a random replica, while a worker
 generates). Reports responses/s, events/s, resume and cancel latency (p50/p99), and the
 lost / duplicated / stuck counts, which must all be 0; then fold-checks every log and runs
-`resplog verify --all`. Exits 1 if any check fails; `tests/e2e/test_soak.py` (marker `soak`)
-runs it with chaos.
+`resplog verify --all`. Exits 1 if any check fails; `tests/e2e/test_soak.py` (marker
+`soak`) runs it with chaos.
 
     .venv/bin/python bench/soak_bench.py --clients 32 --seconds 30
     .venv/bin/python bench/soak_bench.py --chaos-every 3 --lease-ttl-s 2
+    .venv/bin/python bench/soak_bench.py --clients 4 --seconds 5
 
 With `--chaos-every S`, every S seconds a random process (an API replica or a worker) is
 killed with SIGKILL and a new one started in its place; clients that lose their stream
@@ -31,7 +34,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,18 +43,13 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
-from bench.databases import PG, drop_postgres, fresh_postgres
+from bench.harness import PG, database, parser, pct, workdir
 from tests.e2e.cluster import Worker, fold_check, start_worker, stop
 from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
 
 TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
 
 
 @dataclass
@@ -387,24 +384,28 @@ def verify_all(url: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=32, help="concurrent responses")
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--delay-ms", type=float, default=10.0, help="scripted pace per delta")
-    parser.add_argument("--tokens", type=int, default=60, help="answer tokens per response")
-    parser.add_argument("--drop", type=float, default=0.3, help="share of clients that drop")
-    parser.add_argument("--cancel", type=float, default=0.2, help="share that get cancelled")
-    parser.add_argument("--workers", type=int, default=64, help="slots per worker process")
-    parser.add_argument("--chaos-every", type=float, default=0.0, help="SIGKILL period (0: off)")
-    parser.add_argument("--lease-ttl-s", type=float, default=15.0)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    p = parser(__doc__)
+    p.add_argument("--database-url", default=PG, help="PostgreSQL server for the soak's database")
+    p.add_argument("--clients", type=int, default=32, help="concurrent responses")
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--delay-ms", type=float, default=10.0, help="scripted pace per delta")
+    p.add_argument("--tokens", type=int, default=60, help="answer tokens per response")
+    p.add_argument("--drop", type=float, default=0.3, help="share of clients that drop")
+    p.add_argument("--cancel", type=float, default=0.2, help="share that get cancelled")
+    p.add_argument("--workers", type=int, default=64, help="slots per worker process")
+    p.add_argument("--chaos-every", type=float, default=0.0, help="SIGKILL period (0: off)")
+    p.add_argument("--lease-ttl-s", type=float, default=15.0)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
     sys.exit(soak(args))
 
 
 def soak(args: argparse.Namespace) -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="resplog-soak-"))
-    url, name = asyncio.run(fresh_postgres())
+    with workdir() as tmp, database(False, tmp, args.database_url) as url:
+        return soak_on(url, tmp, args)
+
+
+def soak_on(url: str, tmp: Path, args: argparse.Namespace) -> int:
     fleet = Fleet(url, tmp, args.lease_ttl_s, args.workers)
     failures = 1
     try:
@@ -442,8 +443,6 @@ def soak(args: argparse.Namespace) -> int:
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
         fleet.stop_all()
-        asyncio.run(drop_postgres(PG, name))
-        subprocess.run(["rm", "-rf", str(tmp)], check=False)
     return 1 if failures else 0
 
 

@@ -1,33 +1,27 @@
-"""Event-store benchmark (prints figures; not a test). See docs/performance.md.
+"""Store throughput and append->visible latency, beside one commit an event.
 
-    .venv/bin/python bench/store_bench.py                        # PostgreSQL (fresh database)
-    .venv/bin/python bench/store_bench.py --sqlite               # the embedded store
+Events/s through the group-commit writer and the time from an append to a tailer seeing
+it.
 
-Phases, each on the same fresh database:
-  paced     S streams x R events/s through the group-commit writer, a tailer on every
-            stream: sustained events/s and append -> visible-to-the-tailer latency.
-  max       the same streams unpaced (producers only held back by backpressure).
-  baseline  one commit per event (`store.append`), closed loop, same streams.
-  remote    the paced load, its tailers on a second store in this process (they hear
-            only the doorbell, as another replica would).
-  process   the paced load, its tailers in another process (another replica on the same
-            box): the latency from append to visible there, on the machine's clock; also
-            resumes there (a new tail from 20 events back: its first event), and that
-            process's garbage-collection pauses. `--catchup READS,SPLIT` sets its shared
-            reads (e.g. `1,1000000`: one at a time, unsplit, as before they overlapped);
-            `--gc-freeze` has it `gc.freeze()` its heap once started.
-  sharedread  one shared catch-up read of 300 streams x 30 rows through SQLAlchemy (as
-            before) and straight from asyncpg (as now), alternating; and the hand-out.
-  replay    one long stream read back and decoded into typed events.
-Events are made by the real aggregate (`create`, `emit(TextDelta)`, `finish`) before the
-clock starts; encoding them into rows is part of the measured append.
+In-process, on a fresh PostgreSQL database (or SQLite). Phases, each on the same database:
+`paced` (S streams x R events/s, a tailer on every stream: sustained events/s and
+append -> visible p50/p99), `max` (the same unpaced), `baseline` (one commit per event,
+closed loop: what the group commit is measured against), `remote` (the paced load, its
+tailers on a second store in this process, hearing only the doorbell), `process` (the
+tailers in another process, as another replica: append -> visible there, resumes there),
+`replay` (one long stream read back into typed events). Events are made by the real
+aggregate before the clock starts; encoding them is part of the measured append.
+
+    .venv/bin/python bench/store_bench.py --phases paced,process
+    .venv/bin/python bench/store_bench.py --sqlite
+    .venv/bin/python bench/store_bench.py --streams 20 --seconds 2 --baseline-seconds 1 \\
+        --replay-events 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import multiprocessing
 import os
@@ -41,14 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
 from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade_async
-from adapters.store.rows import encode_append, merge
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
-from bench.databases import database_arguments, drop_postgres, fresh_postgres
+from bench.harness import Table, database_arguments, drop_postgres, fresh_postgres, parser, pct
 from domain.builder import emit, finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
@@ -487,119 +480,6 @@ async def replay_phase(store: SqlEventStore, length: int, repeats: int) -> list[
     return runs
 
 
-# The shared catch-up read as it was before it ran on asyncpg directly (the baseline of the
-# `sharedread` phase): SQLAlchemy's result, text columns encoded row by row, each row
-# tested for blob references.
-_FETCH_MANY_TEXT = """
-SELECT e.stream_id, e.position, e.type, e.data, e.facts, e.recorded_at
-FROM unnest($1::text[], $2::int[]) AS c(sid, after)
-CROSS JOIN LATERAL (
-    SELECT * FROM events
-    WHERE stream_id = c.sid AND position > c.after
-    ORDER BY position
-    LIMIT $3
-) AS e
-"""
-
-
-async def sharedread_phase(store: SqlEventStore, streams: int, per_stream: int) -> None:
-    """One shared catch-up read of `streams` x `per_stream` rows, through SQLAlchemy as
-    before and straight from asyncpg as now, alternating; then handing the rows out to a
-    tail per stream (grouped by stream with a Python loop and key, as before, or in C)."""
-    from itertools import groupby
-    from operator import attrgetter
-
-    from adapters.store import blobs
-    from service.ports import StoredEvent
-
-    work = plans(streams, per_stream)
-    async with GroupCommitWriter(store, max_pending_per_stream=10 * per_stream) as writer:
-        for rid, plan in work:
-            for expected, events in plan:
-                await writer.append(rid, expected, events, durable=False)
-    points = [(rid, -1) for rid, _ in work]
-    limit = 10 * per_stream
-
-    async def before() -> list[StoredEvent]:
-        params = ([sid for sid, _ in points], [a for _, a in points], limit)
-        async with store.statements.connect() as conn:  # type: ignore[attr-defined]
-            result = await conn.exec_driver_sql(_FETCH_MANY_TEXT, params)
-            return await blobs.resolve(
-                conn,
-                [
-                    StoredEvent(s, p, t, d.encode(), None if f is None else f.encode(), r)
-                    for s, p, t, d, f, r in result
-                ],
-            )
-
-    def grouped_before(rows: list[StoredEvent]) -> None:
-        grouped: dict[str, list[StoredEvent]] = {}
-        for event in rows:
-            grouped.setdefault(event.stream_id, []).append(event)
-        for events in grouped.values():
-            events.sort(key=lambda e: e.position)
-        store.hub.publish(grouped)
-
-    def grouped_now(rows: list[StoredEvent]) -> None:
-        grouped: dict[str, list[StoredEvent]] = {}
-        for sid, run_ in groupby(rows, key=attrgetter("stream_id")):
-            grouped.setdefault(sid, []).extend(run_)
-        for events in grouped.values():
-            events.sort(key=attrgetter("position"))
-        store.hub.publish(grouped)
-
-    fetches = {"sqlalchemy": before, "asyncpg": lambda: store._fetch_many(points, limit)}  # type: ignore[attr-defined]
-    handouts = {"sqlalchemy": grouped_before, "asyncpg": grouped_now}
-    took: dict[str, list[tuple[float, float]]] = {k: [] for k in fetches}
-    with contextlib.ExitStack() as stack:
-        subs = [stack.enter_context(store.hub.subscribe(rid)) for rid, _ in work]
-        for _ in range(7):
-            for name, fetch in fetches.items():
-                t0 = time.perf_counter()
-                rows = await fetch()
-                t1 = time.perf_counter()
-                handouts[name](rows)
-                t2 = time.perf_counter()
-                for sub in subs:
-                    sub.take()
-                took[name].append((t1 - t0, t2 - t1))
-    n = len(rows)
-    for name, pairs in took.items():
-        read = statistics.median(p[0] for p in pairs)
-        out = statistics.median(p[1] for p in pairs)
-        print(
-            f"sharedread {name:<10} {n} rows: read {read * 1e3:.1f} ms"
-            f" ({read / n * 1e6:.2f} us/row), hand-out {out * 1e3:.1f} ms"
-            f" ({out / n * 1e6:.2f} us/row); median of 7"
-        )
-
-
-async def insert_phase(url: str, mode: str, per_stream: int, flushes: int = 30) -> Run:
-    """Flushes of 300 streams x `per_stream` events straight through `store.commit`: how the
-    event rows are shipped (`unnest` arrays or `executemany`) is all that differs."""
-    store = await open_store(url, pg_insert=mode)
-    work = plans(300, flushes * per_stream)
-    for rid, plan in work:
-        await store.append(rid, plan[0][0], plan[0][1])
-    batches = []
-    for f in range(flushes):
-        lo, hi = 1 + f * per_stream, 1 + (f + 1) * per_stream
-        batches.append([merge([encode_append(rid, *a) for a in plan[lo:hi]]) for rid, plan in work])
-    with Meter() as meter:
-        for flush in batches:
-            failed = await store.commit(flush)
-            assert not failed, failed
-    await store.close()
-    events = sum(len(b.rows) for flush in batches for b in flush)
-    return Run(
-        f"{mode}x{per_stream}",
-        events,
-        meter,
-        flushes=flushes,
-        flush_ms=meter.seconds / flushes * 1e3,
-    )
-
-
 def background_load(seconds: float = 2.0) -> float:
     """Cores busy on this machine before we start (other people's work skews the figures)."""
     busy0, total0 = cpu_busy()
@@ -641,39 +521,33 @@ async def run(args: argparse.Namespace) -> None:
         other: dict[str, Any] = {"gc_freeze": args.gc_freeze}
         if args.catchup:
             other["catchup"] = tuple(int(v) for v in args.catchup.split(","))
+        runs: dict[str, Run] = {}
         for phase in args.phases.split(","):
             if phase == "paced":
                 work = plans(args.streams, deltas)
-                print((await group_phase(store, "paced", work, rate=args.rate, **opts)).line())
+                runs[phase] = await group_phase(store, "paced", work, rate=args.rate, **opts)
             elif phase == "remote" and not args.sqlite:
                 remote = await open_store(url, pool_size=POOL, max_overflow=0)
                 work = plans(args.streams, deltas // 2)
-                run_ = await group_phase(
+                runs[phase] = await group_phase(
                     store, "remote", work, rate=args.rate, tails=remote, **opts
                 )
-                print(run_.line(), f" [{remote.catchup.reads} shared reads]")  # type: ignore[attr-defined]
                 await remote.close()
             elif phase == "process" and not args.sqlite:
                 work = plans(args.streams, deltas // 2)
-                run_ = await process_phase(url, work, rate=args.rate, **opts, **other)
-                print(run_.line())
+                runs[phase] = await process_phase(url, work, rate=args.rate, **opts, **other)
             elif phase == "max":
                 work = plans(args.streams, deltas // 2)
-                print((await group_phase(store, "max", work, rate=0, **opts)).line())
+                runs[phase] = await group_phase(store, "max", work, rate=0, **opts)
             elif phase == "baseline":
                 work = plans(args.streams, deltas // 4)
-                run_ = await baseline_phase(store, work, args.baseline_seconds, POOL)
-                print(run_.line())
-            elif phase == "inserts" and not args.sqlite:
-                for per_stream in (1, 10):
-                    for _ in range(3):  # alternate, so that a burst of noise hits both
-                        for mode in ("unnest", "executemany"):
-                            print((await insert_phase(url, mode, per_stream)).line())
-            elif phase == "sharedread" and not args.sqlite:
-                await sharedread_phase(store, args.streams, 30)
+                runs[phase] = await baseline_phase(store, work, args.baseline_seconds, POOL)
             elif phase == "replay":
                 for r in await replay_phase(store, args.replay_events, 3):
                     print(r.line())
+            if phase in runs:
+                print(runs[phase].line())
+        summary(runs)
         await store.close()
     finally:
         if name:
@@ -681,8 +555,36 @@ async def run(args: argparse.Namespace) -> None:
         tmp.cleanup()
 
 
+def summary(runs: dict[str, Run]) -> None:
+    """Each phase's events/s beside the one-commit-an-event baseline's, and its append ->
+    visible latency beside the paced phase's (its tailers in this process)."""
+    base = runs.get("baseline")
+    paced = runs.get("paced")
+    rates = Table("events/s", "events/s")
+    latency = Table("append -> visible, steady state", "ms")
+    for name, run in runs.items():
+        if name == "baseline":
+            continue
+        rate = run.steady_rate or run.events / run.meter.seconds
+        if base is None:
+            rates.add(name, rate)
+        else:
+            rates.add(name, rate, "one commit an event", base.events / base.meter.seconds)
+        against = paced.steady if paced is not None and name != "paced" else []
+        for q in (50, 99):
+            if not run.steady:
+                continue
+            if against:
+                theirs = pct(against, q) * 1e3
+                latency.add(f"{name}, p{q}", pct(run.steady, q) * 1e3, f"paced, p{q}", theirs)
+            else:
+                latency.add(f"{name}, p{q}", pct(run.steady, q) * 1e3)
+    rates.print()
+    latency.print()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__)
     database_arguments(p)
     p.add_argument("--streams", type=int, default=300)
     p.add_argument("--rate", type=float, default=100, help="events/s per stream (paced)")
@@ -694,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--baseline-seconds", type=float, default=5)
     p.add_argument("--replay-events", type=int, default=50_000)
     p.add_argument("--pg-insert", choices=["unnest", "executemany"], default="unnest")
-    p.add_argument("--phases", default="paced,remote,max,baseline,inserts,replay")
+    p.add_argument("--phases", default="paced,remote,max,baseline,replay")
     p.add_argument(
         "--gc-freeze",
         action="store_true",

@@ -1,27 +1,23 @@
-"""WebSocket mode against HTTP + SSE through a real `resplog serve` (docs/websocket.md).
+"""WebSocket against SSE: a create's first delta and a tool loop's turns over each.
 
-Starts a server (scripted engine, zero delay) on PostgreSQL or SQLite, then measures, over
-one WebSocket and over one keep-alive HTTP connection (POST `stream: true`):
+Over one WebSocket (docs/websocket.md), beside the same over one kept-alive HTTP
+connection with SSE.
 
-- the time from sending a create to its first delta (`response.create` vs the POST);
-- a 10-turn tool loop: a user message that gets a function call, the call's output that
-  gets an answer, five times, each turn continuing the last by `previous_response_id`;
-  the per-turn latency (send to terminal event) and the whole loop.
+A real `resplog serve` (scripted engine, zero delay) on a fresh PostgreSQL database (or
+SQLite). Measured over both, interleaved round by round: the time from sending a create
+to its first delta (`response.create` against the POST), and a `--turns`-turn tool loop (a
+user message that gets a function call, the call's output that gets an answer, each turn
+continuing the last by `previous_response_id`): each turn, and the whole loop. Medians
+over the rounds, the socket's beside HTTP + SSE's.
 
-Prints medians (and p90) over the rounds; not a test.
-
-    .venv/bin/python bench/ws_bench.py --database postgres --rounds 30
+    .venv/bin/python bench/ws_bench.py --rounds 30
+    .venv/bin/python bench/ws_bench.py --rounds 3 --turns 4 --sqlite
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +28,9 @@ import openai
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
-from bench.databases import PG, drop_postgres, fresh_postgres
-from tests.e2e.conftest import start_server, stop_server
+from bench.harness import Table, database_arguments, median, parser, pct, serving
 
 TERMINAL = (b'"type":"response.completed"', b'"type":"response.failed"', b'"type":"error"')
 TOOLS = [
@@ -143,12 +138,6 @@ def tool_loop(send: Send, turns: int, meta: dict[str, str]) -> list[float]:
     return latencies
 
 
-def ms(values: list[float]) -> str:
-    values = sorted(values)
-    p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
-    return f"p50 {statistics.median(values) * 1e3:7.2f} ms  p90 {p90 * 1e3:7.2f} ms"
-
-
 def run(base: str, rounds: int, turns: int, tokens: int, sdk: bool) -> None:
     url = base.replace("http://", "ws://") + "/v1/responses"
     if not sdk:
@@ -175,43 +164,35 @@ def measure(modes: dict[str, Send], rounds: int, turns: int, tokens: int) -> Non
             t0 = time.perf_counter()
             per_turn[mode] += tool_loop(send, turns, meta)
             loops[mode].append(time.perf_counter() - t0)
-    for mode in modes:
-        print(f"{mode:9s} first delta        {ms(first[mode])}")
-        print(f"{mode:9s} tool-loop turn     {ms(per_turn[mode])}")
-        print(f"{mode:9s} {turns}-turn loop       {ms(loops[mode])}")
-    gain = statistics.median(loops["http+sse"]) / statistics.median(loops["websocket"])
-    print(f"the {turns}-turn loop over one socket takes 1/{gain:.2f} of HTTP + SSE's time")
+    table = Table(f"medians of {rounds} rounds", "ms")
+    for name, figures in (
+        ("first delta", first),
+        ("tool-loop turn", per_turn),
+        (f"{turns}-turn loop", loops),
+    ):
+        ws, http = figures["websocket"], figures["http+sse"]
+        table.add(f"{name}, p50", median(ws) * 1e3, "HTTP + SSE", median(http) * 1e3)
+        table.add(f"{name}, p90", pct(ws, 90) * 1e3, "HTTP + SSE", pct(http, 90) * 1e3)
+    table.print()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--tokens", type=int, default=20, help="answer tokens per response")
-    parser.add_argument(
+    p = parser(__doc__)
+    database_arguments(p)
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--tokens", type=int, default=20, help="answer tokens per response")
+    p.add_argument(
         "--sdk", action="store_true", help="both sides through the official SDK (events parsed)"
     )
-    args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="resplog-bench-"))
-    name = ""
-    if args.database == "postgres":
-        url, name = asyncio.run(fresh_postgres())
-    else:
-        url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
-    server = start_server(url, args.database, tmp / "server.log")
-    try:
+    args = p.parse_args()
+    with serving(sqlite=args.sqlite, admin_url=args.database_url) as server:
         print(
-            f"database={args.database} rounds={args.rounds} turns={args.turns} "
-            f"tokens/response={args.tokens} client={'sdk' if args.sdk else 'raw'} "
-            "(scripted engine, no delay)"
+            f"database={'sqlite' if args.sqlite else 'postgres'} rounds={args.rounds} "
+            f"turns={args.turns} tokens/response={args.tokens} "
+            f"client={'sdk' if args.sdk else 'raw'} (scripted engine, no delay)"
         )
         run(server.base_url, args.rounds, args.turns, args.tokens, args.sdk)
-    finally:
-        stop_server(server)
-        if name:
-            asyncio.run(drop_postgres(PG, name))
-        subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
 if __name__ == "__main__":

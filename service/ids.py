@@ -8,7 +8,7 @@ of those indexes, which in a log larger than memory is a page to read, and after
 checkpoint a full page to write to the WAL (and to ship to the standby). With the time
 first, the streams begun in the same minutes share the leaves at the right edge of each
 index, which are in memory and already written since the checkpoint
-(`bench/id_order_bench.py` measures both; docs/performance.md).
+(docs/performance.md, "Stream ids by time").
 
 Ids stay opaque to clients, as OpenAI's are. Ids made before this scheme (48 random hex
 digits) stay valid everywhere; `made_at` tells the two apart, which a partitioning of the

@@ -133,8 +133,9 @@ async def test_a_read_of_one_stream_reads_its_partition_alone(
 async def test_the_store_names_the_partition_it_knows_and_events_for_the_rest(
     today: int, store: SqlEventStore
 ) -> None:
-    """A statement on `events` costs a plan over every partition (bench/partition_bench.py):
-    the hot reads name the stream's partition when the store knows it."""
+    """A statement on `events` costs a plan over every partition (docs/performance.md, "The
+    log partitioned by day"): the hot reads name the stream's partition when the store knows
+    it."""
     assert isinstance(store, PostgresEventStore) and store.layout is not None
     assert store._table_of(_on(today)) == f"events_p{today}"
     assert store._table_of(f"resp_{secrets.token_hex(24)}") == "events_legacy"

@@ -1,5 +1,5 @@
 """`serve` and `worker` pin glibc's mmap threshold so that freed large blocks go back to the
-system (adapters/cli/memory.py; the figures are bench/stalled_bench.py's)."""
+system (adapters/cli/memory.py; docs/performance.md, "Stalled readers")."""
 
 from __future__ import annotations
 
