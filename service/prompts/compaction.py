@@ -133,7 +133,7 @@ async def auto_compact(
 
 def compact_threshold(extra: dict[str, Any]) -> int | None:
     """`context_management: [{"type": "compaction", "compact_threshold": N}]`, as the
-    decoder kept it (service/wire/decode.py checked its shape)."""
+    decoder kept it (service/wire/context.py checked its shape)."""
     for entry in extra.get(CONTEXT_MANAGEMENT) or []:
         if entry.get("type") == "compaction" and isinstance(entry.get("compact_threshold"), int):
             return int(entry["compact_threshold"])

@@ -9,7 +9,7 @@ listed again, a call whose result is recorded is never run again, and a call tha
 flight when its process died is recorded failed (its effect is unknown).
 
 Headers (`headers`, `authorization`) are secrets: the decoder takes them out of the tool
-before anything is stored (service/wire/decode.py) and they reach the log only sealed
+before anything is stored (service/wire/tools.py) and they reach the log only sealed
 under the server's key (`ToolLoop.seal`), opened here when a call needs them.
 """
 

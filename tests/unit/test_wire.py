@@ -22,8 +22,8 @@ from domain.objects import (
     TextConfig,
 )
 from service.wire import Limits, parse_create_body
-from service.wire.decode import SET_ASIDE_TYPES
 from service.wire.schema import create_body_components
+from service.wire.set_aside import SET_ASIDE_TYPES
 
 
 def parse(body: dict[str, Any] | bytes, limits: Limits | None = None) -> Any:
