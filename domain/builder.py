@@ -48,7 +48,8 @@ from domain.events import (
     ToolFacts,
     WebSearchCallInProgress,
 )
-from domain.fold import content_parts, terminal_snapshot
+from domain.fold.lifecycle import terminal_snapshot
+from domain.fold.parts import content_parts
 from domain.generation import (
     AnyDelta,
     ApprovalRequest,

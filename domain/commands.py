@@ -17,7 +17,7 @@ from domain.events import (
     ResponseInProgress,
     ResponseQueued,
 )
-from domain.fold import terminal_snapshot
+from domain.fold.lifecycle import terminal_snapshot
 from domain.generation import Finished, TokenUsage
 from domain.objects import ResponseError, ResponseObject
 from domain.state import Decision, ResponseState

@@ -17,7 +17,7 @@ from domain.commands import create, prepare
 from domain.compaction import COMPACTION_FACT, compacted, from_last_compaction
 from domain.errors import InvalidRequest
 from domain.events import RequestFacts
-from domain.fold import project
+from domain.fold.replay import project
 from domain.generation import Compaction, Prompt, Turn
 from domain.objects import (
     INPUT_ID_PREFIX,

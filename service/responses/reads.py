@@ -13,7 +13,7 @@ import msgspec
 
 from domain.errors import InvalidRequest, InvalidTransition, NotFound
 from domain.events import RequestFacts, ResponseCreated
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.objects import InputItem, ResponseObject
 from domain.state import ResponseState
 from service.bundle import Bundle

@@ -11,7 +11,7 @@ from openai.types.responses import Response
 from domain.builder import emit, finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.generation import AnyDelta, Finished
 from domain.objects import ResponseObject
 

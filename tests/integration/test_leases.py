@@ -24,7 +24,7 @@ from domain.builder import emit
 from domain.commands import start
 from domain.errors import Conflict
 from domain.events import ResponseCancelled
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import TextDelta
 from domain.reasons import CancelReason
 from domain.state import ResponseState

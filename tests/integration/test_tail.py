@@ -21,7 +21,7 @@ from adapters.store.writer import GroupCommitWriter
 from domain.builder import emit, finish
 from domain.errors import Conflict
 from domain.events import encode
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import Finished, TextDelta, TokenUsage
 from tests.integration import streams
 

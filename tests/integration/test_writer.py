@@ -16,7 +16,7 @@ from adapters.store.writer import GroupCommitWriter
 from domain.builder import emit
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import encode
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import TextDelta
 from tests.integration import streams
 from tests.integration.test_store_contract import _insert_raw, _renumber, write

@@ -34,7 +34,7 @@ from domain.events import (
     ResponseQueued,
     TerminalEvent,
 )
-from domain.fold import evolve, project, replay
+from domain.fold.replay import evolve, project, replay
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,

@@ -37,7 +37,7 @@ from domain.events import (
     encode,
     tag_of,
 )
-from domain.fold import evolve, project, replay
+from domain.fold.replay import evolve, project, replay
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,

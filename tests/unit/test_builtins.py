@@ -22,7 +22,7 @@ from domain.events import (
     OutputItemAdded,
     encode,
 )
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import ArgumentsDelta, BrowserCall, EndItem, FunctionCallStart
 from domain.objects import CodeInterpreterCall, McpCall, WebSearchCall
 from domain.tools import action, builtin_offered, container_id

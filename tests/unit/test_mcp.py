@@ -12,7 +12,7 @@ import pytest
 from domain import mcp
 from domain.errors import InvalidTransition
 from domain.events import RequestFacts, encode
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart, Turn
 from domain.mcp import lists_sent
 from domain.objects import (

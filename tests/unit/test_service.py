@@ -15,7 +15,7 @@ from adapters.http import sse
 from adapters.store.rows import Append
 from domain.errors import Conflict, EngineError, InvalidRequest, NotFound
 from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
 from service.bundle import Bundle
