@@ -21,7 +21,8 @@ import httpx
 import msgspec
 
 from adapters.engines.sglang import SglangEngine
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import create
 from domain.events import RequestFacts
 from domain.generation import Finished

@@ -35,7 +35,8 @@ from adapters.store.migrate import upgrade_async
 from adapters.store.rows import encode_append, merge
 from adapters.store.sql import SqlEventStore
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import create
 from domain.events import RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage

@@ -49,7 +49,8 @@ from adapters.store.rows import encode_append, merge
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage

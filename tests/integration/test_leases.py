@@ -20,7 +20,7 @@ from adapters.store.migrate import upgrade
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
 from adapters.store.writer import GroupCommitWriter
-from domain.builder import emit
+from domain.builder.emit import emit
 from domain.commands import start
 from domain.errors import Conflict
 from domain.events import ResponseCancelled

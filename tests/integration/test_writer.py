@@ -13,7 +13,7 @@ import sqlalchemy.exc as sa_exc
 from adapters.store.factory import open_store
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
-from domain.builder import emit
+from domain.builder.emit import emit
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import encode
 from domain.fold.replay import replay

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import cancel, create, fail, prepare, start
 from domain.errors import InvalidTransition, NotFound
 from domain.events import (
