@@ -31,7 +31,8 @@ from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from service.bundle import Bundle
 from service.responses import create as responses
 from service.settings import Settings
-from service.wire import Limits, parse_create_body
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 
 OWNER = "bench"
 LIMITS = Limits(max_tool_schema_bytes=4 << 20, max_file_bytes=4 << 20)

@@ -31,7 +31,8 @@ from service.prompts.history import load_history
 from service.responses import create as responses
 from service.responses.reads import request_of, snapshot, visible_row
 from service.settings import Settings
-from service.wire import Limits, parse_create_body
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 
 OWNER = "bench"
 CHECKPOINTS = (1, 100, 500)

@@ -38,7 +38,7 @@ from service.prompts.references import as_input, resolve_references
 from service.reasoning.sealing import check_sealed
 from service.responses.create import create_and_wait
 from service.tools.mcploop import engine_prompt
-from service.wire import CreateRequest
+from service.wire.create_request import CreateRequest
 
 log = logging.getLogger("resplog.compaction")
 

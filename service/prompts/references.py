@@ -54,7 +54,7 @@ from domain.objects import (
     WebSearchCall,
 )
 from service.bundle import Bundle
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 # <prefix>_<response suffix>_<output index> or _in<input index>
 _ITEM_ID = re.compile(r"^[a-z]+_([A-Za-z0-9]{1,128})_(in)?([0-9]{1,9})$")

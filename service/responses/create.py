@@ -47,7 +47,8 @@ from service.prompts.references import resolve_with_aside
 from service.prompts.window import fit
 from service.reasoning.sealing import check_sealed
 from service.responses.reads import close_tail
-from service.wire import SET_ASIDE, CreateRequest
+from service.wire.create_request import CreateRequest
+from service.wire.set_aside import SET_ASIDE
 from service.work.runner import Generation
 
 

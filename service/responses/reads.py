@@ -18,7 +18,7 @@ from domain.objects import InputItem, ResponseObject
 from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import Batches, ResponseRow
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 _snapshot = msgspec.json.Decoder(ResponseObject)
 UNFINISHED = ("queued", "in_progress")

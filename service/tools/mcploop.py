@@ -68,7 +68,7 @@ from domain.state import Decision, ResponseState
 from domain.tools import McpServer, OfferedTool, builtin_offered, mcp_offered, mcp_servers
 from service.ports import ToolError, ToolServers
 from service.reasoning.sealing import Sealer
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 log = logging.getLogger("resplog.mcp")
 

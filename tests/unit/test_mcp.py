@@ -25,7 +25,9 @@ from domain.objects import (
 )
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
 from service.tools.mcploop import as_input, engine_prompt, listed_before
-from service.wire import SET_ASIDE, Limits, parse_create_body
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
+from service.wire.set_aside import SET_ASIDE
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
 

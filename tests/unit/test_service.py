@@ -21,7 +21,9 @@ from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseOb
 from service.bundle import Bundle
 from service.responses import create as uc
 from service.responses import reads, stopping
-from service.wire import CreateRequest, Limits, parse_create_body
+from service.wire.create_request import CreateRequest
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 from tests.unit.conftest import Processes
 
 OWNER = "alice"

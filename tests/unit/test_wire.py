@@ -21,7 +21,8 @@ from domain.objects import (
     SummaryText,
     TextConfig,
 )
-from service.wire import Limits, parse_create_body
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 from service.wire.schema import create_body_components
 from service.wire.set_aside import SET_ASIDE_TYPES
 
