@@ -42,7 +42,8 @@ from adapters.store.migrate import upgrade_async
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
 from bench.harness import Table, database_arguments, drop_postgres, fresh_postgres, parser, pct
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import Finished, TextDelta, TokenUsage

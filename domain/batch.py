@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from domain.errors import InvalidTransition, NotFound
 from domain.events import AnyEvent
-from domain.fold import evolve
+from domain.fold.replay import evolve
 from domain.objects import ResponseObject
 from domain.state import Decision, ResponseState
 

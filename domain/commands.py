@@ -7,7 +7,8 @@ from __future__ import annotations
 import msgspec
 
 from domain.batch import Batch, require
-from domain.builder import close_item, finish, to_usage
+from domain.builder.finish import finish, to_usage
+from domain.builder.items import close_item
 from domain.events import (
     EndFacts,
     RequestFacts,
@@ -17,7 +18,7 @@ from domain.events import (
     ResponseInProgress,
     ResponseQueued,
 )
-from domain.fold import terminal_snapshot
+from domain.fold.lifecycle import terminal_snapshot
 from domain.generation import Finished, TokenUsage
 from domain.objects import ResponseError, ResponseObject
 from domain.state import Decision, ResponseState

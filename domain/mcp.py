@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from domain.batch import Batch, require
-from domain.builder import close_item, item_id
+from domain.builder.items import close_item, item_id
 from domain.builtins import builtin_ended, builtin_started, pending_server_call, recipient
 from domain.errors import InvalidTransition
 from domain.events import (

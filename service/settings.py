@@ -8,7 +8,7 @@ import msgspec
 
 from domain.events import ReasoningEvents
 from service.access.admission import AccessPolicy
-from service.wire import Limits
+from service.wire.limits import Limits
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///resplog.db"
 

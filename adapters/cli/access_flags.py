@@ -15,7 +15,7 @@ from adapters.cli.common import log
 from domain.errors import ResplogError
 from service.access.admission import AccessPolicy
 from service.ports import ApiKeyStore
-from service.wire import Limits
+from service.wire.limits import Limits
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -16,7 +16,7 @@ from service.audit.conversation import (
     to_text,
 )
 from service.audit.reading import response_turns
-from service.wire.decode import check_conversation_id
+from service.wire.ids import check_conversation_id
 
 
 @main.command("conversation")

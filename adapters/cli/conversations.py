@@ -15,7 +15,7 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.store import opened, run
 from domain.errors import NotFound
-from service.wire.decode import check_conversation_id
+from service.wire.ids import check_conversation_id
 
 if TYPE_CHECKING:
     from adapters.store.conversations import ConversationSummary

@@ -27,7 +27,7 @@ from service.wire.conversations import (
     parse_create_conversation,
     parse_update_conversation,
 )
-from service.wire.decode import CONVERSATION_ID, check_conversation_id
+from service.wire.ids import CONVERSATION_ID, check_conversation_id
 
 ConvId = Annotated[
     str, Parameter(description="A conversation id, `conv_…`", pattern=CONVERSATION_ID)

@@ -41,7 +41,8 @@ from service.access.admission import Access
 from service.bundle import Bundle
 from service.responses import create as responses
 from service.settings import Settings
-from service.wire import parse_create_body, with_client_headers
+from service.wire.decode import parse_create_body
+from service.wire.extras import with_client_headers
 
 PATH = "/v1/responses"
 PATHS = frozenset({PATH, PATH + "/"})  # litestar's router took the path with a slash too

@@ -36,7 +36,7 @@ from domain.errors import (
     StoreUnavailable,
     Unauthenticated,
 )
-from service.wire import ErrorBody, ErrorDetail
+from service.wire.errors import ErrorBody, ErrorDetail
 
 log = logging.getLogger("resplog.http")
 

@@ -30,13 +30,9 @@ from service.prompts import compaction
 from service.responses import create as responses
 from service.responses import reads, stopping, tokens
 from service.settings import Settings
-from service.wire import (
-    RESPONSE_ID,
-    ErrorBody,
-    check_response_id,
-    parse_compact_body,
-    parse_input_tokens_body,
-)
+from service.wire.decode import parse_compact_body, parse_input_tokens_body
+from service.wire.errors import ErrorBody
+from service.wire.ids import RESPONSE_ID, check_response_id
 
 JSON = "application/json"
 SSE = "text/event-stream"

@@ -34,8 +34,10 @@ from service.access.admission import Access, Principal
 from service.bundle import Bundle
 from service.responses.sockets import Lane, SocketSession
 from service.settings import Settings
-from service.wire import CreateRequest, ErrorBody, ErrorDetail, parse_create_body
+from service.wire.create_request import CreateRequest
+from service.wire.decode import parse_create_body
 from service.wire.depth import check_nesting
+from service.wire.errors import ErrorBody, ErrorDetail
 
 CLIENT_EVENT = "response.create"
 MAX_LANES = 64  # distinct `stream_id`s one connection may open

@@ -41,7 +41,7 @@ from domain.events import (
     ResponseInProgress,
     ResponseQueued,
 )
-from domain.fold import evolve, project
+from domain.fold.replay import evolve, project
 from domain.objects import (
     CodeInterpreterCall,
     CustomToolCall,

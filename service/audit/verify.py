@@ -25,7 +25,7 @@ from domain.events import (
     encode_json,
     tag_of,
 )
-from domain.fold import evolve
+from domain.fold.replay import evolve
 from domain.objects import TERMINAL_STATUSES, ResponseObject
 from domain.state import ResponseState
 from service.audit.records import COMPARED, flags_of

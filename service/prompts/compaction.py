@@ -38,7 +38,7 @@ from service.prompts.references import as_input, resolve_references
 from service.reasoning.sealing import check_sealed
 from service.responses.create import create_and_wait
 from service.tools.mcploop import engine_prompt
-from service.wire import CreateRequest
+from service.wire.create_request import CreateRequest
 
 log = logging.getLogger("resplog.compaction")
 
@@ -133,7 +133,7 @@ async def auto_compact(
 
 def compact_threshold(extra: dict[str, Any]) -> int | None:
     """`context_management: [{"type": "compaction", "compact_threshold": N}]`, as the
-    decoder kept it (service/wire/decode.py checked its shape)."""
+    decoder kept it (service/wire/context.py checked its shape)."""
     for entry in extra.get(CONTEXT_MANAGEMENT) or []:
         if entry.get("type") == "compaction" and isinstance(entry.get("compact_threshold"), int):
             return int(entry["compact_threshold"])

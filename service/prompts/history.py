@@ -20,7 +20,7 @@ from domain.mcp import lists_sent
 from domain.objects import ConversationRef, InputItem, ItemReference, OutputItem, ResponseObject
 from service.bundle import Bundle
 from service.ports import ChainLink
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 MAX_CHAIN = 1000
 

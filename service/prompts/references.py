@@ -2,9 +2,9 @@
 
 Item ids name their place in the log: the server derives every id it gives from the response
 id and the item's position (`msg_<suffix>_2` is output 2 of `resp_<suffix>`, `msg_<suffix>_in0`
-input 0; domain/builder.py `item_id`, service/responses/create.py `assign_ids`). So a reference is
-read from that one response, through the read model's owner check, without an index of
-its own. An item added to a conversation through the API has an id of the server's that
+input 0; domain/builder/items.py `item_id`, service/responses/create.py `assign_ids`). So a
+reference is read from that one response, through the read model's owner check, without an
+index of its own. An item added to a conversation through the API has an id of the server's that
 names the conversation (`msg_<conversation suffix>_<16 random hex digits>`,
 service/conversations/api.py), and is read from that conversation's items, through its owner
 check. An id a client chose for its own item names no place and cannot be referenced (nor
@@ -54,7 +54,7 @@ from domain.objects import (
     WebSearchCall,
 )
 from service.bundle import Bundle
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 # <prefix>_<response suffix>_<output index> or _in<input index>
 _ITEM_ID = re.compile(r"^[a-z]+_([A-Za-z0-9]{1,128})_(in)?([0-9]{1,9})$")

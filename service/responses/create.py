@@ -17,7 +17,7 @@ from domain.commands import create, prepare
 from domain.compaction import COMPACTION_FACT, compacted, from_last_compaction
 from domain.errors import InvalidRequest
 from domain.events import RequestFacts
-from domain.fold import project
+from domain.fold.replay import project
 from domain.generation import Compaction, Prompt, Turn
 from domain.objects import (
     INPUT_ID_PREFIX,
@@ -47,7 +47,8 @@ from service.prompts.references import resolve_with_aside
 from service.prompts.window import fit
 from service.reasoning.sealing import check_sealed
 from service.responses.reads import close_tail
-from service.wire import SET_ASIDE, CreateRequest
+from service.wire.create_request import CreateRequest
+from service.wire.set_aside import SET_ASIDE
 from service.work.runner import Generation
 
 

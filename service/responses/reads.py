@@ -13,12 +13,12 @@ import msgspec
 
 from domain.errors import InvalidRequest, InvalidTransition, NotFound
 from domain.events import RequestFacts, ResponseCreated
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.objects import InputItem, ResponseObject
 from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import Batches, ResponseRow
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 _snapshot = msgspec.json.Decoder(ResponseObject)
 UNFINISHED = ("queued", "in_progress")

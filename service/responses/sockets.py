@@ -29,7 +29,7 @@ from service.ports import Batches, StoredEvent
 from service.prompts.history import MAX_CHAIN, load_history
 from service.responses import create as responses
 from service.tools.mcploop import passed_back
-from service.wire import CreateRequest
+from service.wire.create_request import CreateRequest
 
 Lane = str | None  # a `stream_id`; None is the lane of messages that name none
 

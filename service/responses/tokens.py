@@ -14,7 +14,7 @@ from service.prompts.window import fit
 from service.reasoning.sealing import check_sealed
 from service.responses.create import assign_ids, build_prompt, check_served
 from service.tools.mcploop import engine_prompt
-from service.wire import CreateRequest
+from service.wire.create_request import CreateRequest
 
 # A prompt is made for a response id; this one is never stored, nor given out.
 _UNSTORED = "resp_" + "0" * 32

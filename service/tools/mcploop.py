@@ -9,7 +9,7 @@ listed again, a call whose result is recorded is never run again, and a call tha
 flight when its process died is recorded failed (its effect is unknown).
 
 Headers (`headers`, `authorization`) are secrets: the decoder takes them out of the tool
-before anything is stored (service/wire/decode.py) and they reach the log only sealed
+before anything is stored (service/wire/tools.py) and they reach the log only sealed
 under the server's key (`ToolLoop.seal`), opened here when a call needs them.
 """
 
@@ -68,7 +68,7 @@ from domain.state import Decision, ResponseState
 from domain.tools import McpServer, OfferedTool, builtin_offered, mcp_offered, mcp_servers
 from service.ports import ToolError, ToolServers
 from service.reasoning.sealing import Sealer
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 log = logging.getLogger("resplog.mcp")
 

@@ -11,18 +11,14 @@ import msgspec
 from domain.conversations import ConversationItem
 from domain.errors import InvalidRequest
 from domain.objects import ItemReference, SetAsideItem
-from service.wire.decode import (
-    SET_ASIDE_TYPES,
-    Limits,
-    _easy,
-    _item,
-    _metadata,
-    _object,
-    _short,
-    _wrap,
-)
+from service.wire.body import read_metadata
+from service.wire.decode import read_object
+from service.wire.items import read_item
+from service.wire.limits import Limits, short
 from service.wire.rejection import rejection
 from service.wire.request import InputItemParam, SetAsideItemParam
+from service.wire.set_aside import SET_ASIDE_TYPES
+from service.wire.tags import easy, wrap
 
 
 class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -45,10 +41,10 @@ class AddItemsBody(_Strict, frozen=True, kw_only=True):
 
 
 def _decode(body: bytes, limits: Limits, kind: type[Any]) -> Any:
-    raw = _object(body, limits)
+    raw = read_object(body, limits)
     if isinstance(raw.get("items"), list):
-        raw["items"] = [_easy(i) for i in raw["items"]]
-        raw = _wrap(raw, "items", SET_ASIDE_TYPES, ("set_aside", "item"))
+        raw["items"] = [easy(i) for i in raw["items"]]
+        raw = wrap(raw, "items", SET_ASIDE_TYPES, ("set_aside", "item"))
     try:
         return msgspec.convert(raw, kind)
     except msgspec.ValidationError as exc:
@@ -65,7 +61,7 @@ def _items(
         if isinstance(param, SetAsideItemParam):
             out.append(_set_aside(param.item, f"items[{i}]"))
         else:
-            out.append(_item(param, f"items[{i}]", limits))
+            out.append(read_item(param, f"items[{i}]", limits))
     return out
 
 
@@ -78,7 +74,7 @@ def _set_aside(item: dict[str, Any], param: str) -> SetAsideItem:
             param=f"{param}.id",
             code="invalid_type",
         )
-    _short(f"{param}.id", iid, 128)
+    short(f"{param}.id", iid, 128)
     return SetAsideItem.of(item)
 
 
@@ -86,12 +82,12 @@ def parse_create_conversation(
     body: bytes, limits: Limits
 ) -> tuple[list[ConversationItem | ItemReference], dict[str, str]]:
     parsed: CreateConversationBody = _decode(body or b"{}", limits, CreateConversationBody)
-    return _items(parsed.items, limits), _metadata(parsed.metadata, limits)
+    return _items(parsed.items, limits), read_metadata(parsed.metadata, limits)
 
 
 def parse_update_conversation(body: bytes, limits: Limits) -> dict[str, str]:
     parsed: UpdateConversationBody = _decode(body, limits, UpdateConversationBody)
-    return _metadata(parsed.metadata, limits)
+    return read_metadata(parsed.metadata, limits)
 
 
 def parse_add_items(body: bytes, limits: Limits) -> list[ConversationItem | ItemReference]:

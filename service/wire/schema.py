@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from service.wire.decode import SET_ASIDE_TYPES
 from service.wire.request import CreateResponseBody, SetAsideItemParam
+from service.wire.set_aside import SET_ASIDE_TYPES
 
 _WRAPPER = SetAsideItemParam.__name__
 

@@ -16,7 +16,8 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.builtins import pending_server_call
 from domain.commands import cancel, fail, start
 from domain.errors import Conflict, EngineError, InvalidTransition

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from adapters.store.factory import open_store
 from adapters.store.tables import responses as t_responses
 from domain.events import EndFacts
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.objects import TERMINAL_STATUSES, ResponseObject
 from tests.e2e.conftest import RESPLOG, free_port
 

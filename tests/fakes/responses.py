@@ -8,10 +8,11 @@ from collections.abc import Sequence
 import msgspec
 from openai.types.responses import Response
 
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import create
 from domain.events import AnyEvent, RequestFacts
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.generation import AnyDelta, Finished
 from domain.objects import ResponseObject
 

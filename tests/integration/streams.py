@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterator
 from typing import Literal
 
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import cancel, create, fail, start
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import (

@@ -20,11 +20,11 @@ from adapters.store.migrate import upgrade
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t_responses
 from adapters.store.writer import GroupCommitWriter
-from domain.builder import emit
+from domain.builder.emit import emit
 from domain.commands import start
 from domain.errors import Conflict
 from domain.events import ResponseCancelled
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import TextDelta
 from domain.reasons import CancelReason
 from domain.state import ResponseState

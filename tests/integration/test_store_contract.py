@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from adapters.store.rows import encode_append, merge
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
-from domain.builder import emit
+from domain.builder.emit import emit
 from domain.errors import Conflict, CorruptEvent, NotFound
 from domain.events import TAGS, encode, encode_json
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.generation import TextDelta
 from tests.integration import streams
 from tests.unit.domain_helpers import SCENARIOS

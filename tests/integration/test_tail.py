@@ -18,10 +18,11 @@ from adapters.store.postgres import PostgresEventStore
 from adapters.store.rows import encode_append, merge
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.errors import Conflict
 from domain.events import encode
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import Finished, TextDelta, TokenUsage
 from tests.integration import streams
 

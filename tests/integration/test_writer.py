@@ -13,10 +13,10 @@ import sqlalchemy.exc as sa_exc
 from adapters.store.factory import open_store
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
-from domain.builder import emit
+from domain.builder.emit import emit
 from domain.errors import Conflict, StoreUnavailable
 from domain.events import encode
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import TextDelta
 from tests.integration import streams
 from tests.integration.test_store_contract import _insert_raw, _renumber, write

@@ -12,7 +12,8 @@ import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
 from domain import builtins, mcp
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import cancel, create, fail, start
 from domain.events import AnyEvent, ReasoningEvents, RequestFacts, decode, encode, tag_of
 from domain.generation import (

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import cancel, create, fail, prepare, start
 from domain.errors import InvalidTransition, NotFound
 from domain.events import (
@@ -34,7 +35,7 @@ from domain.events import (
     ResponseQueued,
     TerminalEvent,
 )
-from domain.fold import evolve, project, replay
+from domain.fold.replay import evolve, project, replay
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,

@@ -12,7 +12,8 @@ import msgspec
 from hypothesis import event, note, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from domain.builder import emit, finish, to_usage
+from domain.builder.emit import emit
+from domain.builder.finish import finish, to_usage
 from domain.commands import cancel, create, fail, start
 from domain.errors import InvalidTransition
 from domain.events import (
@@ -37,7 +38,7 @@ from domain.events import (
     encode,
     tag_of,
 )
-from domain.fold import evolve, project, replay
+from domain.fold.replay import evolve, project, replay
 from domain.generation import (
     AnyDelta,
     ArgumentsDelta,

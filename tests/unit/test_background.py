@@ -14,7 +14,7 @@ import pytest
 from adapters.engines.scripted import ScriptedEngine
 from domain.errors import StoreUnavailable
 from domain.events import ResponseCancelled, ResponseFailed
-from domain.fold import project
+from domain.fold.replay import project
 from domain.generation import Prompt
 from domain.reasons import FailReason
 from service.bundle import Bundle

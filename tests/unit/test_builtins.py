@@ -14,7 +14,7 @@ from openai_harmony import Author, Message, Role, SystemContent
 from adapters.cli import main
 from adapters.engines.harmony import HarmonyRenderer
 from domain import builtins, mcp
-from domain.builder import CUT_OFF, NOT_RUN
+from domain.builder.items import CUT_OFF, NOT_RUN
 from domain.errors import InvalidTransition
 from domain.events import (
     CodeInterpreterCallInterpreting,
@@ -22,7 +22,7 @@ from domain.events import (
     OutputItemAdded,
     encode,
 )
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import ArgumentsDelta, BrowserCall, EndItem, FunctionCallStart
 from domain.objects import CodeInterpreterCall, McpCall, WebSearchCall
 from domain.tools import action, builtin_offered, container_id

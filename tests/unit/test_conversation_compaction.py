@@ -25,7 +25,7 @@ from domain.objects import (
     SetAsideItem,
 )
 from service.prompts.references import conversation_items
-from service.wire import SET_ASIDE
+from service.wire.set_aside import SET_ASIDE
 
 
 def said(iid: str, role: Any = "user") -> InputMessage:

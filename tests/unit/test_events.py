@@ -38,7 +38,7 @@ from domain.events import (
     encode_json,
     tag_of,
 )
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import ReasoningDelta
 from domain.objects import (
     FormatJsonSchema,

@@ -12,7 +12,7 @@ import pytest
 from domain import mcp
 from domain.errors import InvalidTransition
 from domain.events import RequestFacts, encode
-from domain.fold import replay
+from domain.fold.replay import replay
 from domain.generation import ArgumentsDelta, EndItem, FunctionCallStart, Turn
 from domain.mcp import lists_sent
 from domain.objects import (
@@ -25,7 +25,9 @@ from domain.objects import (
 )
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
 from service.tools.mcploop import as_input, engine_prompt, listed_before
-from service.wire import SET_ASIDE, Limits, parse_create_body
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
+from service.wire.set_aside import SET_ASIDE
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 from domain.errors import EngineError
 from domain.events import OutputTextDelta
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.generation import AnyDelta, EndItem, Finished, Prompt, TextDelta, TokenUsage
 from domain.reasons import CancelReason
 from service.bundle import Bundle

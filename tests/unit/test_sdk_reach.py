@@ -31,9 +31,9 @@ from typing_extensions import is_typeddict
 from adapters.http.sockets import _create_of
 from domain.errors import InvalidRequest
 from service.settings import Settings
-from service.wire import Limits, parse_create_body
 from service.wire.conversations import parse_add_items, parse_create_conversation
-from service.wire.decode import parse_compact_body, parse_input_tokens_body
+from service.wire.decode import parse_compact_body, parse_create_body, parse_input_tokens_body
+from service.wire.limits import Limits
 
 # The refusals the docs give (docs/api.md, "Refused with 400"; docs/mcp.md;
 # docs/conversations.md), as the start of their messages.

@@ -15,13 +15,15 @@ from adapters.http import sse
 from adapters.store.rows import Append
 from domain.errors import Conflict, EngineError, InvalidRequest, NotFound
 from domain.events import ResponseCancelled, ResponseCreated, ResponseFailed
-from domain.fold import project, replay
+from domain.fold.replay import project, replay
 from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
 from service.bundle import Bundle
 from service.responses import create as uc
 from service.responses import reads, stopping
-from service.wire import CreateRequest, Limits, parse_create_body
+from service.wire.create_request import CreateRequest
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 from tests.unit.conftest import Processes
 
 OWNER = "alice"

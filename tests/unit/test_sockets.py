@@ -16,7 +16,9 @@ from service.ports import StoredEvent
 from service.prompts.history import load_history
 from service.responses import stopping
 from service.responses.sockets import SocketSession
-from service.wire import CreateRequest, Limits, parse_create_body
+from service.wire.create_request import CreateRequest
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 from tests.unit.conftest import Processes
 
 OWNER = "alice"

@@ -44,7 +44,9 @@ from domain.tools import (
     resolve,
 )
 from service.tools.calls import tool_calls
-from service.wire import Limits, parse_create_body, with_client_headers
+from service.wire.decode import parse_create_body
+from service.wire.extras import with_client_headers
+from service.wire.limits import Limits
 from tests.fakes.prompts import make_prompt
 
 NAMESPACE: dict[str, Any] = {

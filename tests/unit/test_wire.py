@@ -21,9 +21,10 @@ from domain.objects import (
     SummaryText,
     TextConfig,
 )
-from service.wire import Limits, parse_create_body
-from service.wire.decode import SET_ASIDE_TYPES
+from service.wire.decode import parse_create_body
+from service.wire.limits import Limits
 from service.wire.schema import create_body_components
+from service.wire.set_aside import SET_ASIDE_TYPES
 
 
 def parse(body: dict[str, Any] | bytes, limits: Limits | None = None) -> Any:

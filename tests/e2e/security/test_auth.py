@@ -15,7 +15,7 @@ import pytest
 
 from adapters.cli.access_flags import access_settings, is_loopback
 from domain.errors import ResplogError
-from service.wire import Limits
+from service.wire.limits import Limits
 from tests.e2e.conftest import RESPLOG, Server
 from tests.e2e.security.conftest import http, log_state, sdk
 

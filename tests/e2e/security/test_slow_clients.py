@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from adapters.store.factory import open_store
-from domain.builder import emit, finish
+from domain.builder.emit import emit
+from domain.builder.finish import finish
 from domain.commands import create, start
 from domain.events import AnyEvent, RequestFacts
 from domain.generation import EndItem, Finished, TextDelta, TokenUsage

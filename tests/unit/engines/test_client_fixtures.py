@@ -15,7 +15,9 @@ from adapters.engines.openai_chat import chat_request
 from domain.objects import ItemReference
 from domain.tools import HOSTED_TOOL_TYPES, narrowed, offered
 from service.responses.create import assign_ids, build_prompt
-from service.wire import Limits, parse_create_body, with_client_headers
+from service.wire.decode import parse_create_body
+from service.wire.extras import with_client_headers
+from service.wire.limits import Limits
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "clients"
 CAPTURED = [

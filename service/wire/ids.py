@@ -1,0 +1,32 @@
+"""The shapes a response or conversation id sent by a client must have."""
+
+from __future__ import annotations
+
+import re
+
+from domain.errors import InvalidRequest
+
+RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
+CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
+
+
+def check_conversation_id(value: str, *, param: str = "conversation_id") -> str:
+    """`value`, if it has a conversation id's shape; else OpenAI's 400 naming `param`."""
+    if not re.fullmatch(CONVERSATION_ID, value):
+        raise InvalidRequest(
+            f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'conv'.",
+            param=param,
+            code="invalid_value",
+        )
+    return value
+
+
+def check_response_id(value: str, *, param: str = "response_id") -> str:
+    """`value`, if it has a response id's shape; else OpenAI's 400 naming `param`."""
+    if not re.fullmatch(RESPONSE_ID, value):
+        raise InvalidRequest(
+            f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'resp'.",
+            param=param,
+            code="invalid_value",
+        )
+    return value

@@ -1,0 +1,74 @@
+"""The create fields of OpenAI's API resplog does not act on: refused with a clear 400,
+taken only at the value it follows anyway, or kept in the facts as ignored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.errors import InvalidRequest
+
+# Fields of OpenAI's API resplog refuses with a clear message instead of ignoring.
+# (Fields whose silent drop would change what the client gets: a prompt template defines the
+# instructions, moderation is a safety control.)
+UNSUPPORTED_FIELDS = {
+    "prompt": "prompt templates are not supported",
+    "moderation": "moderation is not supported",
+}
+# Options of openai-python's `ResponseCreateParams` taken only at the value that asks for
+# what this server does anyway (it compresses no image context; it has no access program
+# but the standard one): accepted and kept in the request's facts as ignored; any other
+# value is a 400 naming it. {field: (key, the values taken, why another is refused)}.
+DEFAULT_ONLY = {
+    "image": (
+        "context_compression",
+        ("auto", "disabled"),
+        "this server does not compress image context",
+    ),
+    "access_programs": (
+        "cyber",
+        ("standard",),
+        "this server has no access program but the standard one",
+    ),
+}
+# Fields of openai-python's `ResponseCreateParams` that resplog accepts and does not act on:
+# hints about caching, background handling and context management. Kept verbatim in the
+# request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
+IGNORED_FIELDS = ("background_options", "prompt_cache_options")
+
+
+def refuse_unsupported(raw: dict[str, Any]) -> None:
+    """OpenAI fields resplog lacks get a 400 saying so, not "unknown"; the ones it ignores
+    are kept for the facts (`IGNORED_FIELDS`, `take_defaults_only`)."""
+    for name, why in UNSUPPORTED_FIELDS.items():
+        if name in raw and raw[name] is not None:
+            raise InvalidRequest(
+                f"Unsupported parameter: '{name}': {why}.", param=name, code="unsupported_parameter"
+            )
+
+
+def take_defaults_only(raw: dict[str, Any]) -> dict[str, Any]:
+    """The `DEFAULT_ONLY` options of `raw`, taken out of it, each at a value this server
+    follows anyway; another value is a 400 naming it."""
+    taken = {}
+    for name, (key, values, why) in DEFAULT_ONLY.items():
+        value = raw.pop(name, None)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or set(value) - {key}:
+            unknown = sorted(set(value) - {key}) if isinstance(value, dict) else []
+            param = f"{name}.{unknown[0]}" if unknown else name
+            raise InvalidRequest(
+                f"Unknown parameter: '{param}'."
+                if unknown
+                else f"Invalid '{name}': expected an object.",
+                param=param,
+                code="unknown_parameter" if unknown else "invalid_type",
+            )
+        if value.get(key, values[0]) not in values:
+            raise InvalidRequest(
+                f"Unsupported value for '{name}.{key}': {str(value[key])[:64]!r}; {why}.",
+                param=f"{name}.{key}",
+                code="unsupported_value",
+            )
+        taken[name] = value
+    return taken
