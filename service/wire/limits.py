@@ -11,7 +11,7 @@ from domain.errors import InvalidRequest
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    """Request limits; every one is configurable (see docs/operations.md)."""
+    """Request limits; every one is configurable (see docs/configuration.md)."""
 
     max_input_items: int = 4096
     max_text_chars: int = 1_048_576  # per text part / instructions

@@ -32,7 +32,7 @@ DEFAULT_ONLY = {
 }
 # Fields of openai-python's `ResponseCreateParams` that resplog accepts and does not act on:
 # hints about caching, background handling and context management. Kept verbatim in the
-# request's facts (`extra`), so the log shows what was asked; listed in docs/operations.md.
+# request's facts (`extra`), so the log shows what was asked; listed in docs/api.md.
 IGNORED_FIELDS = ("background_options", "prompt_cache_options")
 
 
