@@ -18,7 +18,7 @@ from adapters.engines.scripted import ScriptedEngine
 from adapters.engines.sglang import SglangEngine
 from adapters.sealing import AesGcmSealer
 from adapters.store.conversations import SqlConversations
-from adapters.store.factory import open_store
+from adapters.store.factory import audit_ports, open_store
 from adapters.store.keys import SqlApiKeyStore
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
@@ -143,6 +143,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         conversations=SqlConversations(database.store),
         runner=runner,
         keeper=keeper,
+        audit=audit_ports(database.store),
         cancel_wait_s=settings.cancel_wait_s,
         sealer=sealer,
         reasoning_events=settings.reasoning_events,

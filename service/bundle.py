@@ -11,6 +11,9 @@ import msgspec
 from domain.events import ReasoningEvents
 from service.ports import (
     ApiKeyStore,
+    Archive,
+    Collector,
+    ConversationAudit,
     Conversations,
     Database,
     Doorbells,
@@ -18,11 +21,28 @@ from service.ports import (
     EventStore,
     EventWriter,
     Leases,
+    Leftovers,
+    LogReader,
     ResponseIndex,
+    StreamScan,
 )
 from service.reasoning.sealing import Sealer
 from service.work.leases import LeaseKeeper
 from service.work.runner import Runner
+
+
+class Audit(msgspec.Struct, frozen=True, kw_only=True):
+    """The ports of the audit and admin use-cases (service/audit/, the `resplog` admin
+    commands and the `/audit` view): a process's own, or the CLI's over a database."""
+
+    store: EventStore
+    log: LogReader
+    scan: StreamScan
+    archive: Archive
+    conversations: ConversationAudit
+    collector: Collector
+    leftovers: Leftovers
+    keys: ApiKeyStore
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,6 +60,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     conversations: Conversations
     runner: Runner
     keeper: LeaseKeeper
+    audit: Audit
     # How long a cancel (or delete) of a response running in another process waits for
     # that process to record the cancellation before answering with what is there.
     cancel_wait_s: float = 10.0

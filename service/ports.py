@@ -1,13 +1,14 @@
 """The ports the use-cases need: the event log (read, tail, group-committed append), the
 response read model, leases and doorbells for work across processes, the generation engine,
-the API keys, and the MCP servers of `mcp` tools (`ToolServers`). Adapters implement them;
-only the composition roots (the app factory and the CLI) pick which.
+the API keys, the MCP servers of `mcp` tools (`ToolServers`), and the audit's reads and
+writes (the log scanned whole, an import, gc). Adapters implement them; only the
+composition roots (the app factory and the CLI) pick which.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -432,3 +433,259 @@ class Database(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+# --- the audit and admin reads and writes (`resplog` export, import, verify, gc, …; /audit) --
+
+Key = tuple[float, str]  # a response row's place in the scans' order: (created_at, id)
+
+
+class Selection(msgspec.Struct, frozen=True, kw_only=True):
+    """Which responses: created in [since, until), of an owner, in some statuses; and a
+    slice of the scan's order, after `after` up to and including `through` (`StreamScan.cuts`
+    makes them, for a scan in parallel parts)."""
+
+    owner: str | None = None
+    since: float | None = None
+    until: float | None = None
+    statuses: tuple[str, ...] | None = None
+    after: Key | None = None
+    through: Key | None = None
+
+
+class Head(msgspec.Struct, frozen=True):
+    """A stream begins: its id and read-model row (None: events with no row)."""
+
+    stream_id: str
+    record: ResponseRow | None
+
+
+class ResponsePage(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of rows, newest first; pass `rows[-1].id` as `after` for the next one."""
+
+    rows: list[ResponseRow]
+    has_more: bool
+
+
+class LogReader(Protocol):
+    """One response's row and log for an auditor, and the read model's rows, any owner's."""
+
+    async def record(self, response_id: str) -> ResponseRow | None: ...
+
+    def events(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
+        """One stream's events after `after`, in order, a page at a time."""
+        ...
+
+    async def existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` have a read-model row (a response's or a conversation's) or any
+        event."""
+        ...
+
+    async def page(
+        self,
+        *,
+        owner: str | None = None,
+        status: Sequence[str] | None = None,
+        model: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        include_deleted: bool = False,
+        root: str | None = None,
+        end_reason: str | None = None,
+        after: str | None = None,
+        limit: int = 20,
+    ) -> ResponsePage:
+        """Rows newest first, filtered (`root`: that response and those that continue it;
+        `end_reason`: those whose terminal event records it), after the row `after`."""
+        ...
+
+
+class StreamScan(Protocol):
+    """The whole log in the scans' order, in memory bounded by pages (verify, export)."""
+
+    async def count(self, selection: Selection) -> int: ...
+
+    async def cuts(self, selection: Selection, parts: int) -> list[Key]:
+        """Up to `parts - 1` keys that split the selected streams into slices of about as
+        many events, never an empty one."""
+        ...
+
+    def streams(self, selection: Selection) -> AsyncIterator[Head | StoredEvent]:
+        """Each selected response's `Head`, then its events in order, oldest first."""
+        ...
+
+    def streams_of(self, ids: Sequence[str]) -> AsyncIterator[Head | StoredEvent]:
+        """The same for the given ids (a missing row gives a `Head` without one)."""
+        ...
+
+    def orphans(self) -> AsyncIterator[Head | StoredEvent]:
+        """Response streams with events but no read-model row."""
+        ...
+
+
+class ItemRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A `conversation_items` row as the store writes it (adapters/store/conversations.py)."""
+
+    position: int
+    seq: int
+    item_id: str
+    data: str
+    response_id: str | None = None
+    deleted_at: float | None = None
+
+
+class Rebuilt(msgspec.Struct, frozen=True, kw_only=True):
+    """A conversation's rows as its events make them."""
+
+    row: ConversationRow
+    items: list[ItemRow]
+
+
+class Imported(msgspec.Struct, frozen=True, kw_only=True):
+    """One response of an export file, checked: its rebuilt row and its events."""
+
+    record: ResponseRow
+    events: list[StoredEvent]
+    line: int  # where its response line is, for messages
+
+
+class ImportedConversation(msgspec.Struct, frozen=True, kw_only=True):
+    """One conversation of an export file, checked: its rebuilt rows and its events."""
+
+    rebuilt: Rebuilt
+    events: list[StoredEvent]
+    line: int
+
+
+class Archive(Protocol):
+    """Where an imported log goes: whole streams, none of which may be there already."""
+
+    async def existing(self, ids: Sequence[str]) -> set[str]: ...
+
+    async def insert(self, streams: Sequence[Imported | ImportedConversation]) -> None:
+        """Insert the streams in one transaction; `Conflict` (and nothing written) if any
+        of them exists by now."""
+        ...
+
+
+class ConversationSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A conversation as the admin list shows it."""
+
+    id: str
+    owner: str
+    created_at: float
+    items: int  # not deleted
+    deleted: bool
+
+
+class AuditedItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One item of a conversation for an auditor: deleted ones too, with their source."""
+
+    item: ConversationItem
+    response_id: str | None
+    deleted: bool
+
+
+class ConversationAudit(Protocol):
+    """Conversations for an auditor: every owner's, deleted ones and deleted items too."""
+
+    async def get(self, conversation_id: str) -> ConversationRow | None: ...
+
+    async def summaries(
+        self,
+        owner: str | None,
+        limit: int,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        after: str | None = None,
+    ) -> list[ConversationSummary]:
+        """Newest first, with their live item counts, after the conversation `after`."""
+        ...
+
+    async def ids(self) -> list[str]:
+        """Every conversation's id."""
+        ...
+
+    async def audited_items(self, conversation_id: str) -> list[AuditedItem]:
+        """Every item in the conversation's order, deleted ones included."""
+        ...
+
+
+class GcRule(msgspec.Struct, frozen=True, kw_only=True):
+    """What `gc` deletes: ended responses that were not stored, were created before
+    `cutoff`, or (with `deleted`) were deleted through the API. The responses of `days`
+    (those with a partition of their own) never go by age one by one: their whole day goes
+    at once (`Collector.drop_day`) when it is all past the cutoff."""
+
+    unstored: bool = True
+    cutoff: float | None = None  # unix seconds; None: no age limit
+    deleted: bool = False
+    days: frozenset[int] = frozenset()
+
+
+class Candidate(msgspec.Struct, frozen=True, kw_only=True):
+    """A response `gc` would delete, and why."""
+
+    id: str
+    status: str
+    created_at: float
+    events: int
+    why: str
+
+
+class Day(msgspec.Struct, frozen=True, kw_only=True):
+    """A day's partition as `gc` sees it: its responses, those still running, its events."""
+
+    day: int  # a unix day: the seconds since the epoch // 86,400
+    responses: int
+    running: int
+    events: int
+
+    @property
+    def start(self) -> float:
+        return self.day * 86400.0
+
+
+class Collector(Protocol):
+    """Deleting ended responses, events and row together: in batches, or a whole day's
+    partition at once (PostgreSQL). What has not ended is never selected nor deleted."""
+
+    def candidates(self, rule: GcRule, page: int) -> AsyncIterator[list[Candidate]]:
+        """What `rule` selects, oldest first, a page at a time (nothing is deleted)."""
+        ...
+
+    async def collect(self, rule: GcRule, ids: Sequence[str]) -> tuple[int, int]:
+        """Delete those of `ids` the rule still selects; (responses, events) deleted."""
+        ...
+
+    async def partitioned_days(self) -> frozenset[int]: ...
+
+    async def expired_days(self, cutoff: float) -> list[Day]:
+        """The days whose partition ends before `cutoff`, oldest first."""
+        ...
+
+    async def drop_day(self, day: int) -> Day | None:
+        """Delete the day's responses and its partition; None if one is still running."""
+        ...
+
+
+class DeletedConversation(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    deleted_at: float
+    events: int
+
+
+class Leftovers(Protocol):
+    """What `gc` deletes besides responses: conversations deleted through the API, and
+    the blobs that nothing refers to any more."""
+
+    async def deleted_conversations(self) -> list[DeletedConversation]: ...
+
+    async def collect_conversation(self, conversation_id: str) -> int:
+        """Delete a deleted conversation's rows and events; the events deleted."""
+        ...
+
+    async def sweep_blobs(self, now: float) -> int:
+        """Delete the blobs no event refers to (past a grace period); how many."""
+        ...

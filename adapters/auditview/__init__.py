@@ -1,6 +1,6 @@
 """The read-only audit view at `/audit`: one static page (adapters/auditview/static, plain
-HTML, CSS and JavaScript, no build step) over small JSON endpoints that reuse the admin
-commands' reads (`responses list`, `conversation`, `show`'s timeline):
+HTML, CSS and JavaScript, no build step) over small JSON endpoints that call the admin
+commands' use-cases (service/audit/: `responses list`, `conversation`, `show`'s timeline):
 
 - `GET /audit/api/responses?owner=&model=&status=&reason=&since=&until=&after=&limit=`:
   the read model's rows, newest first, as `resplog responses list --json` prints them
@@ -33,19 +33,14 @@ from urllib.parse import parse_qs, unquote
 import msgspec
 
 from adapters.http import sse
-from adapters.store.auditreads import conversation_turns
-from adapters.store.conversations import summaries
-from adapters.store.scan import LogScan
-from adapters.store.sql import SqlEventStore
 from domain.errors import NotFound, ResplogError
-from domain.events import AnyEvent
 from service.audit.conversation import total_usage
-from service.audit.reading import replay, response_turns
-from service.audit.records import listed
-from service.audit.timeline import durations, summary
+from service.audit.conversations import conversation_turns, list_conversations
+from service.audit.live import follow_events
+from service.audit.records import listed, listing
+from service.audit.responses import list_responses, response_detail
+from service.audit.timeline import durations
 from service.bundle import Bundle
-from service.ports import StoredEvent
-from service.responses import reads
 
 Access = Literal["open", "key", "off"]
 COOKIE = "resplog_audit"
@@ -108,18 +103,13 @@ def _limit(query: dict[str, list[str]]) -> int:
 
 
 class AuditView:
-    """The `/audit` routes over a running process's store; every other path goes to `app`."""
+    """The `/audit` routes over a running process's bundle (its audit ports, through the
+    use-cases of service/audit/); every other path goes to `app`."""
 
     def __init__(self, bundle: Bundle, access: Access, key: str | None) -> None:
         self.bundle = bundle
         self.access = access
         self.key = key
-
-    @property
-    def store(self) -> SqlEventStore:
-        store = self.bundle.store
-        assert isinstance(store, SqlEventStore)  # every store resplog opens is SQL
-        return store
 
     def asgi(self, app: Any) -> Any:
         async def middleware(scope: Any, receive: Any, send: Any) -> None:
@@ -180,7 +170,8 @@ class AuditView:
         reason = _text(query, "reason")
         if reason is not None and not _REASON.match(reason):
             raise _BadParam("Invalid 'reason': an end reason such as worker_lost.")
-        page = await self.store.list(
+        page = await list_responses(
+            self.bundle.audit,
             owner=_text(query, "owner"),
             status=status or None,
             model=_text(query, "model"),
@@ -191,52 +182,37 @@ class AuditView:
             after=_after(query, "resp_"),
             limit=_limit(query),
         )
-        last = page.rows[-1].id if page.rows else None
-        return {"data": [listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
+        return listing(page)
 
     async def _conversations(self, query: dict[str, list[str]]) -> dict[str, Any]:
         limit = _limit(query)
-        found = await summaries(
-            self.store,
+        found = await list_conversations(
+            self.bundle.audit,
             _text(query, "owner"),
-            limit + 1,
+            limit,
             since=_number(query, "since"),
             until=_number(query, "until"),
             after=_after(query, "conv_"),
         )
-        rows = [msgspec.to_builtins(c) for c in found[:limit]]
+        rows = [msgspec.to_builtins(c) for c in found.rows]
         last = rows[-1]["id"] if rows else None
-        return {"data": rows, "has_more": len(found) > limit, "last_id": last}
+        return {"data": rows, "has_more": found.has_more, "last_id": last}
 
     async def _one(self, rid: str) -> dict[str, Any]:
-        scan = LogScan(self.store)
-        events: list[dict[str, Any]] = []
-
-        def note(stored: StoredEvent, event: AnyEvent) -> None:
-            events.append(
-                {
-                    "position": stored.position,
-                    "type": stored.type,
-                    "at": stored.recorded_at,
-                    "summary": summary(event),
-                }
-            )
-
-        record, folded = await replay(scan, rid, note)
-        turns, missing = await response_turns(scan, rid)
-        moments = folded.moments
+        found = await response_detail(self.bundle.audit, rid)
+        moments = found.folded.moments
         return {
-            "row": None if record is None else listed(record),
-            "turns": msgspec.to_builtins(turns),
-            "missing": missing,
-            "usage": msgspec.to_builtins(folded.usage),
+            "row": None if found.record is None else listed(found.record),
+            "turns": msgspec.to_builtins(found.turns),
+            "missing": found.missing,
+            "usage": msgspec.to_builtins(found.folded.usage),
             "moments": msgspec.to_builtins(moments),
             "durations": msgspec.to_builtins(durations(moments)),
-            "events": events,
+            "events": msgspec.to_builtins(found.events),
         }
 
     async def _conversation(self, cid: str) -> dict[str, Any]:
-        turns = await conversation_turns(self.store, cid)
+        turns = await conversation_turns(self.bundle.audit, cid)
         return {
             "id": cid,
             "turns": msgspec.to_builtins(turns),
@@ -244,10 +220,7 @@ class AuditView:
         }
 
     async def _follow(self, receive: Any, send: Any, rid: str) -> None:
-        row = await self.store.get(rid)
-        if row is None:
-            raise NotFound(f"No response with id '{rid}' found.")
-        tail = await reads.read_events(self.bundle, rid, row.owner, after=-1, follow=True)
+        tail = await follow_events(self.bundle, rid)
         headers = [
             (b"content-type", b"text/event-stream"),
             (b"cache-control", b"no-store"),

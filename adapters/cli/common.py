@@ -37,10 +37,10 @@ def database_option(func: F) -> F:
 
 def _checked_url(ctx: click.Context, param: click.Parameter, url: str) -> str:
     """A URL resplog cannot use is refused in one line that shows it (password hidden)."""
-    from adapters.store.urls import async_url
+    from adapters.cli.store import check_url
 
     try:
-        async_url(url)
+        check_url(url)
     # ValueError for another scheme; SQLAlchemy's ArgumentError for what is not a URL at
     # all (only the store may import SQLAlchemy, so it is caught as what it is: an Exception).
     except Exception:

@@ -9,13 +9,8 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.params import response_id
 from adapters.cli.store import opened, run
-from service.audit.conversation import (
-    ConversationView,
-    conversation,
-    to_markdown,
-    to_text,
-)
-from service.audit.reading import response_turns
+from service.audit.conversation import ConversationView, to_markdown, to_text
+from service.audit.conversations import turns_of
 from service.wire.ids import check_conversation_id
 
 
@@ -35,15 +30,8 @@ def show_conversation(database_url: str, rid: str, fmt: str) -> None:
         response_id(rid)
 
     async def work() -> ConversationView:
-        from adapters.store.scan import LogScan
-
-        async with opened(database_url) as store:
-            if rid.startswith("conv_"):
-                from adapters.store.auditreads import conversation_turns
-
-                return conversation(rid, await conversation_turns(store, rid), None)
-            turns, missing = await response_turns(LogScan(store), rid)
-        return conversation(rid, turns, missing)
+        async with opened(database_url) as audit:
+            return await turns_of(audit, rid)
 
     view = run(work())
     if fmt == "json":

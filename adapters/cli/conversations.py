@@ -6,7 +6,7 @@ it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import msgspec
@@ -14,11 +14,9 @@ import msgspec
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_json
 from adapters.cli.store import opened, run
-from domain.errors import NotFound
+from service.audit import conversations as uc
+from service.ports import ConversationSummary
 from service.wire.ids import check_conversation_id
-
-if TYPE_CHECKING:
-    from adapters.store.conversations import ConversationSummary
 
 
 @main.group()
@@ -39,10 +37,8 @@ def list_conversations(database_url: str, owner: str | None, limit: int, as_json
     """Conversations newest first, with their item counts (deleted items not counted)."""
 
     async def work() -> list[ConversationSummary]:
-        from adapters.store.conversations import summaries
-
-        async with opened(database_url) as store:
-            return await summaries(store, owner, limit)
+        async with opened(database_url) as audit:
+            return (await uc.list_conversations(audit, owner, limit)).rows
 
     found = run(work())
     if as_json:
@@ -63,13 +59,8 @@ def show_conversation_items(database_url: str, cid: str, as_json: bool) -> None:
     check_conversation_id(cid)
 
     async def work() -> dict[str, Any]:
-        from adapters.store.conversations import SqlConversations, audited_items
-
-        async with opened(database_url) as store:
-            row = await SqlConversations(store).get(cid)
-            if row is None:
-                raise NotFound(f"conversation {cid} not found")
-            items = await audited_items(store, cid)
+        async with opened(database_url) as audit:
+            row, items = await uc.conversation_items(audit, cid)
         return {
             "id": cid,
             "owner": row.owner,

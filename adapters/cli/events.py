@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import click
 import msgspec
 
 from adapters.cli.common import database_option, main
 from adapters.cli.params import json_option, response_id
-from adapters.cli.store import Dense, opened, run
-from domain.errors import CorruptEvent, NotFound
+from adapters.cli.store import opened, run
+from domain.errors import CorruptEvent
+from service.audit.events import timeline
 from service.audit.timeline import iso, summary
 from service.ports import StoredEvent
 
@@ -81,24 +80,11 @@ def events(database_url: str, rid: str, follow: bool, raw: bool, after: int, as_
     printer = _Printer(raw, as_json)
 
     async def work() -> None:
-        from adapters.store.scan import LogScan
-
-        async with opened(database_url, listen=follow) as store:
-            scan = LogScan(store)
-            record = await scan.record(rid)
-            first = await store.read(rid, -1, 1)
-            if record is None and not first:
-                raise NotFound(f"no response {rid} in this database")
+        async with opened(database_url, listen=follow) as audit:
+            found = await timeline(audit, rid, after=after, follow=follow)
             # Offsets count from the response's first event, whatever --after skips.
-            printer.start = first[0].recorded_at if first else None
-            dense = Dense(rid, record, after)
-            source: AsyncIterator[StoredEvent] = (
-                store.subscribe(rid, after) if follow else scan.events(rid, after)
-            )
-            async for stored in source:
-                dense.check(stored)
+            printer.start = found.start
+            async for stored in found.events:
                 printer(stored)
-            if not follow:
-                dense.end()
 
     run(work())

@@ -5,21 +5,16 @@ PostgreSQL a whole day past the retention goes at once, its events' partition dr
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import click
-import msgspec
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, counted, print_columns, print_json
 from adapters.cli.params import Duration, json_option, progress_option
 from adapters.cli.store import opened, run
+from service.audit import gc as uc
 from service.audit.timeline import iso
-
-if TYPE_CHECKING:  # the store is imported by the command that runs
-    from adapters.store import gc as store_gc
-    from adapters.store.partitions import Day
-    from adapters.store.sql import SqlEventStore
+from service.ports import Day, GcRule
 
 
 @main.command()
@@ -58,105 +53,56 @@ def gc(
 ) -> None:
     """Delete ended `store: false` responses and those past the retention; never one that
     is still running."""
-    from adapters.store import gc as store_gc
-
     cutoff = None if older_than is None else time.time() - older_than
-    rule = store_gc.Rule(unstored=True, cutoff=cutoff, deleted=deleted)
+    rule = GcRule(unstored=True, cutoff=cutoff, deleted=deleted)
     if dry_run:
         _dry_run(database_url, rule, batch_size, as_json)
         return
 
-    async def work() -> tuple[int, int, int, int, int, int]:
-        responses = events = batches = chats = days = 0
-        async with opened(database_url) as store:
-            with Bar("collecting", None, progress) as bar:
-                if cutoff is not None:  # whole days first: a partition dropped (PostgreSQL)
-                    days, responses, events = await _drop_days(store, cutoff, bar)
-                aged = await _by_day(store, rule)
-                async for page in store_gc.candidates(store, aged, batch_size):
-                    gone, rows = await store_gc.collect(store, aged, [c.id for c in page])
-                    responses, events, batches = responses + gone, events + rows, batches + 1
-                    for _ in range(gone):
-                        bar.stream()
-                    bar.event(rows)
-                for found in await store_gc.deleted_conversations(store) if deleted else []:
-                    rows = await store_gc.collect_conversation(store, found.id)
-                    chats, events = chats + (rows > 0), events + rows
-                    bar.stream()
-                    bar.event(rows)
-                bar.done()
-            swept = await store_gc.sweep_blobs(store, time.time())  # after what referred to them
-        return responses, events, batches, chats, swept, days
+    async def work() -> uc.Collected:
+        async with opened(database_url) as audit:
+            return await uc.collect(
+                audit, rule, batch_size, lambda total: Bar("collecting", total, progress)
+            )
 
-    responses, events, batches, chats, swept, days = run(work())
+    done = run(work())
     if as_json:
         print_json(
             {
-                "deleted": responses,
-                "events": events,
-                "batches": batches,
-                "days": days,
-                "conversations": chats,
-                "blobs": swept,
+                "deleted": done.responses,
+                "events": done.events,
+                "batches": done.batches,
+                "days": done.days,
+                "conversations": done.conversations,
+                "blobs": done.blobs,
             }
         )
     else:
         click.echo(
-            f"deleted {counted(responses, 'response')} and "
-            f"{counted(chats, 'conversation')} ({counted(events, 'event')}) in "
-            f"{counted(days, 'whole day')} and {counted(batches, 'batch', 'batches')}; "
-            f"{counted(swept, 'unreferenced blob')}"
+            f"deleted {counted(done.responses, 'response')} and "
+            f"{counted(done.conversations, 'conversation')} ({counted(done.events, 'event')}) "
+            f"in {counted(done.days, 'whole day')} and "
+            f"{counted(done.batches, 'batch', 'batches')}; "
+            f"{counted(done.blobs, 'unreferenced blob')}"
         )
 
 
-async def _drop_days(store: SqlEventStore, cutoff: float, bar: Bar) -> tuple[int, int, int]:
-    """Drop each day wholly past `cutoff` whose responses have all ended: (days,
-    responses, events) gone."""
-    from adapters.store import gc as store_gc
+def _dry_run(database_url: str, rule: GcRule, page: int, as_json: bool) -> None:
+    async def work() -> uc.Plan:
+        async with opened(database_url) as audit:
+            return await uc.plan(audit, rule, page)
 
-    dropped = []
-    for day in await store_gc.expired_days(store, cutoff):
-        gone = await store_gc.drop_day(store, day.day)
-        if gone is not None:
-            dropped.append(gone)
-            bar.event(gone.events)
-    return len(dropped), sum(d.responses for d in dropped), sum(d.events for d in dropped)
-
-
-async def _by_day(store: SqlEventStore, rule: store_gc.Rule) -> store_gc.Rule:
-    """`rule`, with the days that go whole (a partition of their own) kept from its age
-    limit: their responses go with their day, never one by one."""
-    from adapters.store import gc as store_gc
-
-    if rule.cutoff is None:
-        return rule
-    return msgspec.structs.replace(rule, days=await store_gc.partitioned_days(store))
-
-
-def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -> None:
-    from adapters.store import gc as store_gc
-
-    async def work() -> tuple[
-        list[Day], list[store_gc.Candidate], list[store_gc.ConversationCandidate]
-    ]:
-        found: list[store_gc.Candidate] = []
-        async with opened(database_url) as store:
-            days = [] if rule.cutoff is None else await store_gc.expired_days(store, rule.cutoff)
-            async for batch in store_gc.candidates(store, await _by_day(store, rule), page):
-                found += batch
-            chats = await store_gc.deleted_conversations(store) if rule.deleted else []
-        return days, found, chats
-
-    days, found, chats = run(work())
+    found = run(work())
+    days, chats = found.days, found.conversations
     going = [d for d in days if not d.running]
     events = sum(d.events for d in going)
-    events += sum(c.events for c in found) + sum(c.events for c in chats)
+    events += sum(c.events for c in found.responses) + sum(c.events for c in chats)
     if as_json:
         print_json(
             {
                 "dry_run": True,
                 "days": days,
-                "responses": found,
+                "responses": found.responses,
                 "conversations": chats,
                 "events": events,
             }
@@ -166,13 +112,13 @@ def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -
         ["ID", "CREATED", "STATUS", "EVENTS", "WHY"],
         [
             *([*_day_row(d), str(d.events), _day_why(d)] for d in days),
-            *([c.id, iso(c.created_at), c.status, str(c.events), c.why] for c in found),
+            *([c.id, iso(c.created_at), c.status, str(c.events), c.why] for c in found.responses),
             *([c.id, iso(c.deleted_at), "deleted", str(c.events), "deleted"] for c in chats),
         ],
     )
     whole = sum(d.responses for d in going)
     click.echo(
-        f"would delete {counted(len(found) + whole, 'response')} and "
+        f"would delete {counted(len(found.responses) + whole, 'response')} and "
         f"{counted(len(chats), 'conversation')} ({counted(events, 'event')}), "
         f"{counted(len(going), 'whole day')} of them"
     )
@@ -180,9 +126,7 @@ def _dry_run(database_url: str, rule: store_gc.Rule, page: int, as_json: bool) -
 
 def _day_row(day: Day) -> list[str]:
     """A whole day's line: its partition, when it began, how many responses."""
-    from adapters.store.partitions import PERIOD
-
-    return [f"events_p{day.day}", iso(day.day * PERIOD), counted(day.responses, "response")]
+    return [f"events_p{day.day}", iso(day.start), counted(day.responses, "response")]
 
 
 def _day_why(day: Day) -> str:

@@ -1,9 +1,8 @@
-"""`resplog keys create|list|revoke`: the API keys, straight in the database (a composition
-root: it builds the store and hands it to the use-cases of `service/access/keys.py`)."""
+"""`resplog keys create|list|revoke`: the API keys, straight in the database, through the
+use-cases of `service/access/keys.py` over the key store `adapters/cli/store.py` opens."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import time
@@ -14,6 +13,7 @@ import click
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_columns
+from adapters.cli.store import opened, run
 from service.access import keys as uc
 from service.ports import ApiKey, ApiKeyStore
 
@@ -21,20 +21,11 @@ T = TypeVar("T")
 
 
 def _run(database_url: str, work: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
-    from adapters.cli.store import refuse_missing_file
-    from adapters.store.factory import open_store
-    from adapters.store.keys import SqlApiKeyStore
-
-    refuse_missing_file(database_url)
-
     async def go() -> T:
-        store = await open_store(database_url, listen=False)
-        try:
-            return await work(SqlApiKeyStore(store))
-        finally:
-            await store.close()
+        async with opened(database_url) as audit:
+            return await work(audit.keys)
 
-    return asyncio.run(go())
+    return run(go())
 
 
 def _when(ts: float | None) -> str:
@@ -71,7 +62,7 @@ def _row(key: ApiKey) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array (never the secrets).")
 def list_keys(database_url: str, owner: str | None, as_json: bool) -> None:
     """List the keys, oldest first: id, owner, name, prefix, created, status."""
-    found = [k for k in _run(database_url, lambda s: s.all()) if owner in (None, k.owner)]
+    found = _run(database_url, lambda store: uc.list_keys(store, owner))
     if as_json:
         click.echo(json.dumps([_builtins(k) for k in found], indent=2))
         return

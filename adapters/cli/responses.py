@@ -3,20 +3,19 @@ paginated, and one response as its log tells it (object, moments, durations, usa
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 from rich.table import Table
 
 from adapters.cli.common import database_option, main
 from adapters.cli.output import print_columns, print_json, stdout_console
 from adapters.cli.params import Moment, json_option, response_id
-from adapters.cli.store import opened, replay, run
+from adapters.cli.store import opened, run
 from domain.objects import FunctionCall, OutputMessage, ReasoningItem, ResponseObject
+from service.audit import responses as uc
 from service.audit.conversation import usage_line
-from service.audit.records import listed
+from service.audit.records import listing
 from service.audit.timeline import Replay, clip, durations, iso
-from service.ports import ResponseRow
+from service.ports import ResponsePage, ResponseRow
 
 STATUSES = ["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
 
@@ -74,9 +73,10 @@ def list_responses(
         if given is not None:
             response_id(given)
 
-    async def work() -> Any:
-        async with opened(database_url) as store:
-            return await store.list(
+    async def work() -> ResponsePage:
+        async with opened(database_url) as audit:
+            return await uc.list_responses(
+                audit,
                 owner=owner,
                 status=list(status) or None,
                 model=model,
@@ -89,11 +89,8 @@ def list_responses(
             )
 
     page = run(work())
-    last = page.rows[-1].id if page.rows else None
     if as_json:
-        print_json(
-            {"data": [listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}
-        )
+        print_json(listing(page))
         return
     print_columns(
         ["ID", "CREATED", "STATUS", "MODEL", "OWNER", "FLAGS", "PREVIOUS"],
@@ -111,7 +108,7 @@ def list_responses(
         ],
     )
     if page.has_more:
-        click.echo(f"more: --after {last}", err=True)
+        click.echo(f"more: --after {page.rows[-1].id}", err=True)
 
 
 # --- show -------------------------------------------------------------------------------------
@@ -207,10 +204,8 @@ def show(database_url: str, rid: str, as_json: bool) -> None:
     response_id(rid)
 
     async def work() -> tuple[ResponseRow | None, Replay]:
-        from adapters.store.scan import LogScan
-
-        async with opened(database_url) as store:
-            return await replay(LogScan(store), rid)
+        async with opened(database_url) as audit:
+            return await uc.show_response(audit, rid)
 
     record, folded = run(work())
     if not as_json:

@@ -19,7 +19,8 @@ from adapters.cli.access_flags import access_options, access_settings, announce
 from adapters.cli.common import database_option, json_logs, log, main, redact
 from adapters.cli.generation import generation_options, generation_settings
 from adapters.cli.memory import freeze_startup_heap, return_freed_memory
-from adapters.cli.store import refuse_missing_file
+from adapters.cli.store import migrate as migrate_database
+from adapters.cli.store import refuse_missing_file, sqlite_file
 from adapters.cli.tracing import open_tracer, otel_option, watching
 from domain.errors import ResplogError
 from service.settings import Settings
@@ -42,9 +43,7 @@ if TYPE_CHECKING:
 )
 def migrate(database_url: str, lock_wait: float) -> None:
     """Upgrade the database to the newest schema (PostgreSQL or SQLite)."""
-    from adapters.store.migrate import upgrade
-
-    upgrade(database_url, lock_wait=lock_wait)
+    migrate_database(database_url, lock_wait=lock_wait)
     click.echo(f"database at head: {redact(database_url)}")
 
 
@@ -171,15 +170,13 @@ def _sole_server(database_url: str) -> Iterator[None]:
     Linux keeps flock() and the POSIX locks SQLite takes apart, and the kernel drops it
     when the process dies, however it dies. The descriptor is closed only after the store
     (closing a descriptor of the file would drop this process's POSIX locks)."""
-    from adapters.store.urls import async_url
-
-    parsed = async_url(database_url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+    database = sqlite_file(database_url)
+    if database is None:
         yield
         return
     import fcntl
 
-    path = os.path.abspath(os.path.expanduser(parsed.database or ""))
+    path = os.path.abspath(os.path.expanduser(database))
     fd = os.open(path, os.O_RDONLY)
     try:
         try:

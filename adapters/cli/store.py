@@ -1,4 +1,7 @@
-"""Opening the store for an admin command, and folding one response's log from it."""
+"""The CLI's composition root: the database a URL names, checked and opened for a command
+as the audit's ports (`opened`), and what a command needs of the URL itself. The only
+module of the CLI that imports the store; the store (SQLAlchemy, the drivers) is imported
+by the commands that run, never by `--help`."""
 
 from __future__ import annotations
 
@@ -9,11 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from domain.errors import ResplogError
-from service.audit.reading import replay as replay  # re-exported for the commands
-from service.ports import ResponseRow, StoredEvent
 
-if TYPE_CHECKING:  # the store (SQLAlchemy, the drivers) is imported by the commands that run
-    from adapters.store.sql import SqlEventStore
+if TYPE_CHECKING:  # the bundle (and the runner it holds) is not imported by `--help`
+    from service.bundle import Audit
 
 T = TypeVar("T")
 
@@ -23,28 +24,45 @@ def run(work: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def opened(url: str, *, listen: bool = False) -> AsyncIterator[SqlEventStore]:
-    """The store at `url`, checked to be migrated; a SQLite file must already exist (a
-    reading command must not create an empty database where a path was mistyped)."""
-    from adapters.store.factory import open_store
+async def opened(url: str, *, listen: bool = False) -> AsyncIterator[Audit]:
+    """The audit's ports over the store at `url`, checked to be migrated; a SQLite file
+    must already exist (a reading command must not create an empty database where a path
+    was mistyped)."""
+    from adapters.store.factory import audit_ports, open_store
 
     refuse_missing_file(url)
     store = await open_store(url, listen=listen)
     try:
-        yield store
+        yield audit_ports(store)
     finally:
         await store.close()
+
+
+def check_url(url: str) -> None:
+    """Raises unless `url` names a database resplog can use: ValueError for another scheme,
+    SQLAlchemy's ArgumentError for what is not a URL at all."""
+    from adapters.store.urls import async_url
+
+    async_url(url)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The path of the SQLite file `url` names (None: PostgreSQL, or SQLite in memory)."""
+    from adapters.store.urls import async_url
+
+    parsed = async_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
 
 
 def refuse_missing_file(url: str) -> None:
     """Only `resplog migrate` creates a SQLite database: any other command refuses a path
     where none is, and says where it looked (a relative path is from the working directory)."""
-    from adapters.store.urls import async_url
-
-    parsed = async_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+    database = sqlite_file(url)
+    if database is None:
         return
-    path = Path(parsed.database or "").expanduser()
+    path = Path(database).expanduser()
     if not path.is_file():
         raise ResplogError(
             f"no SQLite database at {str(path.absolute())!r}; create it with "
@@ -52,27 +70,8 @@ def refuse_missing_file(url: str) -> None:
         )
 
 
-class Dense:
-    """One stream's positions as they are read, checked to run on with none missing: a
-    reading command reports a hole (or events its row does not count) instead of passing
-    over it, and `resplog verify` explains it."""
+def migrate(url: str, *, lock_wait: float) -> None:
+    """Upgrade the database at `url` to the newest schema (creating a SQLite file)."""
+    from adapters.store.migrate import upgrade
 
-    def __init__(self, rid: str, record: ResponseRow | None, after: int = -1) -> None:
-        self.rid = rid
-        self.record = record
-        self.due = after + 1
-
-    def check(self, stored: StoredEvent) -> None:
-        if stored.position != self.due:
-            self._damaged(f"position {stored.position} where {self.due} was due")
-        self.due += 1
-
-    def end(self) -> None:
-        """After the last event: as many as the row counts (none missing at the end)."""
-        if self.record is not None and self.due != self.record.version + 1:
-            self._damaged(f"{self.due} events where its row counts {self.record.version + 1}")
-
-    def _damaged(self, what: str) -> None:
-        raise ResplogError(
-            f"the log of {self.rid} is damaged: {what} (see resplog verify {self.rid})"
-        )
+    upgrade(url, lock_wait=lock_wait)

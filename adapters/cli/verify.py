@@ -1,10 +1,11 @@
 """`resplog verify`: re-fold every stream (or the given ones) and report each violation of
 the log's invariants with its stream and position; exit 1 if there is any.
 
-`--all --jobs N` checks the responses in N processes, each a slice of them in the scan's
-order (`LogScan.cuts`), while this one checks the orphaned streams and, after, the
-conversations: a stream is folded in Python, a CPU's work (about 20 µs an event), so one
-process is what held a whole-log check back (docs/performance.md, "verify --all")."""
+The use-case is `service/audit/verifying.py`. `--all --jobs N` checks the responses in N
+processes, each a slice of them in the scan's order (`StreamScan.cuts`), while this one
+checks the orphaned streams and, after, the conversations: a stream is folded in Python, a
+CPU's work (about 20 µs an event), so one process is what held a whole-log check back
+(docs/performance.md, "verify --all")."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import multiprocessing
 import os
 import queue as queues
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -23,107 +24,26 @@ from adapters.cli.common import database_option, main
 from adapters.cli.output import Bar, counted, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
-from domain.errors import NotFound, ResplogError
-from service.audit.conversation_check import check_conversation
-from service.audit.verify import Finding, StreamCheck
-from service.ports import StoredEvent
+from domain.errors import ResplogError
+from service.audit.progress import Progress
+from service.audit.verifying import Emit, Report, Verifier, verify_log
+from service.ports import Selection
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
     from multiprocessing.queues import Queue
 
-    from adapters.store.scan import Head, LogScan, Selection
+    from service.bundle import Audit
 
 
-class Report(msgspec.Struct, kw_only=True):
-    streams: int = 0
-    events: int = 0
-    violations: list[Finding] = msgspec.field(default_factory=list)
-    warnings: list[Finding] = msgspec.field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def summary(self) -> str:
-        bad = len({f.stream_id for f in self.violations})
-        head = "ok" if self.ok else "FAILED"
-        return (
-            f"{head}: {counted(self.streams, 'stream')}, {counted(self.events, 'event')} "
-            f"checked; {counted(len(self.violations), 'violation')} in "
-            f"{counted(bad, 'stream')}, {counted(len(self.warnings), 'warning')}"
-        )
-
-    def add(self, other: Report) -> None:
-        self.streams += other.streams
-        self.events += other.events
-        self.violations += other.violations
-        self.warnings += other.warnings
-
-
-class Progress(Protocol):
-    def stream(self, n: int = 1) -> None: ...
-    def event(self, n: int = 1) -> None: ...
-
-
-Emit = Callable[[Finding], None]
-
-
-class _Verifier:
-    def __init__(self, scan: LogScan, bar: Progress, stale_after: float, emit: Emit | None) -> None:
-        self.scan = scan
-        self.bar = bar
-        self.stale_after = stale_after
-        self.emit = emit
-        self.report = Report()
-
-    async def run(self, source: AsyncIterator[Head | StoredEvent]) -> None:
-        from adapters.store.scan import Head
-
-        check: StreamCheck | None = None
-        async for item in source:
-            if isinstance(item, Head):
-                await self._finish(check)
-                check = StreamCheck(item.stream_id, item.record)
-            else:
-                assert check is not None
-                check.feed(item)
-                self.bar.event()
-        await self._finish(check)
-
-    async def _finish(self, check: StreamCheck | None) -> None:
-        if check is None:
-            return
-        if check.behind:  # the log moved on while we read: is the row really behind?
-            check.recheck(await self.scan.record(check.stream_id))
-        found = check.finish()
-        stale = check.stale(time.time(), self.stale_after)
-        self.report.streams += 1
-        self.report.events += check.events
-        self.report.violations += found
-        self.report.warnings += [stale] if stale else []
-        if self.emit is not None:
-            for finding in [*found, *([stale] if stale else [])]:
-                self.emit(finding)
-        self.bar.stream()
-
-
-async def _sources(scan: LogScan, ids: list[str]) -> tuple[int, AsyncIterator[Head | StoredEvent]]:
-    from adapters.store.scan import Selection
-
-    if ids:
-        missing = sorted(set(ids) - await scan.existing(ids))
-        if missing:
-            raise NotFound(f"no response {missing[0]} in this database")
-        return len(ids), scan.streams_of(ids)
-
-    async def everything() -> AsyncIterator[Head | StoredEvent]:
-        async for item in scan.streams(Selection()):
-            yield item
-        async for item in scan.orphans():
-            yield item
-
-    return await scan.count(Selection()), everything()
+def summary(report: Report) -> str:
+    bad = len({f.stream_id for f in report.violations})
+    head = "ok" if report.ok else "FAILED"
+    return (
+        f"{head}: {counted(report.streams, 'stream')}, {counted(report.events, 'event')} "
+        f"checked; {counted(len(report.violations), 'violation')} in "
+        f"{counted(bad, 'stream')}, {counted(len(report.warnings), 'warning')}"
+    )
 
 
 # --- --all --jobs N ------------------------------------------------------------------------
@@ -145,6 +65,9 @@ class _Relay:
     def event(self, n: int = 1) -> None:
         self.events += n
 
+    def done(self) -> None:
+        pass
+
     def flush(self) -> None:
         self.out.put(("progress", self.streams, self.events))
         self.streams = self.events = 0
@@ -156,14 +79,11 @@ def _part(index: int, url: str, selection: Selection, stale_after: float, out: Q
     makes them, its progress, then its report (or why it could not finish) to the parent."""
 
     async def work() -> Report:
-        from adapters.store.scan import LogScan
-
         exit_with_parent()
-        async with opened(url) as store:
-            scan = LogScan(store)
+        async with opened(url) as audit:
             relay = _Relay(out)
-            verifier = _Verifier(scan, relay, stale_after, lambda f: out.put(("finding", f)))
-            await verifier.run(scan.streams(selection))
+            verifier = Verifier(audit.log, relay, stale_after, lambda f: out.put(("finding", f)))
+            await verifier.run(audit.scan.streams(selection))
             relay.flush()
             return verifier.report
 
@@ -185,12 +105,10 @@ def exit_with_parent() -> None:
 
 
 async def _parts(
-    scan: LogScan, url: str, jobs: int, stale_after: float, bar: Bar, emit: Emit | None
+    audit: Audit, url: str, jobs: int, stale_after: float, bar: Progress, emit: Emit | None
 ) -> Report:
     """Every response stream in `jobs` processes, the orphans here meanwhile."""
-    from adapters.store.scan import Selection
-
-    cuts = await scan.cuts(Selection(), jobs)
+    cuts = await audit.scan.cuts(Selection(), jobs)
     slices = [
         Selection(after=a, through=b) for a, b in zip([None, *cuts], [*cuts, None], strict=True)
     ]
@@ -203,10 +121,10 @@ async def _parts(
     for proc in procs:
         proc.start()
     try:
-        here = _Verifier(scan, bar, stale_after, emit)
+        here = Verifier(audit.log, bar, stale_after, emit)
         gathering = asyncio.ensure_future(_gather(out, procs, bar, emit))
         try:
-            await here.run(scan.orphans())
+            await here.run(audit.scan.orphans())
         except BaseException:
             gathering.cancel()
             raise
@@ -223,7 +141,7 @@ async def _parts(
 
 
 async def _gather(
-    out: Queue[Any], procs: Sequence[BaseProcess], bar: Bar, emit: Emit | None
+    out: Queue[Any], procs: Sequence[BaseProcess], bar: Progress, emit: Emit | None
 ) -> list[Report]:
     """The parts' reports, in the order of their slices; their findings and progress
     passed on as they come."""
@@ -250,26 +168,6 @@ async def _gather(
         else:
             reports[rest[0]] = rest[1]
     return [reports[i] for i in range(len(procs))]
-
-
-async def _conversations(store: Any, report: Report, *, echo: bool) -> None:
-    """Each conversation stream against its read model (service/audit/conversation_check)."""
-    from adapters.store.conversations import SqlConversations, audited_items, conversation_ids
-
-    rows = SqlConversations(store)
-    for cid in await conversation_ids(store):
-        row = await rows.get(cid)
-        if row is None:
-            continue
-        events = await store.read(cid)
-        items = [(a.item.id, a.deleted) for a in await audited_items(store, cid)]
-        found = check_conversation(row, events, items)
-        report.streams += 1
-        report.events += len(events)
-        report.violations += found
-        if echo:
-            for finding in found:
-                click.echo(finding.line())
 
 
 @main.command()
@@ -316,27 +214,27 @@ def verify(
     emit: Emit | None = None if as_json else lambda finding: click.echo(finding.line())
 
     async def work() -> Report:
-        from adapters.store.scan import LogScan
+        async with opened(database_url) as audit:
 
-        async with opened(database_url) as store:
-            scan = LogScan(store)
-            total, source = await _sources(scan, list(dict.fromkeys(ids)))
-            with Bar("verifying", total, False if len(ids) == 1 else progress) as bar:
-                if jobs > 1:
-                    report = await _parts(scan, database_url, jobs, stale_after, bar, emit)
-                else:
-                    verifier = _Verifier(scan, bar, stale_after, emit)
-                    await verifier.run(source)
-                    report = verifier.report
-                bar.done()
-            if everything:
-                await _conversations(store, report, echo=not as_json)
-            return report
+            async def parts(bar: Progress) -> Report:
+                return await _parts(audit, database_url, jobs, stale_after, bar, emit)
+
+            return await verify_log(
+                audit,
+                list(dict.fromkeys(ids)),
+                stale_after=stale_after,
+                progress=lambda total: Bar(
+                    "verifying", total, False if len(ids) == 1 else progress
+                ),
+                emit=emit,
+                conversations=everything,
+                parts=parts if jobs > 1 else None,
+            )
 
     report = run(work())
     if as_json:
         print_json({"ok": report.ok, **msgspec.structs.asdict(report)})
     else:
-        click.echo(report.summary())
+        click.echo(summary(report))
     if not report.ok:
         raise click.exceptions.Exit(1)

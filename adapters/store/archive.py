@@ -1,5 +1,6 @@
-"""Writing an imported log: whole streams (their rows exactly as exported, their read-model
-row as rebuilt) in one transaction per batch, so no stream is ever half there."""
+"""Writing an imported log (the `Archive` port): whole streams (their rows exactly as
+exported, their read-model row as rebuilt) in one transaction per batch, so no stream is
+ever half there."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
 from adapters.store import blobs
+from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
@@ -20,8 +22,7 @@ from adapters.store.tables import values_of
 from adapters.store.transient import guarded
 from domain.errors import Conflict
 from domain.events import LIFECYCLE_TAGS, LIFECYCLE_TYPES
-from service.audit.archive import Imported, ImportedConversation
-from service.ports import StoredEvent
+from service.ports import Imported, ImportedConversation, StoredEvent
 
 
 def _data(event: StoredEvent, found: dict[str, str]) -> str:
@@ -96,3 +97,16 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported | ImportedConv
             f"a stream of this batch ({ids}, …) was created while importing; "
             "the batch was not written"
         ) from None
+
+
+class SqlArchive:
+    """`Archive` over the store: `insert` below, and `LogScan`'s `existing`."""
+
+    def __init__(self, store: SqlEventStore) -> None:
+        self.store = store
+
+    async def existing(self, ids: Sequence[str]) -> set[str]:
+        return await LogScan(self.store).existing(ids)
+
+    async def insert(self, streams: Sequence[Imported | ImportedConversation]) -> None:
+        await insert(self.store, streams)

@@ -38,14 +38,15 @@ from domain.conversations import (
     Updated,
 )
 from domain.errors import DuplicateItems
-from service.ports import ConversationItems, ConversationRow
+from service.ports import AuditedItem, ConversationItems, ConversationRow, ConversationSummary
 
 _item = msgspec.json.Decoder(ConversationItem)
 _meta = msgspec.json.Decoder(dict[str, str])
 
 
 class SqlConversations:
-    """`Conversations` over the store's engine (`begin_write` gives its transactions)."""
+    """`Conversations` over the store's engine (`begin_write` gives its transactions), and
+    `ConversationAudit` (an auditor's reads, below)."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
@@ -206,27 +207,26 @@ class SqlConversations:
             return False
         return True
 
+    async def summaries(
+        self,
+        owner: str | None,
+        limit: int,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        after: str | None = None,
+    ) -> list[ConversationSummary]:
+        return await summaries(self._store, owner, limit, since=since, until=until, after=after)
+
+    async def ids(self) -> list[str]:
+        return await conversation_ids(self._store)
+
+    async def audited_items(self, conversation_id: str) -> list[AuditedItem]:
+        return await audited_items(self._store, conversation_id)
+
 
 class _NoSuchItem(Exception):
     """No visible item of that id: the delete's transaction is rolled back."""
-
-
-class ConversationSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """A conversation as the admin list shows it."""
-
-    id: str
-    owner: str
-    created_at: float
-    items: int  # not deleted
-    deleted: bool
-
-
-class AuditedItem(msgspec.Struct, frozen=True, kw_only=True):
-    """One item of a conversation for an auditor: deleted ones too, with their source."""
-
-    item: ConversationItem
-    response_id: str | None
-    deleted: bool
 
 
 async def summaries(

@@ -1,16 +1,23 @@
-"""Open the store a database URL names: PostgreSQL or the embedded SQLite file."""
+"""Open the store a database URL names (PostgreSQL or the embedded SQLite file), and the
+audit's ports over it (`audit_ports`: for the app's bundle and the admin commands alike)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from adapters.store.archive import SqlArchive
+from adapters.store.conversations import SqlConversations
+from adapters.store.gc import SqlGc
+from adapters.store.keys import SqlApiKeyStore
 from adapters.store.postgres import PostgresEventStore
+from adapters.store.scan import LogScan
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
 from adapters.store.sqlite import SqliteEventStore
 from adapters.store.transient import boundary
 from adapters.store.urls import async_url, is_postgres
 from adapters.store.writer import GroupCommitWriter
+from service.bundle import Audit
 from service.ports import EventStore, EventWriter, ResponseIndex
 
 
@@ -39,6 +46,21 @@ async def open_store(url: str, **settings: Any) -> SqlEventStore:
         await store.close()
         raise
     return store
+
+
+def audit_ports(store: SqlEventStore) -> Audit:
+    """The audit's ports over `store`: its scans, archive, conversations, gc and keys."""
+    scan, gc = LogScan(store), SqlGc(store)
+    return Audit(
+        store=store,
+        log=scan,
+        scan=scan,
+        archive=SqlArchive(store),
+        conversations=SqlConversations(store),
+        collector=gc,
+        leftovers=gc,
+        keys=SqlApiKeyStore(store),
+    )
 
 
 def _implements_the_ports(

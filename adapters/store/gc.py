@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-import msgspec
 import sqlalchemy as sa
 
 from adapters.store import blobs, partitions
@@ -19,62 +18,77 @@ from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.transient import guarded, guarded_iter
 from domain.objects import TERMINAL_STATUSES
+from service.ports import Candidate, Day, DeletedConversation, GcRule
 
 
-class Rule(msgspec.Struct, frozen=True, kw_only=True):
-    """What goes: ended responses that were not stored, were created before `cutoff`, or
-    (with `deleted`) were deleted through the API. The responses of `days` (those with a
-    partition of their own, partitions.py) never go by age here: their whole day goes at
-    once, by `drop_day`, when it is all past the cutoff."""
+def _reasons(rule: GcRule) -> list[sa.ColumnElement[bool]]:
+    """Each reason a response may go, on its own: each matches an index of `responses`
+    (`ix_responses_unstored`, `ix_responses_created`, `ix_responses_deleted`), so that
+    finding those of one reason does not read the responses of the others."""
+    c = t_responses.c
+    reasons: list[sa.ColumnElement[bool]] = []
+    if rule.unstored:
+        reasons.append(c.store.is_(False))
+    if rule.cutoff is not None:
+        aged = c.created_at < rule.cutoff
+        if rule.days:
+            aged = sa.and_(aged, sa.func.resplog_period(c.id).not_in(sorted(rule.days)))
+        reasons.append(aged)
+    if rule.deleted:
+        reasons.append(c.deleted_at.is_not(None))
+    return reasons
 
-    unstored: bool = True
-    cutoff: float | None = None  # unix seconds; None: no age limit
-    deleted: bool = False
-    days: frozenset[int] = frozenset()
 
-    def reasons(self) -> list[sa.ColumnElement[bool]]:
-        """Each reason a response may go, on its own: each matches an index of `responses`
-        (`ix_responses_unstored`, `ix_responses_created`, `ix_responses_deleted`), so that
-        finding those of one reason does not read the responses of the others."""
-        c = t_responses.c
-        reasons: list[sa.ColumnElement[bool]] = []
-        if self.unstored:
-            reasons.append(c.store.is_(False))
-        if self.cutoff is not None:
-            aged = c.created_at < self.cutoff
-            if self.days:
-                aged = sa.and_(aged, sa.func.resplog_period(c.id).not_in(sorted(self.days)))
-            reasons.append(aged)
-        if self.deleted:
-            reasons.append(c.deleted_at.is_not(None))
-        return reasons
+def _where(rule: GcRule) -> sa.ColumnElement[bool]:
+    reasons = _reasons(rule)
+    return sa.and_(_ENDED, sa.or_(*reasons)) if reasons else sa.false()
 
-    def where(self) -> sa.ColumnElement[bool]:
-        reasons = self.reasons()
-        return sa.and_(_ENDED, sa.or_(*reasons)) if reasons else sa.false()
 
-    def why(self, store: bool, created_at: float, deleted_at: float | None) -> str:
-        if self.unstored and not store:
-            return "store=false"
-        if self.cutoff is not None and created_at < self.cutoff:
-            return "older than the retention"
-        return "deleted" if deleted_at is not None else "?"
+def _why(rule: GcRule, store: bool, created_at: float, deleted_at: float | None) -> str:
+    if rule.unstored and not store:
+        return "store=false"
+    if rule.cutoff is not None and created_at < rule.cutoff:
+        return "older than the retention"
+    return "deleted" if deleted_at is not None else "?"
 
 
 _ENDED = t_responses.c.status.in_(sorted(TERMINAL_STATUSES))
 
 
-class Candidate(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    status: str
-    created_at: float
-    events: int
-    why: str
+class SqlGc:
+    """The `Collector` and `Leftovers` ports over the functions below."""
+
+    def __init__(self, store: SqlEventStore) -> None:
+        self.store = store
+
+    def candidates(self, rule: GcRule, page: int) -> AsyncGenerator[list[Candidate], None]:
+        return candidates(self.store, rule, page)
+
+    async def collect(self, rule: GcRule, ids: Sequence[str]) -> tuple[int, int]:
+        return await collect(self.store, rule, ids)
+
+    async def partitioned_days(self) -> frozenset[int]:
+        return await partitioned_days(self.store)
+
+    async def expired_days(self, cutoff: float) -> list[Day]:
+        return await expired_days(self.store, cutoff)
+
+    async def drop_day(self, day: int) -> Day | None:
+        return await drop_day(self.store, day)
+
+    async def deleted_conversations(self) -> list[DeletedConversation]:
+        return await deleted_conversations(self.store)
+
+    async def collect_conversation(self, conversation_id: str) -> int:
+        return await collect_conversation(self.store, conversation_id)
+
+    async def sweep_blobs(self, now: float) -> int:
+        return await sweep_blobs(self.store, now)
 
 
 @guarded_iter
 async def candidates(
-    store: SqlEventStore, rule: Rule, page: int
+    store: SqlEventStore, rule: GcRule, page: int
 ) -> AsyncGenerator[list[Candidate], None]:
     """What `rule` selects, oldest first, a page at a time (nothing is deleted)."""
     key: tuple[float, str] | None = None
@@ -88,7 +102,7 @@ async def candidates(
                 status=r.status,
                 created_at=r.created_at,
                 events=r.version + 1,
-                why=rule.why(bool(r.store), r.created_at, r.deleted_at),
+                why=_why(rule, bool(r.store), r.created_at, r.deleted_at),
             )
             for r in rows
         ]
@@ -99,7 +113,7 @@ async def candidates(
         key = (found[-1].created_at, found[-1].id)
 
 
-def _page(rule: Rule, key: tuple[float, str] | None, page: int) -> sa.Select[Any]:
+def _page(rule: GcRule, key: tuple[float, str] | None, page: int) -> sa.Select[Any]:
     """The next `page` responses `rule` selects after `key`, oldest first: a page of each
     reason (each through its own index), merged. In one statement with `OR`, PostgreSQL
     walked the `created_at` index through every ended response to find the few not stored
@@ -107,7 +121,7 @@ def _page(rule: Rule, key: tuple[float, str] | None, page: int) -> sa.Select[Any
     c = t_responses.c
     columns = (c.id, c.status, c.created_at, c.version, c.store, c.deleted_at)
     branches = []
-    for reason in rule.reasons():
+    for reason in _reasons(rule):
         branch = sa.select(*columns).where(_ENDED, reason)
         if key is not None:
             branch = branch.where(sa.tuple_(c.created_at, c.id) > sa.tuple_(*key))
@@ -122,7 +136,7 @@ def _page(rule: Rule, key: tuple[float, str] | None, page: int) -> sa.Select[Any
 
 
 @guarded
-async def collect(store: SqlEventStore, rule: Rule, ids: Sequence[str]) -> tuple[int, int]:
+async def collect(store: SqlEventStore, rule: GcRule, ids: Sequence[str]) -> tuple[int, int]:
     """Delete these responses (those the rule still selects): rows and events, in one
     transaction. Returns (responses, events) deleted."""
     c = t_responses.c
@@ -130,7 +144,7 @@ async def collect(store: SqlEventStore, rule: Rule, ids: Sequence[str]) -> tuple
         gone = (
             (
                 await conn.execute(
-                    sa.delete(t_responses).where(c.id.in_(list(ids)), rule.where()).returning(c.id)
+                    sa.delete(t_responses).where(c.id.in_(list(ids)), _where(rule)).returning(c.id)
                 )
             )
             .scalars()
@@ -153,14 +167,14 @@ async def partitioned_days(store: SqlEventStore) -> frozenset[int]:
 
 
 @guarded
-async def expired_days(store: SqlEventStore, cutoff: float) -> list[partitions.Day]:
+async def expired_days(store: SqlEventStore, cutoff: float) -> list[Day]:
     """The days whose partition ends before `cutoff`, oldest first, with their responses."""
     async with store.engine.connect() as conn:
         return await partitions.expired(conn, cutoff)
 
 
 @guarded
-async def drop_day(store: SqlEventStore, day: int) -> partitions.Day | None:
+async def drop_day(store: SqlEventStore, day: int) -> Day | None:
     """Delete the day's responses and drop its events' partition; None if one of its
     responses is still running (the day stays whole)."""
     async with store.engine.connect() as conn:
@@ -170,14 +184,8 @@ async def drop_day(store: SqlEventStore, day: int) -> partitions.Day | None:
 # --- conversations ------------------------------------------------------------------------------
 
 
-class ConversationCandidate(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    deleted_at: float
-    events: int
-
-
 @guarded
-async def deleted_conversations(store: SqlEventStore) -> list[ConversationCandidate]:
+async def deleted_conversations(store: SqlEventStore) -> list[DeletedConversation]:
     """Conversations deleted through the API (their log was kept for audit until now).
     A conversation is never collected otherwise: it has no end and no retention (OpenAI
     keeps conversations until they are deleted)."""
@@ -190,7 +198,7 @@ async def deleted_conversations(store: SqlEventStore) -> list[ConversationCandid
     async with store.engine.connect() as conn:
         rows = (await conn.execute(query)).all()
     return [
-        ConversationCandidate(id=r.id, deleted_at=r.deleted_at, events=r.version + 1) for r in rows
+        DeletedConversation(id=r.id, deleted_at=r.deleted_at, events=r.version + 1) for r in rows
     ]
 
 

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from adapters.store.transient import sqlstate
 from domain.objects import TERMINAL_STATUSES
+from service.ports import Day
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +108,6 @@ def same_partition(
     if dialect != "postgresql":
         return sa.true()
     return sa.func.resplog_period(column) == sa.func.resplog_period(stream_id)
-
-
-class Day(msgspec.Struct, frozen=True, kw_only=True):
-    """A day's partition as `gc` sees it: its responses, those still running, its events."""
-
-    day: int
-    responses: int
-    running: int
-    events: int
 
 
 async def _partitioned(conn: AsyncConnection) -> bool:

@@ -21,16 +21,9 @@ from adapters.store.tables import row_of
 from adapters.store.transient import guarded
 from domain.errors import NotFound
 from domain.reasons import CancelReason
-from service.ports import ChainLink, ResponseRow
+from service.ports import ChainLink, ResponsePage, ResponseRow
 
 _CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
-
-
-class ResponsePage(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of `list`, newest first; pass `rows[-1].id` as `after` for the next one."""
-
-    rows: list[ResponseRow]
-    has_more: bool
 
 
 class ReadModel:

@@ -20,51 +20,29 @@ from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import row_of
 from adapters.store.transient import guarded, guarded_iter
-from service.ports import ResponseRow, StoredEvent
+from service.ports import Head, Key, ResponsePage, ResponseRow, Selection, StoredEvent
 
 _CHUNK = 500  # ids per IN (...) list
 _KEYS_PAGE = 10_000  # rows' keys per page for `cuts`
 
 
-Key = tuple[float, str]  # a row's place in the scan's order: (created_at, id)
-
-
-class Selection(msgspec.Struct, frozen=True, kw_only=True):
-    """Which responses: created in [since, until), of an owner, in some statuses; and a
-    slice of the scan's order, after `after` up to and including `through` (`LogScan.cuts`
-    makes them, for a scan in parallel parts)."""
-
-    owner: str | None = None
-    since: float | None = None
-    until: float | None = None
-    statuses: tuple[str, ...] | None = None
-    after: Key | None = None
-    through: Key | None = None
-
-    def where(self) -> list[sa.ColumnElement[bool]]:
-        c = t_responses.c
-        conds: list[sa.ColumnElement[bool]] = []
-        key = sa.tuple_(c.created_at, c.id)
-        if self.after is not None:
-            conds.append(key > sa.tuple_(*self.after))
-        if self.through is not None:
-            conds.append(key <= sa.tuple_(*self.through))
-        if self.owner is not None:
-            conds.append(c.owner == self.owner)
-        if self.since is not None:
-            conds.append(c.created_at >= self.since)
-        if self.until is not None:
-            conds.append(c.created_at < self.until)
-        if self.statuses is not None:
-            conds.append(c.status.in_(self.statuses))
-        return conds
-
-
-class Head(msgspec.Struct, frozen=True):
-    """A stream begins: its id and read-model row (None: events with no row)."""
-
-    stream_id: str
-    record: ResponseRow | None
+def _where(selection: Selection) -> list[sa.ColumnElement[bool]]:
+    c = t_responses.c
+    conds: list[sa.ColumnElement[bool]] = []
+    key = sa.tuple_(c.created_at, c.id)
+    if selection.after is not None:
+        conds.append(key > sa.tuple_(*selection.after))
+    if selection.through is not None:
+        conds.append(key <= sa.tuple_(*selection.through))
+    if selection.owner is not None:
+        conds.append(c.owner == selection.owner)
+    if selection.since is not None:
+        conds.append(c.created_at >= selection.since)
+    if selection.until is not None:
+        conds.append(c.created_at < selection.until)
+    if selection.statuses is not None:
+        conds.append(c.status.in_(selection.statuses))
+    return conds
 
 
 def _page(selection: Selection, key: Key | None, limit: int, *columns: Any) -> sa.Select[Any]:
@@ -73,11 +51,12 @@ def _page(selection: Selection, key: Key | None, limit: int, *columns: Any) -> s
     if key is not None:
         selection = msgspec.structs.replace(selection, after=key)
     c = t_responses.c
-    return sa.select(*columns).where(*selection.where()).order_by(c.created_at, c.id).limit(limit)
+    return sa.select(*columns).where(*_where(selection)).order_by(c.created_at, c.id).limit(limit)
 
 
 class LogScan:
-    """Reads for `verify`, `export` and the other admin commands."""
+    """Reads for `verify`, `export` and the other admin commands (the `LogReader` and
+    `StreamScan` ports)."""
 
     def __init__(self, store: SqlEventStore, *, rows_page: int = 50, events_page: int = 200):
         self.store = store
@@ -93,7 +72,7 @@ class LogScan:
 
     @guarded
     async def count(self, selection: Selection) -> int:
-        query = sa.select(sa.func.count()).select_from(t_responses).where(*selection.where())
+        query = sa.select(sa.func.count()).select_from(t_responses).where(*_where(selection))
         async with self.store.engine.connect() as conn:
             return int((await conn.execute(query)).scalar_one())
 
@@ -107,7 +86,7 @@ class LogScan:
         keys and versions (`ix_responses_created`, then the heap), in keyset pages."""
         c = t_responses.c
         weight = c.version + 1
-        query = sa.select(sa.func.coalesce(sa.func.sum(weight), 0)).where(*selection.where())
+        query = sa.select(sa.func.coalesce(sa.func.sum(weight), 0)).where(*_where(selection))
         async with self.store.engine.connect() as conn:
             total = int((await conn.execute(query)).scalar_one())
         targets = [total * i / parts for i in range(1, parts)]
@@ -151,6 +130,10 @@ class LogScan:
             if len(page) < self.rows_page:
                 return
             key = (page[-1].created_at, page[-1].id)
+
+    async def page(self, **filters: Any) -> ResponsePage:
+        """The read model's rows newest first, filtered (`ReadModel.list`)."""
+        return await self.store.list(**filters)
 
     async def events(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]:
         """One stream's events after `after`, in order, a page at a time."""

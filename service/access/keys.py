@@ -71,6 +71,11 @@ async def create_key(store: ApiKeyStore, owner: str, name: str | None, *, now: f
     return NewKey(key, secret)
 
 
+async def list_keys(store: ApiKeyStore, owner: str | None = None) -> list[ApiKey]:
+    """Every key (or `owner`'s), oldest first; never a secret, which is not stored."""
+    return [key for key in await store.all() if owner in (None, key.owner)]
+
+
 async def revoke_key(store: ApiKeyStore, key_id: str, *, now: float) -> ApiKey:
     """Revoke a key for good; an unknown or already revoked key is an error."""
     if await store.revoke(key_id, now):

@@ -1,2 +1,3 @@
-"""Audit reads of the log for the admin CLI: verification, timelines, conversations and the
-export file format. Pure: the composition root feeds them rows it read through the store."""
+"""The audit and admin use-cases (the `resplog` admin commands, the `/audit` view) over the
+bundle's `Audit` ports, and their pure logic: verification, timelines, conversations and
+the export file format."""

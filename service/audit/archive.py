@@ -32,10 +32,10 @@ import msgspec
 
 from domain.errors import ArchiveError
 from domain.reasons import CancelReason
-from service.audit.conversation_check import Rebuilt, check_conversation, rebuild
+from service.audit.conversation_check import check_conversation, rebuild
 from service.audit.records import FLAGS, flags_of
 from service.audit.verify import StreamCheck
-from service.ports import ResponseRow, StoredEvent
+from service.ports import Imported, ImportedConversation, ResponseRow, StoredEvent
 
 FORMAT = 2
 READS = (1, 2)  # the formats this version imports
@@ -123,22 +123,6 @@ def event_line(stored: StoredEvent) -> bytes:
 
 
 # --- reading ----------------------------------------------------------------------------------
-
-
-class Imported(msgspec.Struct, frozen=True, kw_only=True):
-    """One response of a file, checked: its rebuilt row and its events, ready to insert."""
-
-    record: ResponseRow
-    events: list[StoredEvent]
-    line: int  # where its response line is, for messages
-
-
-class ImportedConversation(msgspec.Struct, frozen=True, kw_only=True):
-    """One conversation of a file, checked: its rebuilt rows and its events."""
-
-    rebuilt: Rebuilt
-    events: list[StoredEvent]
-    line: int
 
 
 def _fail(number: int, why: str) -> ArchiveError:

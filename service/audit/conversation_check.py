@@ -18,7 +18,7 @@ from domain.conversations import (
     Updated,
 )
 from service.audit.verify import Finding
-from service.ports import ConversationRow, StoredEvent
+from service.ports import ConversationRow, ItemRow, Rebuilt, StoredEvent
 
 _event = msgspec.json.Decoder(ConversationEvent)
 
@@ -92,22 +92,6 @@ def _fold(state: Folded, event: ConversationEvent, position: int) -> str | None:
 
 
 # --- rebuilding the read model (import) -------------------------------------------------------
-
-
-class ItemRow(msgspec.Struct, frozen=True, kw_only=True):
-    """A `conversation_items` row as the store writes it (adapters/store/conversations.py)."""
-
-    position: int
-    seq: int
-    item_id: str
-    data: str
-    response_id: str | None = None
-    deleted_at: float | None = None
-
-
-class Rebuilt(msgspec.Struct, frozen=True, kw_only=True):
-    row: ConversationRow
-    items: list[ItemRow]
 
 
 _items_encoder = msgspec.json.Encoder()

@@ -1,25 +1,18 @@
 """Reading one response's log for the audit tools (the `show` and `conversation` commands,
-the `/audit` web view): its row and the fold of its events, and the turns that lead to it.
-The log is read through `LogReader`, which the store's `LogScan` is."""
+the `/audit` web view): its row and the fold of its events, and the turns that lead to it,
+through the `LogReader` port."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Protocol
+from collections.abc import Callable
 
 from domain.errors import CorruptEvent, InvalidTransition, NotFound, ResplogError
 from domain.events import AnyEvent
 from service.audit.conversation import TurnView, turn_view
 from service.audit.timeline import Replay
-from service.ports import ResponseRow, StoredEvent
+from service.ports import LogReader, ResponseRow, StoredEvent
 
 MAX_TURNS = 1000
-
-
-class LogReader(Protocol):
-    async def record(self, response_id: str) -> ResponseRow | None: ...
-
-    def events(self, stream_id: str, after: int = -1) -> AsyncIterator[StoredEvent]: ...
 
 
 async def replay(

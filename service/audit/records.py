@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.ports import ResponseRow
+from service.ports import ResponsePage, ResponseRow
 
 # The columns that follow from the events alone (docs/storage.md).
 DERIVED = (
@@ -53,3 +53,9 @@ def listed(row: ResponseRow) -> dict[str, Any]:
         "previous_response_id": row.previous_response_id,
         "events": row.version + 1,
     }
+
+
+def listing(page: ResponsePage) -> dict[str, Any]:
+    """A page of rows as `resplog responses list --json` and the audit view give it."""
+    last = page.rows[-1].id if page.rows else None
+    return {"data": [listed(r) for r in page.rows], "has_more": page.has_more, "last_id": last}

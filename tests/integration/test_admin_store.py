@@ -14,13 +14,13 @@ from adapters.store import archive as archive_store
 from adapters.store import gc as store_gc
 from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade
-from adapters.store.scan import Head, LogScan, Selection
+from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from domain.errors import Conflict
 from service.audit import archive
 from service.audit.verify import StreamCheck
-from service.ports import StoredEvent
+from service.ports import GcRule, Head, Selection, StoredEvent
 from tests.integration import streams
 
 
@@ -144,7 +144,7 @@ async def test_gc_deletes_only_ended_responses_the_rule_selects_with_their_event
     old = await write(empty, streams.script(deltas=1, end="failed", created_at=100))
     recent = await write(empty, streams.script(deltas=1, created_at=10**10))
     running = await write(empty, streams.script(deltas=1, store=False, end="open", created_at=50))
-    rule = store_gc.Rule(cutoff=1000.0)
+    rule = GcRule(cutoff=1000.0)
     found = [c async for page in store_gc.candidates(empty, rule, page=1) for c in page]
     assert {c.id: c.why for c in found} == {
         old: "older than the retention",
@@ -154,7 +154,7 @@ async def test_gc_deletes_only_ended_responses_the_rule_selects_with_their_event
     assert await store_gc.collect(empty, rule, [c.id for c in found] + [running]) == (2, doomed)
     scan = LogScan(empty)
     assert await scan.existing([unstored, old, recent, running]) == {recent, running}
-    nothing = store_gc.Rule(unstored=False)
+    nothing = GcRule(unstored=False)
     assert [p async for p in store_gc.candidates(empty, nothing, page=10)] == []
 
 
@@ -171,7 +171,7 @@ async def test_gc_pages_every_reason_oldest_first_each_response_once(
     async with empty.engine.begin() as conn:
         marked = sa.text("UPDATE responses SET deleted_at = 6500 WHERE id = :id")
         await conn.execute(marked, {"id": deleted})
-    rule = store_gc.Rule(cutoff=1000.0, deleted=True)
+    rule = GcRule(cutoff=1000.0, deleted=True)
     for page in (1, 2, 10):
         found = [c.id async for got in store_gc.candidates(empty, rule, page=page) for c in got]
         assert found == [both, old, unstored, deleted], page
@@ -182,7 +182,7 @@ async def test_gc_finds_each_reason_through_an_index_of_its_own(empty: SqlEventS
     """Among many stored responses, the few not stored and those deleted are read through
     their partial indexes (which hold only them), not found by walking every ended
     response: a `gc` run that finds nothing costs the same on a log of any size."""
-    rule = store_gc.Rule(cutoff=1000.0, deleted=True)
+    rule = GcRule(cutoff=1000.0, deleted=True)
     query = store_gc._page(rule, (1.0, "resp_x"), 100)
     postgres = empty.engine.dialect.name == "postgresql"
     async with empty.engine.begin() as conn:

@@ -24,6 +24,7 @@ from adapters.store.postgres import PostgresEventStore
 from adapters.store.sql import SqlEventStore
 from adapters.store.urls import asyncpg_dsn
 from service.ids import made_at, new_id
+from service.ports import GcRule
 from tests.e2e.test_admin_cli import ok_json
 from tests.integration import streams
 from tests.integration.test_store_contract import write
@@ -226,7 +227,7 @@ async def test_the_age_limit_leaves_a_day_with_its_own_partition_to_go_whole(
     legacy = await write(store, _script(f"resp_{secrets.token_hex(24)}", deltas=1))
     whole = await write(store, _script(_on(first), deltas=1))
     days = await store_gc.partitioned_days(store)
-    rule = store_gc.Rule(cutoff=(first + 5) * PERIOD, days=days)
+    rule = GcRule(cutoff=(first + 5) * PERIOD, days=days)
     found = [c.id async for page in store_gc.candidates(store, rule, page=10) for c in page]
     assert legacy in found
     assert whole not in found

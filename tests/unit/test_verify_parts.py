@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from adapters.cli.output import Bar
-from adapters.cli.verify import Report, _gather, exit_with_parent
+from adapters.cli.verify import _gather, exit_with_parent
 from domain.errors import ResplogError
+from service.audit.verifying import Report
 
 
 async def test_a_part_that_ends_without_its_report_fails_the_run() -> None:
