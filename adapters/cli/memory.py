@@ -6,8 +6,8 @@ glibc serves a large allocation with its own mmap, which goes back to the system
 freed, but it raises that threshold to the size of every such block freed (up to 32 MiB),
 so after the first large event has come and gone, blocks of that size come from the heap,
 where freed memory mostly stays with the process. A server that replays megabyte events to
-many clients then keeps its peak for good: measured with bench/stalled_bench.py, 256
-stalled readers of a 4.5 MiB response left +1.2 GiB after they closed. Fixing the threshold
+many clients then keeps its peak for good: 256 stalled readers of a 4.5 MiB response
+left +1.2 GiB after they closed. Fixing the threshold
 at glibc's default start (128 KiB) keeps large blocks on mmap: the same run gives the
 memory back (+72 MiB). Elsewhere (musl, macOS) this is a no-op.
 """

@@ -52,7 +52,8 @@ class _Refused(Exception):
 # What a connection holds back for the end of a turn, at most; a larger write goes to the
 # transport at once, uncopied. So a stream of large events (written in pieces of up to
 # `MAX_WRITE`, adapters/http/sse.py) still meets uvicorn's flow control write by write,
-# and a client that stopped reading pins no more than before (bench/stalled_bench.py).
+# and a client that stopped reading pins no more than before (docs/performance.md,
+# "Stalled readers").
 HOLD_BYTES = 64 * 1024
 
 

@@ -38,7 +38,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # status of a request that got no response comes from the edge's watch module.
     "adapters/otel": INNER | {"opentelemetry", "adapters.otel", "adapters.http.watch"},
     # The web audit view: reads the store, streams with the HTTP adapter's SSE framing.
-    "adapters/auditview": INNER | {"adapters.auditview", "adapters.store", "adapters.http"},
+    "adapters/auditview": INNER | {"adapters.auditview", "adapters.http"},
     "adapters/cli": INNER
     | {"click", "rich", "uvicorn", "uvloop", "adapters.cli", "adapters.store", "adapters.http"}
     | {"adapters.wiring", "adapters.sealing", "adapters.metrics", "adapters.auditview"}
