@@ -29,7 +29,7 @@ from adapters.store.migrate import upgrade_async
 from adapters.wiring import open_bundle
 from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from service.bundle import Bundle
-from service.responses import create as responses
+from service.responses import modes as responses
 from service.settings import Settings
 from service.wire import Limits, parse_create_body
 

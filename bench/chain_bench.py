@@ -28,7 +28,7 @@ from bench.databases import database_arguments, drop_postgres, fresh_postgres
 from domain.generation import Turn
 from service.bundle import Bundle
 from service.prompts.history import load_history
-from service.responses import create as responses
+from service.responses import modes as responses
 from service.responses.reads import request_of, snapshot, visible_row
 from service.settings import Settings
 from service.wire import Limits, parse_create_body
