@@ -36,8 +36,8 @@ from domain.objects import (
 )
 from service.bundle import Bundle
 from service.prompts.build import build_prompt
+from service.prompts.engine import engine_prompt
 from service.prompts.references import as_input
-from service.tools.mcploop import engine_prompt
 from service.wire import CreateRequest
 
 log = logging.getLogger("resplog.compaction")

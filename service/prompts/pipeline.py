@@ -1,6 +1,12 @@
 """A request turned into the parts of its engine's prompt: the stages of service/prompts/ run
 once each, in order, for a create, a token count or a compaction (`Purpose`), into one
 frozen `Prepared`.
+
+The order is the refusals' order: what a request continues (its history) and what its
+references name are read first, so that the seal and the input checks judge the input as
+the engine would be given it; all of them, and the tools stage, run before the compaction,
+whose summarising response is the first thing written; the window is fitted last, to the
+prompt the compaction left.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Item ids name their place in the log: the server derives every id it gives from the response
 id and the item's position (`msg_<suffix>_2` is output 2 of `resp_<suffix>`, `msg_<suffix>_in0`
-input 0; domain/builder.py `item_id`, service/responses/create.py `assign_ids`). So a reference is
-read from that one response, through the read model's owner check, without an index of
+input 0; domain/builder.py `item_id`, service/prompts/item_ids.py `assign_ids`). So a reference
+is read from that one response, through the read model's owner check, without an index of
 its own. An item added to a conversation through the API has an id of the server's that
 names the conversation (`msg_<conversation suffix>_<16 random hex digits>`,
 service/conversations/api.py), and is read from that conversation's items, through its owner
@@ -11,17 +11,16 @@ check. An id a client chose for its own item names no place and cannot be refere
 can an item added to a conversation before its ids named the whole conversation): it is
 answered as OpenAI answers an unknown item.
 
-The create use-case puts the item itself in the reference's place before the request is
-recorded, so the log holds what the model saw and replays without the other response. Items
-added to a conversation by reference (`POST /v1/conversations/{id}/items`, or a new
-conversation's `items`) are resolved the same way (`conversation_items_of`): the
-conversation's log holds the item under its id, as OpenAI lists it. An
-MCP call or approval request is passed back as itself (the model is shown a call as a
-function call and its output, and the loop finds the request an approval answers:
-service/tools/mcploop.py); an item of a kind no engine is given (an MCP listing, a built-in call,
-an item an earlier request set aside) is set aside in its place, as if the client had sent
-it.
-"""
+The references stage (service/prompts/pipeline.py) puts the item itself in the reference's
+place before the request is recorded, so the log holds what the model saw and replays
+without the other response. Items added to a conversation by reference
+(`POST /v1/conversations/{id}/items`, or a new conversation's `items`) are resolved the same
+way (`conversation_items_of`): the conversation's log holds the item under its id, as OpenAI
+lists it. An MCP call or approval request is passed back as itself (the model is shown a
+call as a function call and its output, and the loop finds the request an approval
+answers: service/tools/mcploop.py); an item of a kind no engine is given (an MCP listing, a
+built-in call, an item an earlier request set aside) is set aside in its place, as if the
+client had sent it."""
 
 from __future__ import annotations
 

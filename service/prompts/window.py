@@ -1,5 +1,5 @@
-"""The window stage: a prompt too long for the model is refused before anything
-is written (`truncation: "disabled"`, OpenAI's default), or cut to fit (`"auto"`,
+"""The window stage: a prompt too long for the model is refused before the request is
+written (`truncation: "disabled"`, OpenAI's default), or cut to fit (`"auto"`,
 `domain/truncation.py`), the cut recorded in the request's facts.
 
 The window is the engine's (sglang's `context_length`, vLLM's `max_model_len`) or the
@@ -23,7 +23,7 @@ from domain.objects import InputImage, InputItem, InputMessage, ResponseObject
 from domain.truncation import Truncation, at, cut, steps
 from service.bundle import Bundle
 from service.prompts.build import build_prompt
-from service.tools.mcploop import engine_prompt
+from service.prompts.engine import engine_prompt
 
 log = logging.getLogger("resplog.context")
 

@@ -9,9 +9,9 @@ import msgspec
 from domain.errors import EngineError, InvalidRequest
 from service.bundle import Bundle
 from service.prompts.build import build_prompt
+from service.prompts.engine import engine_prompt
 from service.prompts.pipeline import Purpose, prepare_prompt
 from service.responses.create import check_served
-from service.tools.mcploop import engine_prompt
 from service.wire import CreateRequest
 
 

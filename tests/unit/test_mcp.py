@@ -24,7 +24,8 @@ from domain.objects import (
     McpListTools,
 )
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
-from service.tools.mcploop import as_input, engine_prompt, listed_before
+from service.prompts.engine import as_input, engine_prompt
+from service.tools.mcploop import listed_before
 from service.wire import SET_ASIDE, Limits, parse_create_body
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import SCENARIOS, Stream, sdk_response, sdk_stream_event
