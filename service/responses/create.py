@@ -147,6 +147,8 @@ async def _run_here(svc: Bundle, decision: Decision, prompt: Prompt) -> Generati
 
 
 def check_served(svc: Bundle, model: str) -> None:
+    """Refuse, before anything is read or written, a model the engine does not serve (the
+    first check of a create, a token count and a compaction)."""
     if not svc.engine.serves(model):
         raise InvalidRequest(
             f"The model '{model}' does not exist or is not served here; this server "
