@@ -31,7 +31,7 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     input: list[InputItem]
     output: list[OutputItem]
     # MCP tool lists in the turn's context that no model is shown: a conversation's, which
-    # it keeps set aside (service/conversations/api.py `history_of`), or those an earlier
+    # it keeps set aside (service/prompts/conversation.py `history_of`), or those an earlier
     # request's input passed back (set aside too: service/prompts/history.py). The tool loop
     # offers a listed server's tools from them (service/tools/mcploop.py `listed_before`).
     listed: list[McpListTools] = msgspec.field(default_factory=list)

@@ -40,6 +40,7 @@ from adapters.http.routes import JSON, check_json, sse_of
 from service.access.admission import Access
 from service.bundle import Bundle
 from service.responses import create as responses
+from service.responses import modes
 from service.settings import Settings
 from service.wire.decode import parse_create_body
 from service.wire.extras import with_client_headers
@@ -102,7 +103,7 @@ class CreateEndpoint:
         if req.stream:
             slot = access.open_stream(principal)  # before anything is written: a 429 writes none
             try:
-                events = await responses.create_and_stream(bundle, req, owner)
+                events = await modes.create_and_stream(bundle, req, owner)
             except BaseException:
                 slot.release()
                 raise
@@ -115,7 +116,7 @@ class CreateEndpoint:
             ).response
         else:
             gone = partial(_disconnected, receive)
-            answer = await responses.create_and_wait(bundle, req, owner, client_gone=gone)
+            answer = await modes.create_and_wait(bundle, req, owner, client_gone=gone)
         data = answer if isinstance(answer, bytes) else msgspec.json.encode(answer)
         head = [(b"content-type", _JSON), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": head})

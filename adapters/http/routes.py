@@ -26,7 +26,7 @@ from service.access.admission import Access
 from service.access.quotas import Slot
 from service.bundle import Bundle
 from service.ports import Batches
-from service.prompts import compaction
+from service.responses import compact as compaction
 from service.responses import create as responses
 from service.responses import reads, stopping, tokens
 from service.settings import Settings

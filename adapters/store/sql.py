@@ -35,7 +35,7 @@ from domain.errors import Conflict
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
 from service.ports import StoredEvent
-from service.prompts.references import conversation_items
+from service.prompts.conversation import conversation_items
 
 log = logging.getLogger(__name__)
 

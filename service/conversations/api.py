@@ -13,7 +13,6 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from domain.compaction import since_last_compaction
 from domain.conversations import (
     MAX_ITEMS_PER_REQUEST,
     ConversationDeleted,
@@ -21,22 +20,15 @@ from domain.conversations import (
     ConversationObject,
 )
 from domain.errors import DuplicateItems, InvalidRequest, NotFound
-from domain.generation import Turn
-from domain.mcp import lists_sent
 from domain.objects import (
     INPUT_ID_PREFIX,
-    ConversationRef,
-    InputItem,
     ItemReference,
-    McpApprovalRequest,
-    McpApprovalResponse,
-    OutputItem,
     SetAsideItem,
 )
 from service.bundle import Bundle
 from service.ids import new_id
 from service.ports import Batches, ConversationItems, ConversationRow
-from service.prompts.references import conversation_items_of, response_of
+from service.prompts.references import conversation_items_of
 from service.responses.reads import stored_now
 
 _PREFIX: dict[type, str] = {**INPUT_ID_PREFIX, SetAsideItem: "item"}
@@ -190,56 +182,6 @@ async def delete_item(
     if not await svc.conversations.delete_item(conversation_id, item_id, svc.clock()):
         raise NotFound(f"Item with id '{item_id}' not found.")
     return _object(row)
-
-
-async def history_of(
-    svc: Bundle, conversation_id: str, owner: str, given: Sequence[InputItem | ItemReference] = ()
-) -> list[Turn]:
-    """What a response that names the conversation sees before its own input (`given`):
-    the conversation's items (but those set aside) from its last compaction item on, as one
-    earlier turn, then the MCP approval requests that `given` answers. The MCP tool lists
-    set aside among those items are the turn's `listed`: no model is shown them, and the
-    tool loop offers a listed server's tools from them rather than listing it again
-    (service/tools/mcploop.py `listed_before`)."""
-    await visible(svc, conversation_id, owner)
-    items = (await svc.conversations.items(conversation_id)).items
-    since = since_last_compaction(items)  # the lists set aside among them too
-    shown = [i for i in since if not isinstance(i, SetAsideItem)]
-    lists = lists_sent(i.listed() for i in since if isinstance(i, SetAsideItem))
-    earlier = Turn(
-        response_id=conversation_id, instructions=None, input=shown, output=[], listed=lists
-    )
-    return [earlier, *await _approvals_asked(svc, conversation_id, given, owner)]
-
-
-class _Made(msgspec.Struct, frozen=True, kw_only=True):
-    """What `_approvals_asked` needs of a final response object."""
-
-    conversation: ConversationRef | None = None
-    output: list[OutputItem] = msgspec.field(default_factory=list)
-
-
-_made = msgspec.json.Decoder(_Made)
-
-
-async def _approvals_asked(
-    svc: Bundle, conversation_id: str, given: Sequence[InputItem | ItemReference], owner: str
-) -> list[Turn]:
-    """The approval requests `given` answers, each as the turn of the response that made
-    it, read from that response by its id, which must be of this conversation and this
-    owner (OpenAI's round trip with `conversation` in the place of `previous_response_id`).
-    A conversation lists a response's approval requests since 2026-12-06 (the loop finds
-    them in the history too); before, it held them only set aside."""
-    wanted = {i.approval_request_id for i in given if isinstance(i, McpApprovalResponse)}
-    turns = []
-    for rid in sorted({r for r in map(response_of, wanted) if r is not None}):
-        links = await svc.index.chain(rid, owner, 1)
-        made = _made.decode(links[0].snapshot) if links else None
-        if made is None or made.conversation is None or made.conversation.id != conversation_id:
-            continue
-        asked = [i for i in made.output if isinstance(i, McpApprovalRequest) and i.id in wanted]
-        turns.append(Turn(response_id=rid, instructions=None, input=[], output=list(asked)))
-    return [t for t in turns if t.output]
 
 
 async def read_events(

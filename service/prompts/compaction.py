@@ -1,18 +1,21 @@
-"""`POST /v1/responses/compact`: a long conversation made short by the model itself.
+"""The compaction stage: a conversation made short by the model itself, at create (Codex's
+`compaction_trigger`, or `context_management`'s `compact_threshold` crossed).
 
 The summary is written by a response of its own, made through the same engine and stored
 like any other (its `metadata` says `resplog_compaction`), so the log shows exactly what was
-summarised (its request's input items) and into what (its output). The answer is OpenAI's
-compacted response: its id is that response's, its `output` the conversation's user
-messages followed by one `compaction` item, whose `encrypted_content` is the summary sealed
-like stateless reasoning (service/reasoning/sealing.py) and whose id `cmp_<suffix>` names the
-summarising response. A later request that passes the compaction item as input gives the
-engine the summary in the place of the conversation it replaced.
+summarised (its request's input items) and into what (its output). Its `encrypted_content`
+is the summary sealed like stateless reasoning (service/reasoning/sealing.py) and its id
+`cmp_<suffix>` names the summarising response. A later request that passes the compaction
+item as input gives the engine the summary in the place of the conversation it replaced.
+The stage runs the summarising response through the create it is given (`Summarise`), so
+that it need not import the create that calls it; `POST /v1/responses/compact` is
+service/responses/compact.py.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -30,14 +33,11 @@ from domain.objects import (
     OutputText,
     ReasoningText,
     ResponseObject,
-    Usage,
 )
 from service.bundle import Bundle
-from service.prompts.history import load_history
-from service.prompts.references import as_input, resolve_references
-from service.reasoning.sealing import check_sealed
-from service.responses.create import create_and_wait
-from service.tools.mcploop import engine_prompt
+from service.prompts.build import build_prompt
+from service.prompts.engine import engine_prompt
+from service.prompts.references import as_input
 from service.wire.create_request import CreateRequest
 
 log = logging.getLogger("resplog.compaction")
@@ -55,37 +55,31 @@ INSTRUCTIONS = (
 ASK = "Summarize the conversation so far, as instructed."
 
 
-class Compacted(msgspec.Struct, frozen=True, kw_only=True):
-    """openai-python `CompactedResponse`."""
-
-    id: str
-    object: str = "response.compaction"
-    created_at: int
-    output: list[dict[str, Any]]
-    usage: Usage | None
+Summarise = Callable[[Bundle, CreateRequest, str], Awaitable[ResponseObject]]
+"""How a summarising response is run: created for an owner and waited for to its final
+object (the create's own: service/responses/create.py, service/responses/modes.py)."""
 
 
-async def compact(svc: Bundle, req: CreateRequest, owner: str) -> Compacted:
-    history = await load_history(svc, req.response.previous_response_id, owner)
-    given = await resolve_references(svc, req.input, owner)
-    check_sealed(svc.sealer, given)
-    final = await create_and_wait(svc, _summarising(req, given), owner)
+async def summarised(
+    svc: Bundle, summarise: Summarise, req: CreateRequest, owner: str
+) -> tuple[ResponseObject, str]:
+    """The summarising response `req` (made by `summarising`), run to its end: its final
+    object and its summary sealed (a `compaction_failed` error if it did not complete)."""
+    final = await summarise(svc, req, owner)
     if final.status != "completed":
         raise EngineError(
             f"the summarising response {final.id} ended {final.status}", code="compaction_failed"
         )
-    blob = svc.sealer.seal([], [ReasoningText(text=_text(final))], source=final.id)
-    earlier = [item for turn in history for item in turn.input]
-    users = [msgspec.to_builtins(m) for m in [*earlier, *given] if _is_user(m)]
-    item = {"id": "cmp_" + final.id.removeprefix("resp_"), "type": "compaction"}
-    item["encrypted_content"] = blob
-    return Compacted(
-        id=final.id, created_at=final.created_at, output=[*users, item], usage=final.usage
-    )
+    return final, svc.sealer.seal([], [ReasoningText(text=_text(final))], source=final.id)
 
 
 async def auto_compact(
-    svc: Bundle, req: CreateRequest, history: list[Turn], items: list[InputItem], owner: str
+    svc: Bundle,
+    req: CreateRequest,
+    history: list[Turn],
+    items: list[InputItem],
+    owner: str,
+    summarise: Summarise,
 ) -> Compaction | None:
     """The compaction a create asks for, made now by a summarising response of its own:
     Codex's `compaction_trigger` (the compaction is then the whole answer), or
@@ -99,8 +93,6 @@ async def auto_compact(
         return None
     counted = None
     if not trigger:
-        from service.responses.create import build_prompt
-
         try:
             prompt = engine_prompt(build_prompt(req.response, items, history))
             counted = await svc.engine.count_tokens(prompt)
@@ -109,12 +101,7 @@ async def auto_compact(
             return None
         if threshold is None or counted <= threshold:
             return None
-    final = await create_and_wait(svc, _summarising(req, items, history), owner)
-    if final.status != "completed":
-        raise EngineError(
-            f"the summarising response {final.id} ended {final.status}", code="compaction_failed"
-        )
-    blob = svc.sealer.seal([], [ReasoningText(text=_text(final))], source=final.id)
+    final, blob = await summarised(svc, summarise, summarising(req, items, history), owner)
     item = CompactionItem(id="cmp_" + final.id.removeprefix("resp_"), encrypted_content=blob)
     used = final.usage
     return Compaction(
@@ -140,7 +127,7 @@ def compact_threshold(extra: dict[str, Any]) -> int | None:
     return None
 
 
-def _summarising(
+def summarising(
     req: CreateRequest, given: list[InputItem], history: list[Turn] | None = None
 ) -> CreateRequest:
     """The request of the response that writes the summary: the conversation, then the ask;
@@ -177,7 +164,3 @@ def _text(final: ResponseObject) -> str:
         for part in item.content
         if isinstance(part, OutputText)
     )
-
-
-def _is_user(item: InputItem) -> bool:
-    return isinstance(item, InputMessage) and item.role == "user"

@@ -1,4 +1,6 @@
-"""The conversation a `previous_response_id` continues, rebuilt from the log in one query.
+"""The history stage: the conversation a request continues, the chain its
+`previous_response_id` ends (rebuilt from the log in one query) or its `conversation`'s items
+(service/prompts/conversation.py).
 
 A continuation needs, for every earlier turn, what was sent (the input items in the request
 facts of the turn's first event) and what came back (the final object's output). The read
@@ -20,6 +22,7 @@ from domain.mcp import lists_sent
 from domain.objects import ConversationRef, InputItem, ItemReference, OutputItem, ResponseObject
 from service.bundle import Bundle
 from service.ports import ChainLink
+from service.prompts.conversation import history_of
 from service.wire.set_aside import SET_ASIDE
 
 MAX_CHAIN = 1000
@@ -63,8 +66,6 @@ async def history_for(
     """What comes before a response's input (`given`): its conversation's items, or the
     chain its `previous_response_id` ends."""
     if isinstance(response.conversation, ConversationRef):
-        from service.conversations.api import history_of
-
         return await history_of(svc, response.conversation.id, owner, given)
     return await load_history(svc, response.previous_response_id, owner)
 

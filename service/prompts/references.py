@@ -2,26 +2,25 @@
 
 Item ids name their place in the log: the server derives every id it gives from the response
 id and the item's position (`msg_<suffix>_2` is output 2 of `resp_<suffix>`, `msg_<suffix>_in0`
-input 0; domain/builder/items.py `item_id`, service/responses/create.py `assign_ids`). So a
-reference is read from that one response, through the read model's owner check, without an
-index of its own. An item added to a conversation through the API has an id of the server's that
+input 0; domain/builder.py `item_id`, service/prompts/item_ids.py `assign_ids`). So a reference
+is read from that one response, through the read model's owner check, without an index of
+its own. An item added to a conversation through the API has an id of the server's that
 names the conversation (`msg_<conversation suffix>_<16 random hex digits>`,
 service/conversations/api.py), and is read from that conversation's items, through its owner
 check. An id a client chose for its own item names no place and cannot be referenced (nor
 can an item added to a conversation before its ids named the whole conversation): it is
 answered as OpenAI answers an unknown item.
 
-The create use-case puts the item itself in the reference's place before the request is
-recorded, so the log holds what the model saw and replays without the other response. Items
-added to a conversation by reference (`POST /v1/conversations/{id}/items`, or a new
-conversation's `items`) are resolved the same way (`conversation_items_of`): the
-conversation's log holds the item under its id, as OpenAI lists it. An
-MCP call or approval request is passed back as itself (the model is shown a call as a
-function call and its output, and the loop finds the request an approval answers:
-service/tools/mcploop.py); an item of a kind no engine is given (an MCP listing, a built-in call,
-an item an earlier request set aside) is set aside in its place, as if the client had sent
-it.
-"""
+The references stage (service/prompts/pipeline.py) puts the item itself in the reference's
+place before the request is recorded, so the log holds what the model saw and replays
+without the other response. Items added to a conversation by reference
+(`POST /v1/conversations/{id}/items`, or a new conversation's `items`) are resolved the same
+way (`conversation_items_of`): the conversation's log holds the item under its id, as OpenAI
+lists it. An MCP call or approval request is passed back as itself (the model is shown a
+call as a function call and its output, and the loop finds the request an approval
+answers: service/tools/mcploop.py); an item of a kind no engine is given (an MCP listing, a
+built-in call, an item an earlier request set aside) is set aside in its place, as if the
+client had sent it."""
 
 from __future__ import annotations
 
@@ -31,7 +30,6 @@ from typing import Any
 
 import msgspec
 
-from domain.compaction import COMPACTION_FACT
 from domain.conversations import ConversationItem
 from domain.errors import NotFound
 from domain.objects import (
@@ -74,7 +72,7 @@ class _Asked(msgspec.Struct, frozen=True, kw_only=True):
 
 # Output items of the server's own tool steps that no model is shown: passed back by
 # reference, they are set aside. (MCP calls and approval requests are input items.)
-_RAN = McpListTools | WebSearchCall | CodeInterpreterCall
+RAN = McpListTools | WebSearchCall | CodeInterpreterCall
 # A referenced item: one the model may be shown, or one set aside (as plain JSON).
 Resolved = InputItem | dict[str, Any]
 
@@ -166,7 +164,7 @@ async def _resolve(
                 return _in_input(_asked.decode(facts), ref, param)
             output = _final.decode(links[0].snapshot).output
             item = next((i for i in output if i.id == ref.id), None)
-            if isinstance(item, _RAN):
+            if isinstance(item, RAN):
                 return msgspec.to_builtins(item)  # type: ignore[no-any-return]
             if item is not None:
                 return as_input(item)
@@ -211,44 +209,6 @@ def _not_found(ref: ItemReference, param: str) -> NotFound:
         "input.",
         param=param,
     )
-
-
-def conversation_items(
-    asked: list[InputItem], extra: dict[str, Any], output: list[OutputItem]
-) -> list[ConversationItem]:
-    """What a response leaves in its conversation: its input as sent (the items it set
-    aside in their place), then its output as input items. An MCP call or approval request
-    is itself, as OpenAI lists it (the next turn's model is shown a call as a function call
-    and its output, and the loop finds there the request an approval answers:
-    service/tools/mcploop.py); the server's tool listings and built-in calls are set aside, listed
-    as the response made them and shown to no model (a built-in call's answer is a hidden
-    fact of its own response's log)."""
-    given: list[ConversationItem] = list(asked)
-    for aside in sorted(extra.get(SET_ASIDE, []), key=lambda a: int(a["at"])):
-        given.insert(aside["at"], SetAsideItem.of(aside["item"]))
-    kept = _kept_after_compaction(given, extra)
-    for made in output:
-        if isinstance(made, _RAN):
-            given.append(SetAsideItem.of(msgspec.to_builtins(made)))
-        elif isinstance(made, CompactionItem) and kept is not None:
-            given.insert(kept, as_input(made))
-        else:
-            given.append(as_input(made))
-    return given
-
-
-def _kept_after_compaction(given: list[ConversationItem], extra: dict[str, Any]) -> int | None:
-    """Where a compaction made at create goes among the response's input (`given`, its
-    items set aside in place): before the trailing input items the engine was still given
-    (`kept_items`), so that the conversation's next turn, which starts from its last
-    compaction item (domain/compaction.py `since_last_compaction`), sees what this one's
-    engine saw. None: no compaction was made."""
-    made = extra.get(COMPACTION_FACT)
-    if made is None:
-        return None
-    typed = [n for n, item in enumerate(given) if not isinstance(item, SetAsideItem)]
-    first_kept = len(typed) - int(made.get("kept_items", 0))
-    return typed[first_kept] if 0 <= first_kept < len(typed) else len(given)
 
 
 def as_input(item: InputItem | OutputItem) -> InputItem:

@@ -1,5 +1,5 @@
-"""The context window at create: a prompt too long for the model is refused before anything
-is written (`truncation: "disabled"`, OpenAI's default), or cut to fit (`"auto"`,
+"""The window stage: a prompt too long for the model is refused before the request is
+written (`truncation: "disabled"`, OpenAI's default), or cut to fit (`"auto"`,
 `domain/truncation.py`), the cut recorded in the request's facts.
 
 The window is the engine's (sglang's `context_length`, vLLM's `max_model_len`) or the
@@ -22,7 +22,8 @@ from domain.generation import Prompt, Turn
 from domain.objects import InputImage, InputItem, InputMessage, ResponseObject
 from domain.truncation import Truncation, at, cut, steps
 from service.bundle import Bundle
-from service.tools.mcploop import engine_prompt
+from service.prompts.build import build_prompt
+from service.prompts.engine import engine_prompt
 
 log = logging.getLogger("resplog.context")
 
@@ -102,8 +103,6 @@ async def fit(
 
 
 def _prompt(response: ResponseObject, history: list[Turn], items: list[InputItem]) -> Prompt:
-    from service.responses.create import build_prompt
-
     return build_prompt(response, items, history)
 
 

@@ -6,19 +6,19 @@ request with each reasoning item's content sealed into `encrypted_content`, an o
 the client passes back with the item on its next request. resplog does the same: the blob
 is the item's summary and content, sealed under a server key (`--reasoning-key`), and
 `SealedReasoning` (an engine decorator) seals what the engine reasons and opens what a
-request carries, so every engine sees plain reasoning.
+request carries, so every engine sees plain reasoning. A blob that does not open here is
+refused at create (service/prompts/seal.py).
 
 The blob's format and the keys are the adapter's (adapters/sealing/aesgcm.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 import msgspec
 
-from domain.errors import InvalidRequest
 from domain.generation import (
     AnyDelta,
     Prompt,
@@ -61,29 +61,6 @@ class Sealer(Protocol):
     def open(self, blob: str) -> Sealed | None:
         """The reasoning in `blob`, or None if it is not one this server sealed."""
         ...
-
-
-def check_sealed(sealer: Sealer, items: Sequence[object]) -> None:
-    """Refuse, before anything is written, a reasoning item whose blob does not open here
-    (OpenAI's 400 `invalid_encrypted_content`)."""
-    for item in items:
-        if isinstance(item, InputCompaction):
-            if sealer.open(item.encrypted_content) is None:
-                raise InvalidRequest(
-                    f"The encrypted content for item {item.id or 'compaction'} could not be "
-                    "verified.",
-                    param="input",
-                    code="invalid_encrypted_content",
-                )
-            continue
-        if not isinstance(item, InputReasoning) or not item.encrypted_content or item.content:
-            continue
-        if sealer.open(item.encrypted_content) is None:
-            raise InvalidRequest(
-                f"The encrypted content for item {item.id or 'reasoning'} could not be verified.",
-                param="input",
-                code="invalid_encrypted_content",
-            )
 
 
 class SealedReasoning(DelegatingEngine):

@@ -1,7 +1,7 @@
 """WebSocket mode: the use-case behind one connection to `/v1/responses` (docs/websocket.md).
 
 Each `response.create` message is the create of `POST /v1/responses` with `stream: true`
-(`service.responses.create`), and what the client receives is that response's log, tailed from
+(`service.responses.modes`), and what the client receives is that response's log, tailed from
 its first event, so the socket shows exactly what a later replay shows. What a connection
 adds is OpenAI's connection-local cache: each lane remembers its last response (with the
 conversation it ends), and a `previous_response_id` naming a remembered response is
@@ -27,7 +27,7 @@ from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import Batches, StoredEvent
 from service.prompts.history import MAX_CHAIN, load_history
-from service.responses import create as responses
+from service.responses.modes import create_tailed, tail_new
 from service.tools.mcploop import passed_back
 from service.wire.create_request import CreateRequest
 
@@ -89,9 +89,7 @@ class SocketSession:
         response that fails or is cancelled, empties the lane's cache."""
         try:
             before = await self._history(req.response.previous_response_id)
-            started, tail = await responses.create_tailed(
-                self._svc, req, self._owner, history=before.history
-            )
+            started, tail = await create_tailed(self._svc, req, self._owner, history=before.history)
         except BaseException:
             self.forget(lane)
             raise
@@ -129,7 +127,7 @@ class SocketSession:
         rid = state.response.id
         end = None
         size = before.size
-        batches = responses.tail_new(self._svc, rid, background=background, tail=tail)
+        batches = tail_new(self._svc, rid, background=background, tail=tail)
         async for batch in batches:
             for event in batch:
                 if event.position == 0 or event.terminal:  # the request's facts; the end

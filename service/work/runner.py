@@ -37,8 +37,9 @@ from domain.reasons import CancelReason, FailReason
 from domain.state import Decision, ResponseState
 from service.observe import UNOBSERVED, GenerationTrace, Tracer, WorkObserver
 from service.ports import Engine, EventWriter
+from service.prompts.engine import engine_prompt
 from service.tools.calls import tool_calls
-from service.tools.mcploop import ToolLoop, engine_prompt
+from service.tools.mcploop import ToolLoop
 from service.work.batching import Inbox
 
 log = logging.getLogger("resplog.runner")

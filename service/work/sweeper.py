@@ -31,8 +31,8 @@ from domain.state import ResponseState
 from domain.tools import builtin_offered, mcp_servers
 from service.bundle import Bundle
 from service.ports import Claim
+from service.prompts.build import build_prompt
 from service.prompts.history import history_for
-from service.responses.create import build_prompt
 from service.responses.reads import load_state
 from service.work.periodic import Periodic
 

@@ -16,8 +16,8 @@ from domain.reasons import FailReason
 from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import Claim
+from service.prompts.build import prompt_from_facts
 from service.prompts.history import history_for
-from service.responses.create import prompt_from_facts
 from service.responses.reads import load_state
 from service.work.periodic import Periodic
 

@@ -28,7 +28,7 @@ from domain.fold.replay import replay
 from domain.generation import TextDelta
 from domain.reasons import CancelReason
 from domain.state import ResponseState
-from service.responses.create import build_prompt
+from service.prompts.build import build_prompt
 from service.work.leases import LeaseKeeper
 from service.work.runner import Runner
 from tests.integration import streams

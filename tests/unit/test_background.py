@@ -19,6 +19,7 @@ from domain.generation import Prompt
 from domain.reasons import FailReason
 from service.bundle import Bundle
 from service.ports import Claim
+from service.prompts.build import build_prompt, prompt_from_facts
 from service.responses import create as uc
 from service.responses import stopping
 from service.responses.reads import load_state
@@ -457,7 +458,7 @@ async def test_launch_cancels_at_once_a_claim_that_carries_a_cancel(
 def _prompt(started: uc.Started) -> Prompt:
     state = started.state
     assert state.response is not None and state.facts is not None
-    return uc.build_prompt(state.response, state.facts.input, [])
+    return build_prompt(state.response, state.facts.input, [])
 
 
 async def test_a_generation_launched_just_before_a_shutdown_still_records_its_end(
@@ -497,7 +498,7 @@ async def test_a_response_this_process_already_runs_is_not_launched_twice(
     assert claim is not None  # granted again: the lease is this process's own
     state = await load_state(gpu, rid)
     assert state.response is not None and state.facts is not None
-    again = gpu.keeper.launch(claim, state, uc.prompt_from_facts(state.response, state.facts, []))
+    again = gpu.keeper.launch(claim, state, prompt_from_facts(state.response, state.facts, []))
     assert again is first
     assert project(await first.wait()).status == "completed"
     assert (await status_of(gpu, rid)) == "completed"

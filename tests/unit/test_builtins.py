@@ -26,7 +26,7 @@ from domain.fold.replay import replay
 from domain.generation import ArgumentsDelta, BrowserCall, EndItem, FunctionCallStart
 from domain.objects import CodeInterpreterCall, McpCall, WebSearchCall
 from domain.tools import action, builtin_offered, container_id
-from service.tools.mcploop import as_input
+from service.prompts.engine import as_input
 from tests.fakes.prompts import make_prompt, user
 from tests.unit.domain_helpers import SCENARIOS, Stream
 

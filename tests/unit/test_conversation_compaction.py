@@ -1,7 +1,7 @@
 """What a compaction keeps of a request's input (domain/compaction.py `kept_from`), where a
 compaction made at create joins its conversation, and where a conversation's next turn
-starts (service/prompts/references.py `conversation_items`, `since_last_compaction`): together they
-must give the next turn what the compacted response's engine was given, as a
+starts (service/prompts/conversation.py `conversation_items`, `since_last_compaction`):
+together they must give the next turn what the compacted response's engine was given, as a
 `previous_response_id` continuation does, and never a tool output without its call."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from domain.objects import (
     OutputText,
     SetAsideItem,
 )
-from service.prompts.references import conversation_items
+from service.prompts.conversation import conversation_items
 from service.wire.set_aside import SET_ASIDE
 
 

@@ -24,7 +24,8 @@ from domain.objects import (
     McpListTools,
 )
 from domain.tools import McpServer, mcp_offered, mcp_servers, needs_approval
-from service.tools.mcploop import as_input, engine_prompt, listed_before
+from service.prompts.engine import as_input, engine_prompt
+from service.tools.mcploop import listed_before
 from service.wire.decode import parse_create_body
 from service.wire.limits import Limits
 from service.wire.set_aside import SET_ASIDE

@@ -23,7 +23,8 @@ from domain.generation import (
     TokenUsage,
 )
 from domain.objects import InputReasoning, ReasoningText, SummaryText
-from service.reasoning.sealing import INCLUDE, SealedReasoning, check_sealed
+from service.prompts.seal import check_sealed
+from service.reasoning.sealing import INCLUDE, SealedReasoning
 from tests.fakes.prompts import make_prompt
 from tests.unit.domain_helpers import Stream
 

@@ -20,7 +20,7 @@ from domain.generation import AnyDelta, Finished, Prompt, TextDelta, TokenUsage
 from domain.objects import FunctionCall, InputMessage, OutputMessage, ResponseObject
 from service.bundle import Bundle
 from service.responses import create as uc
-from service.responses import reads, stopping
+from service.responses import modes, reads, stopping
 from service.wire.create_request import CreateRequest
 from service.wire.decode import parse_create_body
 from service.wire.limits import Limits
@@ -472,7 +472,7 @@ async def test_a_slow_streams_sse_gets_keepalives_from_its_tails_idle_wakes(
     is slow the tail says it is idle at each poll, and a keep-alive goes out once one is
     due; between them the stream is every stored event, in order, then `[DONE]`."""
     svc = await processes.start(ScriptedEngine(delay_s=0.15, tokens=3))
-    tail = await uc.create_and_stream(svc, request(input="hi", stream=True), OWNER)
+    tail = await modes.create_and_stream(svc, request(input="hi", stream=True), OWNER)
     async with asyncio.timeout(20):
         writes = [w async for w in sse.frames(tail, keepalive_s=0.05)]
     assert writes.count(sse.KEEPALIVE) >= 3  # the engine idles 0.15 s before each delta

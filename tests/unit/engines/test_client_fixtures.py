@@ -14,7 +14,8 @@ from adapters.engines.harmony.render import HarmonyRenderer
 from adapters.engines.openai_chat import chat_request
 from domain.objects import ItemReference
 from domain.tools import HOSTED_TOOL_TYPES, narrowed, offered
-from service.responses.create import assign_ids, build_prompt
+from service.prompts.build import build_prompt
+from service.prompts.item_ids import assign_ids
 from service.wire.decode import parse_create_body
 from service.wire.extras import with_client_headers
 from service.wire.limits import Limits
