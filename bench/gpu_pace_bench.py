@@ -11,11 +11,12 @@ to its `response.completed` (their first creates spread over one answer's time, 
 streams do not move in step); its figure is the server process's CPU time over the round
 (`/proc/PID/stat` utime + stime, its children included) divided by the responses completed.
 The rounds alternate between the trees (A B B A A B ...), so that each meets the same load
-of a shared machine, and the bench prints each tree's median and the ratio of each tree's
-median to the first tree's. Each server first runs one short warm-up round, not counted.
+of a shared machine, and the bench prints each tree's median and its ratio to the first
+tree's: of the medians, and the median of the ratios round by round. Each server first
+runs one short warm-up round, not counted.
 
 The client is httpx, reading the raw SSE bytes (`--client openai`: the official SDK,
-which parses every event, at several times the client's CPU). The machine's load average
+which parses every event into objects, at more of the client's CPU). The machine's load average
 is printed beside each round: the figures are the server's CPU seconds, which another
 process's load moves less than it moves times, but not to nothing.
 
@@ -222,8 +223,8 @@ async def measure(server: Server, args: argparse.Namespace, n: int) -> None:
     )
 
 
-async def _admin(sql: str) -> None:
-    dsn = PG.replace("postgresql+asyncpg://", "postgresql://")
+async def _admin(pg: str, sql: str) -> None:
+    dsn = pg.replace("postgresql+asyncpg://", "postgresql://")
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(sql)
@@ -232,17 +233,17 @@ async def _admin(sql: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def database(store: str, folder: Path, i: int) -> AsyncIterator[str]:
+async def database(store: str, folder: Path, i: int, pg: str) -> AsyncIterator[str]:
     """A store for the i-th server: a SQLite file, or a fresh PostgreSQL database."""
     if store == "sqlite":
         yield f"sqlite+aiosqlite:///{folder / f'resplog{i}.db'}"
         return
     name = f"resplog_gpu_pace_{secrets.token_hex(4)}"
-    await _admin(f'CREATE DATABASE "{name}"')
+    await _admin(pg, f'CREATE DATABASE "{name}"')
     try:
-        yield PG.rsplit("/", 1)[0] + f"/{name}"
+        yield pg.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await _admin(pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def bench_store(store: str, args: argparse.Namespace) -> None:
@@ -256,7 +257,7 @@ async def bench_store(store: str, args: argparse.Namespace) -> None:
         async with contextlib.AsyncExitStack() as stack:
             servers: list[Server] = []
             for i, tree in enumerate(args.tree):
-                url = await stack.enter_async_context(database(store, folder, i))
+                url = await stack.enter_async_context(database(store, folder, i, args.pg))
                 server = await start(tree, url, args, folder / f"server{i}.log")
                 stack.callback(stop, server)
                 servers.append(server)
@@ -270,14 +271,18 @@ async def bench_store(store: str, args: argparse.Namespace) -> None:
 
 
 def report(servers: list[Server]) -> None:
-    first = statistics.median(servers[0].cpu)
+    """Each tree's median, and its ratio to the first tree's: of the medians, and the
+    median of the round-by-round ratios (each round's two runs ran next to each other)."""
+    first = servers[0].cpu
     print("\n| tree | server CPU a response, median | rounds (ms) | responses/s | / first |")
     print("|---|---|---|---|---|")
     for s in servers:
         mid = statistics.median(s.cpu)
         rounds = ", ".join(f"{v * 1e3:.2f}" for v in s.cpu)
         rate = statistics.median(s.rates)
-        print(f"| {s.label} | {mid * 1e3:.2f} ms | {rounds} | {rate:.1f} | {mid / first:.3f} |")
+        paired = statistics.median(b / a for a, b in zip(first, s.cpu, strict=True))
+        ratio = f"{mid / statistics.median(first):.3f} (by round {paired:.3f})"
+        print(f"| {s.label} | {mid * 1e3:.2f} ms | {rounds} | {rate:.1f} | {ratio} |")
 
 
 def main() -> None:
@@ -293,6 +298,12 @@ def main() -> None:
         choices=["sqlite", "postgres"],
         action="append",
         help="store(s) to bench (repeatable; default: both)",
+    )
+    p.add_argument(
+        "--pg",
+        default=PG,
+        help="PostgreSQL server (a database on it) to make each server's database on "
+        "(default: $RESPLOG_TEST_PG_URL, else the test suite's)",
     )
     p.add_argument("--rate", type=float, default=100.0, help="tokens a second per stream")
     p.add_argument("--tokens", type=int, default=200, help="answer tokens a response")
