@@ -14,7 +14,7 @@ from litestar import Litestar, Request, Response, get
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
-from adapters.http import auth, create, errors, routes, sockets
+from adapters.http import auth, errors, routes, sockets
 from adapters.http import conversations as conversation_routes
 from adapters.wiring import Process, running_process
 from domain.errors import StoreUnavailable
@@ -26,6 +26,7 @@ from service.wire.schema import create_body_components
 
 log = logging.getLogger("resplog")
 VERSION = "0.1.0"
+CREATE = "/v1/responses"
 
 
 @get("/ready", summary="Readiness: database reachable and migrated, engine answering")
@@ -43,25 +44,25 @@ async def openapi_json(request: Request[Any, Any, Any], settings: Settings) -> R
 
 def openapi_document(app: Litestar, settings: Settings) -> dict[str, Any]:
     """Litestar's schema of the app, completed in place the first time: the create's
-    operation (litestar does not see it: create.py), its body decoded by hand, strictly,
-    and the bearer scheme under `--auth keys`. In place, because litestar's own pages
-    (`/schema`, `/schema/openapi.json`, …) serve that same document, which litestar makes
-    once and keeps; the lifespan completes it before the first request."""
+    operation (its body decoded by hand, strictly, which litestar cannot describe) and the
+    bearer scheme under `--auth keys`. In place, because litestar's own pages (`/schema`,
+    `/schema/openapi.json`, …) serve that same document, which litestar makes once and
+    keeps; the lifespan completes it before the first request."""
     plugin: Any = app.plugins.get("OpenAPIPlugin")
     doc: dict[str, Any] = plugin.provide_openapi_schema()
-    if "post" in doc["paths"].get(create.PATH, {}):
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    if "CreateResponseBody" in schemas:
         return doc
-    components = create_body_components("#/components/schemas/{name}")
-    doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
-    doc["paths"].setdefault(create.PATH, {})["post"] = _create_operation()
+    schemas.update(create_body_components("#/components/schemas/{name}"))
+    doc["paths"][CREATE]["post"] = _create_operation()
     if settings.access.auth == "keys":
         _require_bearer(doc)
     return doc
 
 
 def _create_operation() -> dict[str, Any]:
-    """The create's operation, which litestar does not see (create.py serves it before the
-    router): its body decoded by hand, strictly, and its answer JSON or SSE."""
+    """The create's operation (routes.py `create_response`): its body decoded by hand,
+    strictly, and its answer JSON or SSE."""
 
     def ref(name: str) -> dict[str, str]:
         return {"$ref": f"#/components/schemas/{name}"}
@@ -137,24 +138,6 @@ class _Live:
         return self.admission()
 
 
-class ResplogApp(Litestar):
-    """Litestar, with the create (`POST /v1/responses`) answered before its router
-    (adapters/http/create.py): every other request, and the lifespan, are litestar's."""
-
-    def __init__(self, creates: create.CreateEndpoint, **litestar: Any) -> None:
-        super().__init__(**litestar)
-        self.creates = creates
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in create.PATHS:
-            # What `Litestar.__call__` does first for every request.
-            scope["app"] = scope["litestar_app"] = self
-            scope.setdefault("state", {})
-            await self.creates(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
-
-
 def create_app(settings: Settings, *, process: Process | None = None) -> Litestar:
     """The resplog app over `process` (the caller keeps it running), or else over one that
     the app lifespan opens from `settings` and drains and closes at shut-down. `serve` runs
@@ -173,9 +156,10 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             announce_ready(settings, own)
             yield
 
-    return ResplogApp(
-        create.CreateEndpoint(settings, live.bundle, live.admission),
+    return Litestar(
         route_handlers=[
+            routes.create_options,  # first: litestar adds an OPTIONS to a path that lacks one
+            routes.create_response,
             *conversation_routes.ROUTES,
             routes.count_input_tokens,
             routes.compact_conversation,

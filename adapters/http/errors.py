@@ -25,6 +25,7 @@ from litestar.exceptions import (
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from adapters.http.watch import CLIENT_CLOSED
 from domain.errors import (
     Conflict,
     CorruptEvent,
@@ -39,6 +40,11 @@ from domain.errors import (
 from service.wire.errors import ErrorBody, ErrorDetail
 
 log = logging.getLogger("resplog.http")
+
+
+class ClientLeft(Exception):
+    """The client closed its connection before its request's body was in: no one to answer,
+    and no fault of the server's (the request log and metrics say 499: watch.py)."""
 
 
 def error_response(
@@ -180,6 +186,10 @@ def handle(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
 
 def _mapped(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     match exc:
+        case ClientLeft():  # sent to no one
+            return error_response(
+                CLIENT_CLOSED, "The client closed the request.", code="client_closed_request"
+            )
         case ValidationException():
             return _validation(exc)
         case NotFoundException():
@@ -187,12 +197,13 @@ def _mapped(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
                 404, f"Unknown URL: {request.method} {request.url.path[:200]}.", code="unknown_url"
             )
         case MethodNotAllowedException():
+            allow = _http_methods((exc.headers or {}).get("allow", ""))
             return error_response(
                 405,
                 f"Method {request.method} is not allowed on {request.url.path[:200]}; "
-                f"allowed: {(exc.headers or {}).get('allow', 'none')}.",
+                f"allowed: {allow or 'none'}.",
                 code="method_not_allowed",
-                headers=exc.headers,
+                headers={**(exc.headers or {}), "allow": allow},
             )
         case HTTPException() if exc.status_code < 500:
             if exc.status_code == 413:
@@ -201,3 +212,13 @@ def _mapped(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
                 )
             return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
     return _answer(refusal(exc, request_id(request)))
+
+
+def _http_methods(allow: str) -> str:
+    """Litestar's `allow` as the path's HTTP methods, OPTIONS last as litestar adds its own:
+    without the WebSocket that litestar lists beside them at a path that has one
+    (`GET /v1/responses` upgraded, adapters/http/sockets.py), and with the create's own
+    OPTIONS (routes.py `create_options`, registered before the route) in the same place."""
+    named = [m for m in allow.split(", ") if m]
+    methods = [m for m in named if m not in ("websocket", "OPTIONS")]
+    return ", ".join([*methods, "OPTIONS"] if "OPTIONS" in named else methods)

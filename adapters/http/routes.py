@@ -1,22 +1,24 @@
-"""The HTTP endpoints: each decodes a request, calls one use-case with the bundle that
-the app injects, and encodes its answer. The create, the hot path, is answered before
-litestar's router (create.py), with the pieces it shares with these: `check_json`,
-`sse_of` and `ERRORS`."""
+"""The HTTP endpoints of responses and models: each decodes a request, calls one use-case
+with the bundle that the app injects, and encodes its answer."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Request, Response, delete, get, post
+from litestar import Request, Response, delete, get, post, route
+from litestar.enums import HttpMethod
+from litestar.exceptions import InternalServerException
 from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
 from adapters.http import sse
 from adapters.http.auth import principal_of
+from adapters.http.errors import ClientLeft
 from adapters.http.sse import frames
 from adapters.http.streaming import EventStream
 from domain.errors import InvalidRequest
@@ -28,10 +30,11 @@ from service.bundle import Bundle
 from service.ports import Batches
 from service.responses import compact as compaction
 from service.responses import create as responses
-from service.responses import reads, stopping, tokens
+from service.responses import modes, reads, stopping, tokens
 from service.settings import Settings
-from service.wire.decode import parse_compact_body, parse_input_tokens_body
+from service.wire.decode import parse_compact_body, parse_create_body, parse_input_tokens_body
 from service.wire.errors import ErrorBody
+from service.wire.extras import with_client_headers
 from service.wire.ids import RESPONSE_ID, check_response_id
 
 JSON = "application/json"
@@ -72,12 +75,13 @@ def _after(raw: str | None, param: str = "starting_after") -> int:
     return value
 
 
-def check_json(declared: str | None) -> None:
-    """A request that must be JSON: OpenAI refuses any other declared media type with 400
-    `unsupported_content_type` (in the words below); `application/json` with parameters
-    (`; charset=utf-8`) is JSON. A body with no Content-Type at all is read as JSON too:
-    clients that post raw bytes without the header (a bare `requests.post(data=)`) mean
-    JSON, and nothing else could be meant (docs/security.md)."""
+async def json_body(request: Request[Any, Any, Any]) -> bytes:
+    """The body of a request that must be JSON: OpenAI refuses any other declared media type
+    with 400 `unsupported_content_type` (in the words below); `application/json` with
+    parameters (`; charset=utf-8`) is JSON. A body with no Content-Type at all is read as
+    JSON too: clients that post raw bytes without the header (a bare `requests.post(data=)`)
+    mean JSON, and nothing else could be meant (docs/security.md)."""
+    declared = request.headers.get("content-type")
     if declared is not None and declared.split(";")[0].strip().lower() != JSON:
         shown = declared[:100]
         raise InvalidRequest(
@@ -86,12 +90,10 @@ def check_json(declared: str | None) -> None:
             f"{shown}'. Please try again with a supported content type.",
             code="unsupported_content_type",
         )
-
-
-async def json_body(request: Request[Any, Any, Any]) -> bytes:
-    """The body of a request that must be JSON (`check_json`)."""
-    check_json(request.headers.get("content-type"))
-    return await request.body()
+    try:
+        return await request.body()
+    except InternalServerException as exc:  # litestar's only one here: the client went away
+        raise ClientLeft from exc
 
 
 def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
@@ -113,7 +115,7 @@ def _stream(
     )
 
 
-def sse_of(
+def _sse(
     events: Batches,
     slot: Slot,
     settings: Settings,
@@ -122,6 +124,46 @@ def sse_of(
 ) -> EventStream:
     """An SSE stream of `events`; `created`: a create's (see `_stream`)."""
     return _stream(frames(events, keepalive_s=settings.keepalive_s), slot, created=created)
+
+
+@post(
+    "/v1/responses",
+    status_code=200,
+    responses=ERRORS,
+    summary="Create a response (plain, stream, background, background+stream)",
+)
+async def create_response(
+    request: Request[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
+) -> Response[ResponseObject]:
+    req = parse_create_body(await json_body(request), settings.limits)
+    req = with_client_headers(req, request.headers)
+    owner = owner_of(request)
+    if req.stream:
+        slot = _open_stream(request, access)  # before anything is written: a 429 writes none
+        try:
+            events = await modes.create_and_stream(bundle, req, owner)
+        except BaseException:
+            slot.release()
+            raise
+        return _sse(events, slot, settings, created=True)  # type: ignore[return-value]
+    if req.background:
+        return _json((await responses.create_response(bundle, req, owner)).response)
+    gone = partial(_disconnected, request)
+    return _json(await modes.create_and_wait(bundle, req, owner, client_gone=gone))
+
+
+@route("/v1/responses", http_method=HttpMethod.OPTIONS, include_in_schema=False)
+async def create_options() -> Response[None]:
+    """The create's methods, in the order a 405 at its path names them (litestar's own
+    OPTIONS would sort them)."""
+    return Response(None, status_code=204, headers={"allow": "POST, OPTIONS"})
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    """Returns when the client closes the connection (its body is read by then, so the
+    next ASGI message is the disconnect, or none until the response is sent)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @get("/v1/responses/{response_id:str}", responses=ERRORS, summary="Retrieve a response")
@@ -142,7 +184,7 @@ async def retrieve_response(
         return _json(await reads.retrieve_raw(bundle, response_id, owner))
     after = _after(starting_after)
     events = await reads.read_events(bundle, response_id, owner, after=after)
-    return sse_of(events, _open_stream(request, access), settings)  # type: ignore[return-value]
+    return _sse(events, _open_stream(request, access), settings)  # type: ignore[return-value]
 
 
 @get(

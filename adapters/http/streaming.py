@@ -168,8 +168,7 @@ class EventStream(Stream):
         status_code: int | None = None,
         type_encoders: TypeEncodersMap | None = None,
     ) -> ASGIResponse:
-        # As `Stream.to_asgi_response` (litestar 2), with our body; `app` and `request` are
-        # not read (`asgi` passes neither).
+        # As `Stream.to_asgi_response` (litestar 2), with our body.
         merged = {**headers, **self.headers} if headers is not None else self.headers
         return _Body(
             slot=self.slot,
@@ -185,8 +184,3 @@ class EventStream(Stream):
             media_type=get_enum_string_value(media_type or self.media_type or MediaType.JSON),
             status_code=self.status_code or status_code,
         )
-
-    def asgi(self) -> ASGIResponse:
-        """The ASGI response of a stream served outside litestar's router (create.py),
-        with nothing a route's layers would add."""
-        return self.to_asgi_response(None, None)  # type: ignore[arg-type]

@@ -434,10 +434,10 @@ def test_malformed_and_oversized_bodies_are_4xx(http: httpx.Client, server: Serv
 def test_the_creates_own_endpoint_answers_as_the_routes_do(
     http: httpx.Client, server: Server
 ) -> None:
-    """The create is served before litestar's router (adapters/http/create.py): its other
-    methods, a path with a slash, a chunked body over the limit and a client that leaves
-    mid-body are answered as litestar's routes answer them, and write nothing; the client
-    that left is logged and counted as 499, not as the server's 500."""
+    """The create's route (adapters/http/routes.py): its other methods, a path with a slash,
+    a chunked body over the limit and a client that leaves mid-body are answered as the
+    other routes are, and write nothing; the client that left is logged and counted as 499,
+    not as the server's 500."""
     before, logged = server.count_rows(), len(server.log_text())
     options = http.options("/v1/responses")
     assert options.status_code == 204 and options.headers["allow"] == "POST, OPTIONS"
@@ -516,8 +516,8 @@ def test_models_health_ready_and_openapi(client: openai.OpenAI, http: httpx.Clie
     body = doc["paths"]["/v1/responses"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("CreateResponseBody")
     assert "ResponseObject" in json.dumps(doc["components"]["schemas"])
-    # Litestar's own pages serve the same document, the create's operation in it (the create
-    # is answered before litestar's router, which does not see it).
+    # Litestar's own pages serve the same document, the create's operation (written in
+    # app.py: its body is decoded by hand) in it.
     assert http.get("/schema/openapi.json").json() == doc
     assert http.get("/schema").status_code == 200
 

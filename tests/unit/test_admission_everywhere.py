@@ -1,7 +1,6 @@
 """Every HTTP route is admitted by the app's `before_request` (adapters/http/auth.py): litestar
 takes the nearest layer's `before_request`, so a route that set one of its own would replace
-admission, and serve its `/v1` path to anyone. (The create is answered before litestar's
-router and admits itself: adapters/http/create.py, and the e2e auth tests.)"""
+admission, and serve its `/v1` path to anyone."""
 
 from __future__ import annotations
 
