@@ -61,6 +61,9 @@ from domain.objects import (
 )
 from domain.tools import OfferedTool, function_view, narrowed
 
+if TYPE_CHECKING:
+    from adapters.engines.images import ImageHosts
+
 log = logging.getLogger(__name__)
 
 # A namespaced tool's function name here: chat function names may not hold a dot.
@@ -481,8 +484,16 @@ class OpenAIChatEngine(HttpEngine):
         api_key: str | None = None,
         timeouts: Timeouts | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        images: ImageHosts | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        # The upstream fetches an image named by URL: its host must pass the host rule
+        # first (adapters/engines/images.py says why the URL is checked, not fetched here).
+        if images is None:
+            from adapters.engines.images import ImageHosts  # httpcore: for this engine only
+
+            images = ImageHosts()
+        self.images = images
         self.model = model
         # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
         self.extra_body = dict(extra_body or {})
@@ -544,6 +555,7 @@ class OpenAIChatEngine(HttpEngine):
         """The upstream's own count of the chat prompt (vLLM's `POST /tokenize` with the
         messages and tools, as its chat template renders them); an upstream without that
         endpoint cannot count."""
+        await self.images.check(prompt)  # vLLM's /tokenize fetches the images too
         request = chat_request(prompt, self.upstream_model(prompt))
         body: dict[str, Any] = {
             k: request[k] for k in ("model", "messages", "tools") if k in request
@@ -560,6 +572,7 @@ class OpenAIChatEngine(HttpEngine):
         return count
 
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+        await self.images.check(prompt)
         body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
         limit = deadline(self.timeouts)
         url = self.base_url + "/v1/chat/completions"
