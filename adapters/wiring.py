@@ -171,7 +171,9 @@ class Measures(LogObserver, WorkObserver, Protocol):
     """A process's metrics: told of its flushes and its background work, and reading the
     leases it holds and the tails it has open."""
 
-    def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None: ...
+    def watch(
+        self, held: Callable[[], int], tails: Callable[[], int], models: Callable[[], list[str]]
+    ) -> None: ...
 
 
 class Process:
@@ -197,7 +199,7 @@ class Process:
         """Count this process's work in `metrics` (adapters/metrics)."""
         self.observe_log(metrics)
         self.observe_work(metrics)
-        metrics.watch(self.leases_held, self.live_tails)
+        metrics.watch(self.leases_held, self.live_tails, self.bundle.engine.models)
 
     def trace(self, tracer: Tracer) -> None:
         """Trace every generation of this process with `tracer` (adapters/otel)."""
