@@ -265,15 +265,15 @@ async def build_engine(settings: Settings) -> Engine:
             settings.engine_url, model=settings.model, api_key=settings.engine_api_key
         )
     elif settings.engine == "openai-chat":
-        from adapters.engines.images import ImageHosts
         from adapters.tools.hosts import HostPolicy
+        from adapters.tools.images import ImageHosts
 
         engine = OpenAIChatEngine(
             settings.engine_url,
             model=settings.model,
             api_key=settings.engine_api_key,
             extra_body=settings.engine_extra_body or None,
-            images=ImageHosts(HostPolicy.parse(settings.mcp_hosts)),
+            check_images=ImageHosts(HostPolicy.parse(settings.mcp_hosts)).check,
         )
     else:
         raise InvalidRequest(f"unknown engine {settings.engine!r}")

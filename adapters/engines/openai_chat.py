@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -60,9 +60,6 @@ from domain.objects import (
     Refusal,
 )
 from domain.tools import OfferedTool, function_view, narrowed
-
-if TYPE_CHECKING:
-    from adapters.engines.images import ImageHosts
 
 log = logging.getLogger(__name__)
 
@@ -468,6 +465,10 @@ class ChatStream:
 # --- the engine -------------------------------------------------------------------------
 
 
+async def _unchecked(prompt: Prompt) -> None:
+    """No rule on image URLs: an engine made outside the composition root (tests)."""
+
+
 class OpenAIChatEngine(HttpEngine):
     """An OpenAI-compatible chat-completions upstream."""
 
@@ -484,16 +485,13 @@ class OpenAIChatEngine(HttpEngine):
         api_key: str | None = None,
         timeouts: Timeouts | None = None,
         extra_body: Mapping[str, Any] | None = None,
-        images: ImageHosts | None = None,
+        check_images: Callable[[Prompt], Awaitable[None]] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
-        # The upstream fetches an image named by URL: its host must pass the host rule
-        # first (adapters/engines/images.py says why the URL is checked, not fetched here).
-        if images is None:
-            from adapters.engines.images import ImageHosts  # httpcore: for this engine only
-
-            images = ImageHosts()
-        self.images = images
+        # The upstream fetches an image named by URL, so its host must pass the operator's
+        # host rule first (the composition root gives adapters/tools/images.py's check,
+        # which says why the URL is checked and not fetched here).
+        self.check_images = check_images or _unchecked
         self.model = model
         # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
         self.extra_body = dict(extra_body or {})
@@ -555,7 +553,7 @@ class OpenAIChatEngine(HttpEngine):
         """The upstream's own count of the chat prompt (vLLM's `POST /tokenize` with the
         messages and tools, as its chat template renders them); an upstream without that
         endpoint cannot count."""
-        await self.images.check(prompt)  # vLLM's /tokenize fetches the images too
+        await self.check_images(prompt)  # vLLM's /tokenize fetches the images too
         request = chat_request(prompt, self.upstream_model(prompt))
         body: dict[str, Any] = {
             k: request[k] for k in ("model", "messages", "tools") if k in request
@@ -572,7 +570,7 @@ class OpenAIChatEngine(HttpEngine):
         return count
 
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
-        await self.images.check(prompt)
+        await self.check_images(prompt)
         body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
         limit = deadline(self.timeouts)
         url = self.base_url + "/v1/chat/completions"

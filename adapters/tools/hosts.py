@@ -1,5 +1,5 @@
 """Which hosts a request may make this server, or its engine, reach (`--mcp-hosts`): the
-MCP servers of its `mcp` tools, and the images it names by URL (adapters/engines/images.py).
+MCP servers of its `mcp` tools, and the images it names by URL (adapters/tools/images.py).
 
 A request names its MCP servers by URL, and the server connects to them from inside the
 operator's network: without a rule, any API key could have it reach what only it can

@@ -1,6 +1,6 @@
 """The host rule (`--mcp-hosts`, adapters/tools/hosts.py) on the images a prompt names by
-URL, before an engine hands them to an upstream that fetches them itself (a chat upstream:
-vLLM fetches an `image_url` from its own network).
+URL, before an engine hands them to an upstream that fetches them itself (the chat engine,
+adapters/engines/openai_chat.py: vLLM fetches an `image_url` from its own network).
 
 Why check and pass the URL on, rather than fetch the image here and send its bytes: the
 upstream then stays the one that fetches, as OpenAI's own API does and as the operator set

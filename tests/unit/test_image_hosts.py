@@ -1,4 +1,4 @@
-"""The host rule on the images a prompt names by URL (adapters/engines/images.py): an
+"""The host rule on the images a prompt names by URL (adapters/tools/images.py): an
 engine's upstream fetches them, so a host the rule refuses is never handed on."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from adapters.engines.images import ImageHosts, image_urls
 from adapters.tools.hosts import HostPolicy
+from adapters.tools.images import ImageHosts, image_urls
 from domain.errors import EngineError
 from domain.objects import InputImage, InputMessage, InputText
 from tests.fakes.prompts import answer, make_prompt, turn, user
