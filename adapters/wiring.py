@@ -172,7 +172,9 @@ class Measures(LogObserver, WorkObserver, Protocol):
     """A process's metrics: told of its flushes and its background work, and reading the
     leases it holds and the tails it has open."""
 
-    def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None: ...
+    def watch(
+        self, held: Callable[[], int], tails: Callable[[], int], models: Callable[[], list[str]]
+    ) -> None: ...
 
 
 class Process:
@@ -198,7 +200,7 @@ class Process:
         """Count this process's work in `metrics` (adapters/metrics)."""
         self.observe_log(metrics)
         self.observe_work(metrics)
-        metrics.watch(self.leases_held, self.live_tails)
+        metrics.watch(self.leases_held, self.live_tails, self.bundle.engine.models)
 
     def trace(self, tracer: Tracer) -> None:
         """Trace every generation of this process with `tracer` (adapters/otel)."""
@@ -264,11 +266,15 @@ async def build_engine(settings: Settings) -> Engine:
             settings.engine_url, model=settings.model, api_key=settings.engine_api_key
         )
     elif settings.engine == "openai-chat":
+        from adapters.tools.hosts import HostPolicy
+        from adapters.tools.images import ImageHosts
+
         engine = OpenAIChatEngine(
             settings.engine_url,
             model=settings.model,
             api_key=settings.engine_api_key,
             extra_body=settings.engine_extra_body or None,
+            check_images=ImageHosts(HostPolicy.parse(settings.mcp_hosts)).check,
         )
     else:
         raise InvalidRequest(f"unknown engine {settings.engine!r}")

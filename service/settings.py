@@ -75,6 +75,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # GET /audit, the read-only web audit view (adapters/auditview); the key is a secret.
     audit_view: Literal["open", "key", "off"] = "off"
     audit_key: str | None = None
+    # Host names `/metrics` and `/audit` answer to besides the loopback's and addresses
+    # (adapters/http/hosts.py): the names a proxy or a browser reaches this server by.
+    public_hosts: tuple[str, ...] = ()
     # WebSocket mode: a connection with no message and no response streaming for this long
     # is closed (0: never); uvicorn pings every `ws_ping_interval_s` and drops a peer that
     # does not answer within `ws_ping_timeout_s` (0: no pings).

@@ -54,8 +54,12 @@ _STATIC = {
 _REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # resplog's reasons and engines' codes
 _CONV = re.compile(r"^/audit/api/conversations/(conv_[A-Za-z0-9_-]{1,200})$")
 _ONE = re.compile(r"^/audit/api/responses/(resp_[A-Za-z0-9_-]{1,200})(/events)?$")
-# A page's scripts come only from the page itself: a prompt shown on it cannot run.
-_CSP = b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'"
+# A page's scripts come only from the page itself: a prompt shown on it cannot run; and no
+# other site may frame it (a framed page can be clicked through unseen).
+_CSP = (
+    b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    b"frame-ancestors 'none'"
+)
 _PLAIN_SSE = sse.Framing(lambda e: b"data: ", b"\n\n")
 
 
@@ -289,6 +293,7 @@ async def _answer(send: Any, status: int, body: bytes, content_type: str) -> Non
         (b"cache-control", b"no-store"),
         (b"content-security-policy", _CSP),
         (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", b"DENY"),  # `frame-ancestors` for browsers without CSP 2
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

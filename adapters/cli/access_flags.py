@@ -166,7 +166,8 @@ def access_options(func: F) -> F:
             show_default=True,
             help="The read-only web audit view at /audit (docs/audit.md): open, key "
             "(Authorization: Bearer <--audit-key>, or the key typed into the page), or off; "
-            "auto: open on a loopback bind, else off.",
+            "auto: open on a loopback bind, else off; under --auth keys, key (off without "
+            "an --audit-key).",
         ),
         click.option(
             "--audit-key",
@@ -225,7 +226,7 @@ def access_settings(host: str, options: dict[str, Any]) -> dict[str, Any]:
         ),
         "send_timeout_s": options.pop("send_timeout_s"),
         **metrics_settings(host, options.pop("metrics"), options.pop("metrics_key")),
-        **audit_settings(host, options.pop("audit_view"), options.pop("audit_key")),
+        **audit_settings(host, options.pop("audit_view"), options.pop("audit_key"), auth),
     }
 
 
@@ -239,11 +240,14 @@ def metrics_settings(host: str, mode: str, key: str | None) -> dict[str, Any]:
     return {"metrics": mode, "metrics_key": key}
 
 
-def audit_settings(host: str, mode: str, key: str | None) -> dict[str, Any]:
+def audit_settings(host: str, mode: str, key: str | None, auth: str = "none") -> dict[str, Any]:
     """`--audit-view` resolved: `auto` is open on a loopback bind and off elsewhere (the log
-    holds every prompt: exposing it beyond the host must be asked for). `key` without a key
-    is refused."""
-    if mode == "auto":
+    holds every prompt: exposing it beyond the host must be asked for), and under `--auth
+    keys` it is `key` (off without a key): a server that checks API keys shows no owner's
+    prompts to whoever reaches its port. `key` without a key is refused."""
+    if mode == "auto" and auth == "keys":
+        mode = "key" if key else "off"
+    elif mode == "auto":
         mode = "open" if is_loopback(host) else "off"
     if mode == "key" and not key:
         raise ResplogError("--audit-view key needs --audit-key (or RESPLOG_AUDIT_KEY)")

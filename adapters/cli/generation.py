@@ -209,7 +209,8 @@ _OPTIONS = [
         default="public",
         show_default=True,
         metavar="ENTRY,...",
-        help="Where the MCP servers a request names may be: public (hosts whose every "
+        help="Where the MCP servers a request names, and the image URLs it hands to an "
+        "openai-chat upstream, may be: public (hosts whose every "
         "address is a public one), networks (10.0.0.0/8), host names (mcp.internal), "
         "domains (.corp.example), or any (no rule). A server elsewhere is a failed "
         "listing or call (docs/mcp.md).",

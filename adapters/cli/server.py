@@ -102,6 +102,15 @@ def migrate(database_url: str, lock_wait: float) -> None:
     type=click.FloatRange(min=0),
     help="Drop a WebSocket client that does not answer a ping within this long (0: never).",
 )
+@click.option(
+    "--public-host",
+    "public_hosts",
+    envvar="RESPLOG_PUBLIC_HOSTS",
+    multiple=True,
+    help="A host name clients reach this server by, which /metrics and /audit answer to "
+    "(besides localhost, addresses and --host); repeatable (the environment variable: "
+    "names separated by spaces). Any other Host is refused (421).",
+)
 @otel_option
 def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
@@ -262,10 +271,11 @@ async def _app(
     settings: Settings, process: Process, tracer: OtelTracer | None, metrics: Metrics
 ) -> Any:
     """The API with what wraps it: traces (when configured), the audit view, the request
-    log and the metrics, outermost."""
+    log, the metrics, and outermost the check of the `Host` those pages answer to."""
     from adapters.auditview import AuditView
     from adapters.cli.requestlog import request_log
     from adapters.http.app import create_app
+    from adapters.http.hosts import HostCheck
 
     if settings.engine == "scripted":
         log.warning("engine: scripted (a deterministic script, not a model; no GPU needed)")
@@ -276,7 +286,8 @@ async def _app(
     if tracer is not None:
         app = tracer.asgi(app)
     audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
-    return metrics.asgi(request_log(audit.asgi(app)), settings.metrics, settings.metrics_key)
+    measured = metrics.asgi(request_log(audit.asgi(app)), settings.metrics, settings.metrics_key)
+    return HostCheck([settings.host, *settings.public_hosts]).asgi(measured)
 
 
 def _websocket_options(settings: Settings) -> dict[str, Any]:

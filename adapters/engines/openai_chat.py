@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -465,6 +465,10 @@ class ChatStream:
 # --- the engine -------------------------------------------------------------------------
 
 
+async def _unchecked(prompt: Prompt) -> None:
+    """No rule on image URLs: an engine made outside the composition root (tests)."""
+
+
 class OpenAIChatEngine(HttpEngine):
     """An OpenAI-compatible chat-completions upstream."""
 
@@ -481,8 +485,13 @@ class OpenAIChatEngine(HttpEngine):
         api_key: str | None = None,
         timeouts: Timeouts | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        check_images: Callable[[Prompt], Awaitable[None]] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        # The upstream fetches an image named by URL, so its host must pass the operator's
+        # host rule first (the composition root gives adapters/tools/images.py's check,
+        # which says why the URL is checked and not fetched here).
+        self.check_images = check_images or _unchecked
         self.model = model
         # Upstream-specific request fields (vLLM's `min_tokens`, `top_k`, ...), sent as is.
         self.extra_body = dict(extra_body or {})
@@ -544,6 +553,7 @@ class OpenAIChatEngine(HttpEngine):
         """The upstream's own count of the chat prompt (vLLM's `POST /tokenize` with the
         messages and tools, as its chat template renders them); an upstream without that
         endpoint cannot count."""
+        await self.check_images(prompt)  # vLLM's /tokenize fetches the images too
         request = chat_request(prompt, self.upstream_model(prompt))
         body: dict[str, Any] = {
             k: request[k] for k in ("model", "messages", "tools") if k in request
@@ -560,6 +570,7 @@ class OpenAIChatEngine(HttpEngine):
         return count
 
     async def generate(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
+        await self.check_images(prompt)
         body = {**chat_request(prompt, self.upstream_model(prompt)), **self.extra_body}
         limit = deadline(self.timeouts)
         url = self.base_url + "/v1/chat/completions"

@@ -126,6 +126,9 @@ class Metrics:
         self._shared = os.environ.get(_SHARED) or None
         self._probes: tuple[Callable[[], int], ...] = ()
         self._kept: dict[tuple[object, ...], Any] = {}  # `_child`'s series
+        # The models a token count is labelled with: a request names any model string (the
+        # scripted engine answers to every name), and each would be a series of its own.
+        self._models: Callable[[], Sequence[str]] = tuple
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
             "resplog_http_requests",
@@ -237,9 +240,16 @@ class Metrics:
             self.connections.labels(kind).set(0)
         self.sse = self.connections.labels("sse")  # every stream's, kept (see `_child`)
 
-    def watch(self, held: Callable[[], int], tails: Callable[[], int]) -> None:
-        """Read the leases held and the live tails at each scrape (called on the process's
-        running loop)."""
+    def watch(
+        self,
+        held: Callable[[], int],
+        tails: Callable[[], int],
+        models: Callable[[], Sequence[str]] | None = None,
+    ) -> None:
+        """Read the leases held and the live tails at each scrape, and label tokens with
+        the models the engine serves (`models`; called on the process's running loop)."""
+        if models is not None:
+            self._models = models
         if self._shared is None:
             self.held.set_function(held)
             self.tails.set_function(tails)
@@ -316,10 +326,11 @@ class Metrics:
             return
         self._child(self.ended, final.status, reason or final.status).inc()
         usage = final.usage or {}
+        model = final.model if final.model in self._models() else "other"
         for kind in ("input", "output"):
             count = usage.get(f"{kind}_tokens")
             if isinstance(count, int) and count > 0:
-                self._child(self.tokens, final.model, kind).inc(count)
+                self._child(self.tokens, model, kind).inc(count)
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, kept: `labels()` takes a lock and builds its key on

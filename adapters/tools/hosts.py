@@ -1,4 +1,5 @@
-"""Which hosts a request's `mcp` tools may make this server connect to (`--mcp-hosts`).
+"""Which hosts a request may make this server, or its engine, reach (`--mcp-hosts`): the
+MCP servers of its `mcp` tools, and the images it names by URL (adapters/tools/images.py).
 
 A request names its MCP servers by URL, and the server connects to them from inside the
 operator's network: without a rule, any API key could have it reach what only it can
@@ -89,13 +90,48 @@ class HostPolicy:
         host = host.lower().rstrip(".")
         return host in self.names or any(("." + host).endswith(s) for s in self.suffixes)
 
+    def refuses(self, host: str, addresses: Iterable[str]) -> bool:
+        """Whether `host`, resolved to `addresses`, is out of reach: not named, and one of
+        its addresses not allowed (a name that resolves to a public address and a private
+        one would reach the private one as soon as it is the one tried)."""
+        if self.anything or self.named(host):
+            return False
+        return not all(self.allows(ipaddress.ip_address(a.split("%")[0])) for a in addresses)
+
     def allows(self, address: Address) -> bool:
         """Whether an address the host resolved to may be reached."""
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped  # `::ffff:127.0.0.1` is the loopback
-        if self.public and address.is_global:
+        if self.public and public(address):
             return True
         return any(address in n for n in self.networks)
+
+
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: the well-known NAT64
+# prefix (RFC 6052), whose gateway connects to that IPv4 address, and the IPv4-compatible
+# addresses (`::a.b.c.d`, RFC 4291, deprecated), which a host may still route as IPv4.
+_EMBEDDING = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("::/96"))
+# Local-use NAT64 (RFC 8215): an operator's own translator, whose IPv4 side is its network.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def public(address: Address) -> bool:
+    """Whether an address is public: Python's `is_global`, except where it says yes to an
+    IPv6 form of an address that is not. A NAT64, IPv4-compatible or 6to4 (`2002::/16`)
+    address reaches the IPv4 address inside it, so it is public only when that one is;
+    site-local (`fec0::/10`, deprecated but routed by some networks), local-use NAT64 and
+    multicast are never public."""
+    if address.is_multicast:
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return address.is_global
+    if address.is_site_local or address in _LOCAL_NAT64:
+        return False
+    if address.sixtofour is not None:
+        return public(address.sixtofour)
+    if any(address in n for n in _EMBEDDING):
+        return public(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return address.is_global
 
 
 def _network(text: str) -> Network | None:
@@ -111,6 +147,19 @@ def _hostname(text: str) -> bool:
         0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
         for label in labels
     )
+
+
+async def resolved(host: str, port: int, resolve: Resolve = anyio.getaddrinfo) -> list[str]:
+    """Every address `host` resolves to (an address resolves to itself); none, or a name
+    that does not resolve, is a ConnectError."""
+    try:
+        found = await resolve(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise httpcore2.ConnectError(f"{host}: {exc}") from exc
+    addresses = [str(info[4][0]) for info in found]
+    if not addresses:
+        raise httpcore2.ConnectError(f"{host}: no address")
+    return addresses
 
 
 class HostRefused(httpcore2.ConnectError):
@@ -147,20 +196,12 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
     async def _checked(self, host: str, port: int) -> str:
         """The address to connect to: the first that `host` resolves to, once every one of
         them is allowed (or the host is named)."""
-        try:
-            found = await self._resolve(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise httpcore2.ConnectError(f"{host}: {exc}") from exc
-        addresses = [str(info[4][0]) for info in found]
-        if not addresses:
-            raise httpcore2.ConnectError(f"{host}: no address")
-        if not self._policy.named(host):
-            for text in addresses:
-                if not self._policy.allows(ipaddress.ip_address(text.split("%")[0])):
-                    raise HostRefused(
-                        f"the MCP server's host {host} is not one this server may reach "
-                        "(its operator's --mcp-hosts)"
-                    )
+        addresses = await resolved(host, port, self._resolve)
+        if self._policy.refuses(host, addresses):
+            raise HostRefused(
+                f"the MCP server's host {host} is not one this server may reach "
+                "(its operator's --mcp-hosts)"
+            )
         return addresses[0]
 
     async def connect_unix_socket(

@@ -65,6 +65,10 @@ def chat_resplog(
         "openai-chat",
         "--engine-url",
         fake_chat_server.url,
+        # The image URL a test hands to the upstream: named, so not resolved (this box
+        # may have no DNS; adapters/tools/images.py).
+        "--mcp-hosts",
+        "public,example.com",
     )
 
 

@@ -109,3 +109,42 @@ async def test_every_address_a_name_resolves_to_must_be_allowed(listener: int) -
     await both.aclose()
     named = await backend("twofaced.example").connect_tcp("twofaced.example", listener)
     await named.aclose()
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of the metadata address
+        ("64:ff9b::7f00:1", False),  # NAT64 of the loopback
+        ("64:ff9b::808:808", True),  # NAT64 of a public address
+        ("64:ff9b:1::a00:1", False),  # local-use NAT64: the operator's own translator
+        ("::7f00:1", False),  # IPv4-compatible loopback
+        ("::a9fe:a9fe", False),  # IPv4-compatible metadata address
+        ("::808:808", True),  # IPv4-compatible public address
+        ("2002:a9fe:a9fe::", False),  # 6to4 of the metadata address
+        ("2002:a00:1::1", False),  # 6to4 of 10.0.0.1
+        ("2002:808:808::1", True),  # 6to4 of a public address
+        ("fec0::1", False),  # site-local
+        ("ff0e::1", False),  # multicast
+        ("224.0.0.1", False),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo
+        ("2606:4700::1111", True),
+    ],
+)
+def test_an_ipv6_form_of_an_address_is_public_only_if_the_address_inside_is(
+    address: str, allowed: bool
+) -> None:
+    assert HostPolicy.parse("public").allows(ipaddress.ip_address(address)) is allowed
+
+
+async def test_the_backend_refuses_a_name_resolving_to_an_ipv6_form_of_a_private_address(
+    listener: int,
+) -> None:
+    async def resolve(host: str, port: int, **_: object) -> list[tuple[object, ...]]:
+        return [(0, 0, 0, "", ("64:ff9b::a9fe:a9fe", port, 0, 0))]
+
+    with pytest.raises(HostRefused):
+        await GuardedBackend(HostPolicy.parse("public"), resolve=resolve).connect_tcp(
+            "nat64.example", listener
+        )

@@ -12,8 +12,10 @@ import pytest
 
 from adapters.engines._http import Timeouts
 from adapters.engines.openai_chat import OpenAIChatEngine
+from adapters.tools.images import ImageHosts
 from domain.errors import EngineError
 from domain.generation import AnyDelta, Finished, Prompt, ReasoningDelta, TextDelta, TokenUsage
+from domain.objects import InputImage, InputMessage
 from tests.fakes.process import FakeProcess
 from tests.fakes.prompts import WEATHER, answer, make_prompt, turn, user
 from tests.fakes.responses import validated
@@ -213,3 +215,21 @@ async def test_a_wrong_api_key_is_unauthorized() -> None:
             await e.aclose()
     finally:
         fake.stop()
+
+
+async def test_an_image_on_a_host_the_rule_refuses_never_reaches_the_upstream(
+    fake_chat: FakeProcess,
+) -> None:
+    # vLLM fetches an `image_url` itself: one naming this box's loopback (or a cloud's
+    # metadata address) would have it reach what the client cannot.
+    fake_chat.reset()
+    async with engine(fake_chat, check_images=ImageHosts().check) as e:
+        for url in ("http://127.0.0.1:9/x.png", "http://[64:ff9b::a9fe:a9fe]/latest/"):
+            sneaky = InputMessage(id="msg_i", role="user", content=[InputImage(image_url=url)])
+            prompt = make_prompt([sneaky], model="tiny-chat")
+            with pytest.raises(EngineError) as refused:
+                await run(e, prompt)
+            assert refused.value.code == "invalid_prompt"
+            with pytest.raises(EngineError):
+                await e.count_tokens(prompt)
+    assert fake_chat.log()["requests"] == []
