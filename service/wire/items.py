@@ -79,7 +79,10 @@ _MCP_STATUSES = frozenset(get_args(McpCallStatus))
 def _mcp_status(status: object) -> McpCallStatus | None:
     """A passed-back MCP call's status, kept when it is one of OpenAI's (the next prompt
     leaves out a call still running); a stored input item's status is otherwise dropped."""
-    return status if status in _MCP_STATUSES else None  # type: ignore[return-value]
+    # Any JSON may stand here (the field is kept loosely typed), a list or an object too,
+    # which a set cannot be asked about.
+    known = isinstance(status, str) and status in _MCP_STATUSES
+    return status if known else None  # type: ignore[return-value]
 
 
 def _refuse_duplicate_ids(items: list[InputItem | ItemReference]) -> None:

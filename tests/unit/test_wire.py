@@ -1160,3 +1160,14 @@ def test_nesting_up_to_the_limit_is_accepted_and_brackets_inside_strings_do_not_
     )
     assert parse(body.encode()).response.tools[0]["parameters"] is not None
     assert rejected(body.encode(), Limits(max_json_depth=100)).code == "invalid_json"
+
+
+@pytest.mark.parametrize("status", [["completed"], {"a": 1}, 3, "unknown"])
+def test_a_passed_back_mcp_calls_status_of_any_json_is_dropped_not_a_500(status: Any) -> None:
+    """`status` of an `mcp_call` input item is kept only when it is one of OpenAI's; a list
+    or an object (unhashable) is dropped like any other value, not an error."""
+    item = {"type": "mcp_call", "id": "mcp_1", "server_label": "d", "name": "find"}
+    item |= {"arguments": "{}", "output": "hit", "status": status}
+    req = parse_create_body(msgspec.json.encode({"model": "m", "input": [item]}), Limits())
+    (call,) = req.input
+    assert getattr(call, "status", None) is None
