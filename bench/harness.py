@@ -110,13 +110,17 @@ def serving(
     admin_url: str = PG,
     engine: Sequence[str] = scripted(),
     processes: int = 1,
+    tree: Path | None = None,
 ) -> Iterator[Server]:
     """`resplog serve` with `extra` flags on its own database, ready (its `/health`
-    answered), stopped and its database dropped after."""
+    answered), stopped and its database dropped after; `tree`: a checkout whose code it runs
+    (migrations included) instead of the one on this interpreter's path."""
     more = ("--processes", str(processes)) if processes > 1 else ()
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree else None
     with workdir() as tmp, database(sqlite, tmp, admin_url) as url:
         kind = "sqlite" if sqlite else "postgres"
-        server = start_server(url, kind, tmp / "server.log", *extra, *more, engine=tuple(engine))
+        log = tmp / "server.log"
+        server = start_server(url, kind, log, *extra, *more, engine=tuple(engine), env=env)
         try:
             yield server
         finally:
