@@ -263,7 +263,10 @@ async def build_engine(settings: Settings) -> Engine:
     engine: SglangEngine | OpenAIChatEngine
     if settings.engine == "sglang":
         engine = SglangEngine(
-            settings.engine_url, model=settings.model, api_key=settings.engine_api_key
+            settings.engine_url,
+            model=settings.model,
+            api_key=settings.engine_api_key,
+            admin_key=settings.engine_admin_key,
         )
     elif settings.engine == "openai-chat":
         from adapters.tools.hosts import HostPolicy

@@ -20,6 +20,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     engine: str = "scripted"
     engine_url: str | None = None
     engine_api_key: str | None = None
+    engine_admin_key: str | None = None  # sglang's --admin-api-key, for aborts; a secret
     engine_extra_body: dict[str, object] = msgspec.field(default_factory=dict)
     model: str | None = None
     scripted_delay_ms: float = 20.0

@@ -31,6 +31,13 @@ _OPTIONS = [
     ),
     click.option("--engine-api-key", envvar="RESPLOG_ENGINE_API_KEY", default=None),
     click.option(
+        "--engine-admin-key",
+        envvar="RESPLOG_ENGINE_ADMIN_KEY",
+        default=None,
+        help="sglang engine: its --admin-api-key, sent on /abort_request only (with an admin "
+        "key sglang refuses aborts without it). A secret: prefer the environment.",
+    ),
+    click.option(
         "--engine-extra-body",
         envvar="RESPLOG_ENGINE_EXTRA_BODY",
         default=None,

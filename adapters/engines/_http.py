@@ -165,12 +165,20 @@ class HttpClient:
                 code="engine_protocol_error",
             ) from e
 
-    async def status(self, method: str, url: str, json_body: Any = None) -> int | None:
-        """The status of a short call (health, abort), or None if it failed below HTTP."""
+    async def status(
+        self,
+        method: str,
+        url: str,
+        json_body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> int | None:
+        """The status of a short call (health, abort), or None if it failed below HTTP;
+        `headers` replace the session's of the same name (another key for this call)."""
         timeout = self._short(self.timeouts.abort if method == "POST" else None)
         try:
             async with self.session().request(
-                method, url, json=json_body, timeout=timeout
+                method, url, json=json_body, timeout=timeout, headers=headers
             ) as response:
                 await response.read()
                 return response.status

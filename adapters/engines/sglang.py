@@ -117,9 +117,40 @@ def _reason(finish: _Finish, what: str) -> FinishReason:
     raise protocol_error(what, f"unknown finish_reason type {finish.type!r}")
 
 
+# The words of sglang's two context checks (python/sglang/srt/managers/tokenizer_manager.py,
+# `_validate_one_request`): "The input (N tokens) is longer than the model's context length
+# (C tokens)." and "Requested token count exceeds the model's maximum context length of C
+# tokens. ...".
+_TOO_LONG = ("is longer than the model's context length", "exceeds the model's maximum context")
+
+
 def _stream_error(what: str, error: Any) -> EngineError:
+    """An error chunk as the failure it is. sglang streams a request it refused (a
+    `ValueError` from its validation: the context checks, a sampling value out of range, a
+    duplicate rid) as `{"error": {"message", "type": "invalid_request_error", "code": 400}}`
+    after the 200 (python/sglang/srt/entrypoints/http_server.py, `generate_request`), so a
+    4xx `code` is the same failure as a 400 answer, and the context checks are
+    `context_length_exceeded`; anything else is the engine's own failure."""
     message = error.get("message") if isinstance(error, dict) else error
-    return EngineError(f"{what} failed the generation: {message}", code="engine_stream_error")
+    status = _status_of(error.get("code") if isinstance(error, dict) else None)
+    text = f"{what} failed the generation: {message}"
+    if status is not None and 400 <= status < 500:
+        if any(words in str(message) for words in _TOO_LONG):
+            return EngineError(text, code="context_length_exceeded")
+        return EngineError(text, code="engine_bad_request")
+    return EngineError(text, code="engine_stream_error")
+
+
+def _status_of(code: Any) -> int | None:
+    """An error chunk's `code` as an HTTP status (sglang sends an int; a digit string is
+    read too), else None."""
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        return code
+    if isinstance(code, str) and code.isdigit():
+        return int(code)
+    return None
 
 
 class _SglangStream:
@@ -230,12 +261,17 @@ class SglangEngine(HttpEngine):
         *,
         model: str | None = None,
         api_key: str | None = None,
+        admin_key: str | None = None,
         timeouts: Timeouts | None = None,
         renderer: HarmonyRenderer | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         super().__init__(timeouts or Timeouts(), api_key, f"sglang at {self.base_url}")
+        # sglang's `--admin-api-key`: `/abort_request` is an ADMIN_OPTIONAL endpoint
+        # (python/sglang/srt/utils/auth.py): with an admin key configured only that key
+        # opens it (not `--api-key`), so aborts carry it and every other call the api key.
+        self._abort_headers = {"Authorization": f"Bearer {admin_key}"} if admin_key else None
         self.renderer = renderer or HarmonyRenderer()
         # Encoded once: harmony's `encode` of special tokens costs over 100 µs a call.
         self._final_header = list(
@@ -246,6 +282,7 @@ class SglangEngine(HttpEngine):
         self.served_model: str | None = None
         self.context_length: int | None = None
         self.model_type: str | None = None
+        self.draft_tokens = 0  # context sglang keeps for speculative decoding's drafts
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -256,6 +293,7 @@ class SglangEngine(HttpEngine):
         self.served_model = info.get("served_model_name") or info.get("model_path")
         self.model_type = info.get("model_type")
         self.context_length = await self._context_length()
+        self.draft_tokens = await self._draft_tokens()
         if self.model_type and self.model_type != "gpt_oss":
             log.warning("%s serves a %s model, not gpt-oss", self._what, self.model_type)
 
@@ -269,7 +307,12 @@ class SglangEngine(HttpEngine):
     # --- generation ----------------------------------------------------------------------
 
     def context_window(self, model: str) -> int | None:
-        return self.context_length
+        """The tokens prompt and output may hold together on sglang: its context length,
+        less the draft tokens speculative decoding reserves, less one (its check is
+        `prompt + drafts + max_new_tokens >= context` → refused)."""
+        if self.context_length is None:
+            return None
+        return self.context_length - self.draft_tokens - 1
 
     async def count_tokens(self, prompt: Prompt) -> int:
         """The harmony rendering's length: the very ids `generate` would send."""
@@ -330,7 +373,11 @@ class SglangEngine(HttpEngine):
         }
         if prompt.temperature is not None:
             params["temperature"] = prompt.temperature
-        if prompt.top_p is not None:
+        if prompt.top_p == 0:
+            # sglang refuses top_p outside (0, 1] (python/sglang/srt/sampling/sampling_params.py,
+            # `verify`); top_p 0 keeps only the likeliest token, which is top_k 1.
+            params["top_k"] = 1
+        elif prompt.top_p is not None:
             params["top_p"] = prompt.top_p
         if prompt.presence_penalty:
             params["presence_penalty"] = prompt.presence_penalty
@@ -343,13 +390,15 @@ class SglangEngine(HttpEngine):
 
     def _budget(self, prompt: Prompt, prompt_tokens: int) -> int:
         wanted = prompt.max_output_tokens or self.max_new_tokens
-        if self.context_length is None:
+        window = self.context_window(prompt.model)
+        if window is None:
             return wanted
-        room = self.context_length - prompt_tokens
+        room = window - prompt_tokens
         if room <= 0:
+            drafts = f" ({self.draft_tokens} kept for draft tokens)" if self.draft_tokens else ""
             raise EngineError(
                 f"the prompt is {prompt_tokens} tokens; {self.served_model} holds "
-                f"{self.context_length}",
+                f"{self.context_length}{drafts}",
                 code="context_length_exceeded",
             )
         return min(wanted, room)
@@ -367,7 +416,9 @@ class SglangEngine(HttpEngine):
         return run.finished
 
     async def _abort(self, rid: str) -> None:
-        status = await self._http.status("POST", self._url("/abort_request"), {"rid": rid})
+        status = await self._http.status(
+            "POST", self._url("/abort_request"), {"rid": rid}, headers=self._abort_headers
+        )
         if status is None:
             log.warning("could not abort request %s on %s", rid, self._what)
         elif status != 200:
@@ -412,6 +463,33 @@ class SglangEngine(HttpEngine):
             return None
         length = first.get("max_model_len") if first else None
         return length if isinstance(length, int) else None
+
+    async def _draft_tokens(self) -> int:
+        """The context sglang reserves per request for speculative decoding (EAGLE and the
+        like), from `/server_info` (else `/get_server_info`, 0.5.2): its tokenizer manager
+        adds `speculative_num_draft_tokens` to the prompt before its context checks
+        (python/sglang/srt/managers/tokenizer_manager.py, `reserve_input_token_num`). 0
+        without speculation or when the settings cannot be read."""
+        for path in ("/server_info", "/get_server_info"):
+            try:
+                info = await self._http.get_json(self._url(path), self._what)
+            except EngineError as e:
+                if e.code == "engine_bad_request":  # 404: the other name
+                    continue
+                log.warning("%s: no server info (%s); no room kept for drafts", self._what, e)
+                return 0
+            return _drafts_of(info) if isinstance(info, dict) else 0
+        return 0
+
+
+def _drafts_of(info: dict[str, Any]) -> int:
+    """`speculative_num_draft_tokens` when `speculative_algorithm` is set (sglang's
+    `SpeculativeAlgorithm.from_string`: None or "NONE" is no speculation), else 0."""
+    algorithm = info.get("speculative_algorithm")
+    if not algorithm or str(algorithm).upper() == "NONE":
+        return 0
+    drafts = info.get("speculative_num_draft_tokens")
+    return drafts if isinstance(drafts, int) and not isinstance(drafts, bool) and drafts > 0 else 0
 
 
 if TYPE_CHECKING:  # the port is structural: let mypy prove this adapter fits it

@@ -3,10 +3,11 @@
 Run: `python -m tests.fakes.sglang_server [--style cumulative|incremental|ids_delta] ...`;
 it prints `FAKE READY <url>`. Faithful where the adapter can tell: SSE framing
 (`data: {...}\\n\\n`, always `data: [DONE]`), chunk fields, the three streaming styles,
-finish reasons, 400 on unknown sampling_params, duplicate live rids, abort by rid prefix
-(one more step, then an abort finish), abort ~2 s after a client disconnects, the info
-endpoints and `--api-key`. `/_fake/log`, `/_fake/reset` and `/_fake/config` are the
-test's controls.
+finish reasons, 400 on unknown sampling_params, its validation (the context checks with
+the room speculative decoding keeps, sampling values out of range, duplicate live rids) as
+an in-stream 400 error, abort by rid prefix (one more step, then an abort finish), abort
+~2 s after a client disconnects, the info endpoints, `--api-key` and `--admin-api-key`.
+`/_fake/log`, `/_fake/reset` and `/_fake/config` are the test's controls.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import codecs
 import dataclasses
 import json
+import math
 import time
 import uuid
 from array import array
@@ -43,13 +45,17 @@ class Config:
     model: str = "openai/gpt-oss-120b"
     served_model_name: str = "gpt-oss-120b"
     api_key: str | None = None
+    admin_api_key: str | None = None  # --admin-api-key: /abort_request takes only this key
     legacy_info: bool = False  # 0.5.2: only /get_model_info
     no_model_info: bool = False  # neither info endpoint: only /v1/models
     context_length: int = 131072
     token_delay: float = 0.0
     tokens_per_chunk: int = 1  # sglang's --stream-interval
     long_words: int = 400
-    reasoning_tokens: str = "absent"  # absent | zero | count: what meta_info says
+    # absent | zero | count: what meta_info says (0.5.23 always sends it: 0 without a
+    # reasoning parser, as for gpt-oss on /generate)
+    reasoning_tokens: str = "zero"
+    speculative_draft_tokens: int = 0  # > 0: EAGLE with this many draft tokens
     disconnect_abort_after: float = 2.0
     healthy: bool = True
 
@@ -88,8 +94,7 @@ class FakeSglang:
     async def route(self, r: Request) -> None:
         if r.path.startswith("/_fake/"):
             return await self.control(r)
-        key = self.config.api_key
-        if key and not r.path.startswith("/health") and not self._authorized(r, key):
+        if not r.path.startswith("/health") and not self._allowed(r):
             return await r.json(401, {"error": "Unauthorized"})
         routes = {
             ("GET", "/health"): self.health,
@@ -110,6 +115,16 @@ class FakeSglang:
         if handler is None:
             return await r.json(404, {"detail": "Not Found"})
         await handler(r)
+
+    def _allowed(self, r: Request) -> bool:
+        """sglang's rule (python/sglang/srt/utils/auth.py, `decide_request_auth`):
+        `/abort_request` is ADMIN_OPTIONAL (the admin key when one is set, not the api key;
+        else the api key; else open); every other endpoint needs the api key when one is
+        set, whatever the admin key."""
+        admin, key = self.config.admin_api_key, self.config.api_key
+        if r.path == "/abort_request" and admin:
+            return self._authorized(r, admin)
+        return not key or self._authorized(r, key)
 
     @staticmethod
     def _authorized(r: Request, key: str) -> bool:
@@ -147,7 +162,9 @@ class FakeSglang:
         await r.json(200, info)
 
     async def server_info(self, r: Request) -> None:
+        """sglang's server args (and more); the fields the adapter reads among them."""
         style = self.config.style
+        drafts = self.config.speculative_draft_tokens
         await r.json(
             200,
             {
@@ -155,6 +172,11 @@ class FakeSglang:
                 "served_model_name": self.config.served_model_name,
                 "incremental_streaming_output": style == "incremental",
                 "stream_interval": self.config.tokens_per_chunk,
+                "context_length": None,  # the --context-length override: none given
+                "speculative_algorithm": "EAGLE" if drafts else None,
+                "speculative_num_draft_tokens": drafts or None,
+                "speculative_num_steps": 3 if drafts else None,
+                "speculative_eagle_topk": 1 if drafts else None,
                 "version": "0.5.2" if style == "ids_delta" else "0.5.23",
             },
         )
@@ -187,6 +209,7 @@ class FakeSglang:
     # --- generate -------------------------------------------------------------------------
 
     def _bad_request(self, message: str) -> dict[str, Any]:
+        """sglang's 400 body (`_create_error_response`: an `ErrorResponse`)."""
         return {
             "object": "error",
             "message": message,
@@ -213,16 +236,20 @@ class FakeSglang:
                 400, self._bad_request("Either text, input_ids or input_embeds should be provided.")
             )
         rid = body.get("rid") or uuid.uuid4().hex
+        refused = self._refusal(rid, ids, params)
         if not body.get("stream"):
+            if refused:
+                return await r.json(400, self._bad_request(refused))
             return await self._whole(r, self._run_of(body, rid, ids, params, stream=False))
         stream = EventStream(r)
         await stream.start()
         try:
-            if rid in self.live:
+            if refused:  # a ValueError of sglang's checks, after the 200: an error chunk
                 err = {
-                    "message": f"Duplicate request ID detected: {rid}",
-                    "type": "BadRequestError",
+                    "message": refused,
+                    "type": "invalid_request_error",
                     "code": 400,
+                    "retryable": False,
                 }
                 await stream.data(json.dumps({"error": err}).encode())
                 done = True
@@ -233,6 +260,30 @@ class FakeSglang:
                 await stream.end()
         finally:
             stream.close()
+
+    def _refusal(self, rid: str, ids: list[int], params: dict[str, Any]) -> str | None:
+        """What sglang's tokenizer manager refuses, in its words and order: a duplicate
+        rid, the two context checks (the prompt counted with the draft tokens speculative
+        decoding reserves) and `SamplingParams.verify`; None when it accepts the request."""
+        if rid in self.live:
+            return f"Duplicate request ID detected: {rid}"
+        context = self.config.context_length
+        n = len(ids) + self.config.speculative_draft_tokens
+        if n >= context:
+            return (
+                f"The input ({n} tokens) is longer than the model's context length "
+                f"({context} tokens)."
+            )
+        max_new = params.get("max_new_tokens", 128)
+        if max_new is not None and max_new + n >= context:
+            return (
+                "Requested token count exceeds the model's maximum context length of "
+                f"{context} tokens. You requested a total of {max_new + n} tokens: {n} tokens "
+                f"from the input messages and {max_new} tokens for the completion. Please "
+                "reduce the number of tokens in the input messages or the completion to fit "
+                "within the limit."
+            )
+        return _verify(params)
 
     def _run_of(
         self, body: dict[str, Any], rid: str, ids: list[int], params: dict[str, Any], **kw: Any
@@ -260,6 +311,26 @@ class FakeSglang:
             self.live.pop(run.rid, None)
             self.seen = [*self.seen[-63:], array("I", run.input_ids + run.produced).tobytes()]
             self.log["finished"][run.rid] = run.end
+
+
+def _verify(params: dict[str, Any]) -> str | None:
+    """sglang's `SamplingParams.verify` (python/sglang/srt/sampling/sampling_params.py),
+    for the keys the adapter sends; its message, or None."""
+    temperature = params.get("temperature", 1.0)
+    top_p = params.get("top_p", 1.0)
+    top_k = params.get("top_k", -1)
+    if not math.isfinite(temperature) or temperature < 0:
+        return f"temperature must be a non-negative finite number, got {temperature}."
+    if not 0.0 < top_p <= 1.0:
+        return f"top_p must be in (0, 1], got {top_p}."
+    if top_k < 1 and top_k != -1:
+        return f"top_k must be -1 (disable) or at least 1, got {top_k}."
+    for name in ("frequency_penalty", "presence_penalty"):
+        if not -2.0 <= params.get(name, 0.0) <= 2.0:
+            return f"{name} must be in [-2, 2], got {params[name]}."
+    if params.get("max_new_tokens", 0) < 0:
+        return f"max_new_tokens must be at least 0, got {params['max_new_tokens']}."
+    return None
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -511,6 +582,8 @@ def main(argv: list[str] | None = None) -> None:
         "--style", choices=["cumulative", "incremental", "ids_delta"], default="cumulative"
     )
     p.add_argument("--api-key")
+    p.add_argument("--admin-api-key")
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=0)
     p.add_argument("--legacy-info", action="store_true")
     p.add_argument("--token-delay", type=float, default=0.0)
     p.add_argument("--tokens-per-chunk", type=int, default=1)
@@ -521,6 +594,8 @@ def main(argv: list[str] | None = None) -> None:
     config = Config(
         style=a.style,
         api_key=a.api_key,
+        admin_api_key=a.admin_api_key,
+        speculative_draft_tokens=a.speculative_num_draft_tokens,
         legacy_info=a.legacy_info,
         token_delay=a.token_delay,
         tokens_per_chunk=a.tokens_per_chunk,

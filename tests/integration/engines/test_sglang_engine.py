@@ -16,8 +16,10 @@ import pytest
 from adapters.engines._http import Timeouts
 from adapters.engines.harmony import HarmonyParser, gpt_oss_encoding
 from adapters.engines.sglang import SglangEngine
+from adapters.wiring import build_engine
 from domain.errors import EngineError
 from domain.generation import AnyDelta, Finished, FunctionCallStart, Prompt, TextDelta
+from service.settings import Settings
 from tests.fakes.plugin import API_KEY
 from tests.fakes.process import FakeProcess
 from tests.fakes.prompts import WEATHER, call, make_prompt, tool_output, turn, user
@@ -175,12 +177,43 @@ async def test_without_max_output_tokens_the_budget_is_the_configured_default(
 
 
 async def test_the_budget_is_capped_by_the_context_length(fake_sglang: FakeProcess) -> None:
+    """sglang refuses `prompt + max_new_tokens >= context`: the budget stops one short."""
     fake_sglang.configure(context_length=300)
     async with engine(fake_sglang) as e:
         prompt = ask("Hi", max_output_tokens=5000)
-        await run(e, prompt)
-        room = 300 - len(e.renderer.render(prompt))
+        deltas = await run(e, prompt)
+        room = 300 - len(e.renderer.render(prompt)) - 1
     assert fake_sglang.log()["requests"][-1]["sampling_params"]["max_new_tokens"] == room
+    assert isinstance(deltas[-1], Finished)
+
+
+async def test_speculative_decodings_draft_tokens_are_kept_out_of_the_budget(
+    fake_sglang: FakeProcess,
+) -> None:
+    """With EAGLE sglang counts `speculative_num_draft_tokens` into the prompt before its
+    context checks; `/server_info` says how many, and the budget leaves them room."""
+    fake_sglang.configure(context_length=300, speculative_draft_tokens=16)
+    async with engine(fake_sglang) as e:
+        prompt = ask("Hi", max_output_tokens=5000)
+        deltas = await run(e, prompt)
+        room = 300 - 16 - len(e.renderer.render(prompt)) - 1
+        assert (e.draft_tokens, e.context_window("gpt-oss-120b")) == (16, 300 - 16 - 1)
+    assert fake_sglang.log()["requests"][-1]["sampling_params"]["max_new_tokens"] == room
+    assert isinstance(deltas[-1], Finished)
+
+
+async def test_a_prompt_that_fits_only_without_the_drafts_is_context_length_exceeded(
+    fake_sglang: FakeProcess,
+) -> None:
+    async with engine(fake_sglang) as e:
+        prompt = ask("Hi")
+        n = len(e.renderer.render(prompt))
+        fake_sglang.configure(context_length=n + 8, speculative_draft_tokens=16)
+        await e.start()  # learns the new settings
+        with pytest.raises(EngineError, match="16 kept for draft tokens") as err:
+            await run(e, prompt)
+    assert err.value.code == "context_length_exceeded"
+    assert fake_sglang.log()["requests"] == []
 
 
 async def test_a_prompt_longer_than_the_context_is_refused(fake_sglang: FakeProcess) -> None:
@@ -200,6 +233,59 @@ async def test_unknown_sampling_params_are_a_400_that_says_which(fake_sglang: Fa
     async with Sloppy(fake_sglang.url) as e:
         with pytest.raises(EngineError, match=r"HTTP 400: Unknown sampling parameter\(s\): max_t"):
             await run(e, ask("Hi"))
+
+
+async def test_top_p_0_is_sent_as_top_k_1(fake_sglang: FakeProcess) -> None:
+    """resplog accepts top_p 0 (as OpenAI does); sglang refuses it, so the likeliest token
+    alone is asked as top_k 1."""
+    async with engine(fake_sglang) as e:
+        deltas = await run(e, ask("Hi", top_p=0.0))
+    params = fake_sglang.log()["requests"][-1]["sampling_params"]
+    assert params["top_k"] == 1 and "top_p" not in params
+    assert set(params) <= SAMPLING_KEYS
+    assert isinstance(deltas[-1], Finished)
+
+
+class _Raw(SglangEngine):
+    """Sends `sampling_params` as a test sets them, past the adapter's own care."""
+
+    params: dict[str, Any] = {}
+
+    def sampling_params(self, prompt: Prompt, prompt_tokens: int) -> dict[str, Any]:
+        return {**super().sampling_params(prompt, prompt_tokens), **self.params}
+
+
+@pytest.mark.parametrize(
+    ("params", "drafts", "code", "match"),
+    [
+        ({"top_p": 0.0}, 0, "engine_bad_request", r"top_p must be in \(0, 1\], got 0.0"),
+        ({"temperature": -1.0}, 0, "engine_bad_request", "temperature must be a non-negative"),
+        (
+            {"max_new_tokens": 131072},
+            0,
+            "context_length_exceeded",
+            "Requested token count exceeds the model's maximum context length of 131072",
+        ),
+        ({}, 131072, "context_length_exceeded", r"The input \(\d+ tokens\) is longer than"),
+    ],
+)
+async def test_sglangs_in_stream_refusals_are_a_400_or_context_length_exceeded(
+    any_sglang: FakeProcess, params: dict[str, Any], drafts: int, code: str, match: str
+) -> None:
+    """sglang streams what its checks refuse as an error chunk with `code: 400` after the
+    200: the same failure as a 400 answer, and the context checks as such."""
+    any_sglang.configure(speculative_draft_tokens=drafts)
+    e = _Raw(any_sglang.url)
+    e.params = params
+    try:
+        await e.start()
+        e.draft_tokens = 0  # as an adapter that did not know of them
+        with pytest.raises(EngineError, match=match) as err:
+            await run(e, ask("Hi"))
+    finally:
+        await e.aclose()
+    assert err.value.code == code
+    assert any_sglang.log()["aborts"] == []  # sglang ended it: nothing to abort
 
 
 # --- the stream ------------------------------------------------------------------------
@@ -340,6 +426,55 @@ async def test_cancelling_the_consumer_aborts_the_request(fake_sglang: FakeProce
     assert fake_sglang.wait_for(lambda log: rid in log["aborted"])["finished"][rid] == "abort"
 
 
+async def closed_early(e: SglangEngine, fake: FakeProcess) -> str:
+    """Start a long generation, take one delta, close it; its rid."""
+    stream = e.generate(ask("[fake:long]"))
+    await anext(stream)
+    await stream.aclose()
+    return str(fake.log()["requests"][-1]["rid"])
+
+
+async def test_with_sglangs_admin_key_an_abort_without_it_is_refused(
+    fake_sglang: FakeProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """sglang's `--admin-api-key` guards `/abort_request` (ADMIN_OPTIONAL): without the
+    admin key the abort never reaches the engine; the refusal is logged, the key never."""
+    fake_sglang.configure(token_delay=0.01, admin_api_key="admin-secret")
+    async with engine(fake_sglang) as e:
+        rid = await closed_early(e, fake_sglang)
+    assert "refused to abort" in caplog.text and "HTTP 401" in caplog.text
+    assert rid not in fake_sglang.log()["aborted"]
+
+
+async def test_the_admin_key_is_sent_on_aborts_and_the_api_key_elsewhere(
+    fake_sglang: FakeProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With both keys sglang takes only the admin key on `/abort_request` and only the api
+    key elsewhere."""
+    fake_sglang.configure(token_delay=0.01, api_key=API_KEY, admin_api_key="admin-secret")
+    async with engine(fake_sglang, api_key=API_KEY, admin_key="admin-secret") as e:
+        rid = await closed_early(e, fake_sglang)
+        assert isinstance((await run(e, ask("Hi")))[-1], Finished)
+    log = fake_sglang.wait_for(lambda log: log["finished"].get(rid) == "abort")
+    assert rid in log["aborted"]
+    assert "admin-secret" not in caplog.text
+
+
+async def test_the_engine_admin_key_setting_reaches_the_aborts(fake_sglang: FakeProcess) -> None:
+    """`--engine-admin-key` (`Settings.engine_admin_key`) is the engine's `admin_key`."""
+    fake_sglang.configure(token_delay=0.01, admin_api_key="admin-secret")
+    settings = Settings(
+        engine="sglang", engine_url=fake_sglang.url, engine_admin_key="admin-secret"
+    )
+    e = await build_engine(settings)
+    try:
+        assert isinstance(e, SglangEngine)
+        rid = await closed_early(e, fake_sglang)
+    finally:
+        await e.aclose()
+    assert rid in fake_sglang.wait_for(lambda log: rid in log["aborted"])["aborted"]
+
+
 async def test_a_finished_generation_is_not_aborted(fake_sglang: FakeProcess) -> None:
     async with engine(fake_sglang) as e:
         await run(e, ask("Hi"))
@@ -387,7 +522,7 @@ async def test_a_duplicate_live_rid_is_an_engine_error(
         with pytest.raises(EngineError, match="Duplicate request ID") as err:
             await run(e, ask("Hi"))
         await first.aclose()
-    assert err.value.code == "engine_stream_error"
+    assert err.value.code == "engine_bad_request"  # sglang's in-stream 400
 
 
 # --- failures --------------------------------------------------------------------------

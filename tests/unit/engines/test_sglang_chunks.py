@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.engines.harmony import HarmonyParser
-from adapters.engines.sglang import OutputIds, _SglangStream
+from adapters.engines.sglang import OutputIds, _drafts_of, _SglangStream
 from domain.errors import EngineError
 from domain.generation import EndItem, Finished, TextDelta, TokenUsage
 from tests.fakes.transcripts import REASONING_FINAL
@@ -134,6 +134,54 @@ def test_an_error_chunk_says_what_sglang_said(run: _SglangStream) -> None:
     with pytest.raises(EngineError, match="failed the generation: boom") as e:
         run.on_chunk(json.dumps({"error": {"message": "boom", "type": "x", "code": 500}}))
     assert e.value.code == "engine_stream_error"
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "expected"),
+    [
+        ("top_p must be in (0, 1], got 0.0.", 400, "engine_bad_request"),
+        ("Duplicate request ID detected: 0a", "400", "engine_bad_request"),
+        (
+            "The input (131080 tokens) is longer than the model's context length (131072 tokens).",
+            400,
+            "context_length_exceeded",
+        ),
+        (
+            "Requested token count exceeds the model's maximum context length of 131072 tokens.",
+            400,
+            "context_length_exceeded",
+        ),
+        ("The input (9 tokens) is longer than the model's context length (8 tokens).", 500, None),
+        ("boom", None, None),
+        ("boom", True, None),
+    ],
+)
+def test_an_error_chunk_with_a_4xx_code_is_the_refusal_it_says(
+    run: _SglangStream, message: str, code: Any, expected: str | None
+) -> None:
+    """sglang streams its validation's `ValueError`s as `{"error": {…, "code": 400}}`."""
+    error = {"message": message, "type": "invalid_request_error", "code": code}
+    with pytest.raises(EngineError, match="failed the generation") as e:
+        run.on_chunk(json.dumps({"error": error}))
+    assert e.value.code == (expected or "engine_stream_error")
+    assert run.ended
+
+
+@pytest.mark.parametrize(
+    ("info", "drafts"),
+    [
+        ({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4}, 4),
+        ({"speculative_algorithm": "EAGLE3", "speculative_num_draft_tokens": 8}, 8),
+        ({"speculative_algorithm": None, "speculative_num_draft_tokens": 4}, 0),
+        ({"speculative_algorithm": "NONE", "speculative_num_draft_tokens": 4}, 0),
+        ({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": None}, 0),
+        ({}, 0),
+    ],
+)
+def test_draft_tokens_count_only_with_a_speculative_algorithm(
+    info: dict[str, Any], drafts: int
+) -> None:
+    assert _drafts_of(info) == drafts
 
 
 @pytest.mark.parametrize(
