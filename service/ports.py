@@ -181,9 +181,13 @@ class ResponseIndex(Protocol):
         last link's `previous_response_id`, if set, names a response `owner` cannot see)."""
         ...
 
-    async def visible(self, response_id: str, owner: str) -> ResponseRow | None:
+    async def visible(
+        self, response_id: str, owner: str, *, snapshot: bool = True
+    ) -> ResponseRow | None:
         """The row if `owner` may see it (theirs, stored, not deleted), else None; decided
-        before the snapshot is read, so that "not yours" takes no longer than "no such id"."""
+        before the snapshot is read, so that "not yours" takes no longer than "no such id".
+        `snapshot=False`: the row with an empty snapshot (not read), for a caller that
+        only asks whether it may see the response."""
         ...
 
     async def mark_deleted(self, response_id: str) -> bool:

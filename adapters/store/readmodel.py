@@ -24,6 +24,13 @@ from domain.reasons import CancelReason
 from service.ports import ChainLink, ResponsePage, ResponseRow
 
 _CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
+# A visibility check that needs no snapshot (a replay's) reads none: a snapshot may be
+# megabytes, and a burst of replays would read it once each (docs/performance.md, "Stalled
+# readers").
+_WITH_SNAPSHOT = tuple(t_responses.c)
+_WITHOUT_SNAPSHOT = tuple(
+    sa.literal("").label("snapshot") if c.name == "snapshot" else c for c in t_responses.c
+)
 
 
 class ReadModel:
@@ -45,15 +52,19 @@ class ReadModel:
         return None if row is None else row_of(row)
 
     @guarded
-    async def visible(self, response_id: str, owner: str) -> ResponseRow | None:
-        """The row if `owner` may see it (theirs, stored, not deleted), else None.
+    async def visible(
+        self, response_id: str, owner: str, *, snapshot: bool = True
+    ) -> ResponseRow | None:
+        """The row if `owner` may see it (theirs, stored, not deleted), else None;
+        `snapshot=False`: with an empty snapshot, which is then not read at all.
 
         The owner and the flags are in the WHERE clause rather than checked on the fetched
         row: a row that is not the caller's then never has its snapshot read or sent, so a
         large one is refused as fast as an id that does not exist (no existence by timing).
         """
         c = t_responses.c
-        query = sa.select(t_responses).where(
+        columns = _WITH_SNAPSHOT if snapshot else _WITHOUT_SNAPSHOT
+        query = sa.select(*columns).where(
             c.id == response_id, c.owner == owner, c.store.is_(True), c.deleted_at.is_(None)
         )
         async with self.statements.connect() as conn:

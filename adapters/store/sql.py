@@ -32,7 +32,7 @@ from adapters.store.tables import responses as t_responses
 from adapters.store.tail import each, follow
 from adapters.store.transient import STATEMENT_ERRORS, guarded, is_transient, store_error
 from domain.errors import Conflict
-from domain.events import AnyEvent
+from domain.events import TERMINAL_TAGS, AnyEvent
 from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
 from service.ports import StoredEvent
 from service.prompts.conversation import conversation_items
@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 _Tail = TypeVar("_Tail", bound=AsyncGenerator[Any, None])
 
 Failures = dict[str, BaseException]
+# A page read's parameters: (stream, after, limit, max_bytes).
+_PageParams = tuple[str, int, int, int]
+
+
+def _is_terminal(row: Any) -> bool:
+    return row[1] in TERMINAL_TAGS
 
 
 def conflict_of(batch: Append) -> Conflict:
@@ -137,6 +143,9 @@ class SqlEventStore(ReadModel):
         self._held: weakref.WeakValueDictionary[tuple[str, int], StoredEvent] = (
             weakref.WeakValueDictionary()
         )
+        # The page reads under way, by their parameters: readers of the same page join
+        # one (`_joined_page`).
+        self._reading: dict[_PageParams, asyncio.Future[Sequence[Any]]] = {}
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -222,30 +231,78 @@ class SqlEventStore(ReadModel):
         always comes, however large), and whether more may follow (the page is full or was
         cut). The running size is summed over the limited rows only, so a page costs the
         same however long the stream is."""
-        rows = await self._page_rows((stream_id, after, limit, max_bytes))
+        params = (stream_id, after, limit, max_bytes)
+        rows = await self._joined_page(params)
+        if rows is None:
+            rows = await self._own_page(params)
         fetched = int(rows[0][5]) if rows else 0
-        page = [self._shared(stream_id, row) for row in rows]
-        if blobs.any_reference(page):  # one search in C, not a Python test per event
+        page, unresolved = self._shared(stream_id, rows)
+        if unresolved:
             async with self.statements.connect() as conn:
                 page = await blobs.resolve(conn, page)
             for event in page:
                 self._held[(stream_id, event.position)] = event
         return page, fetched == limit or len(rows) < fetched
 
+    async def _joined_page(self, params: _PageParams) -> Sequence[Any] | None:
+        """The rows of a read of the same page already under way, where they are what a
+        read started now would find; None where there is none, or where they may not be.
+
+        A burst of replays of one response (clients that connect at once, many of which
+        then stall: docs/performance.md, "Stalled readers") would otherwise read its
+        first page once each, and a page of megabyte events is megabytes the database
+        sends, the driver decodes and the process allocates fresh, each time, on the
+        event loop: 256 such reads held `/health` for seconds. The rows of a page are
+        final once its end is known: the page is full or cut (`more`), or its last event
+        is terminal; else (the page reached the stream's end) a row committed since the
+        read began may be missing, and the joiner reads for itself."""
+        running = self._reading.get(params)
+        if running is None:
+            return None
+        rows = await asyncio.shield(running)
+        fetched = int(rows[0][5]) if rows else 0
+        if rows and (fetched == params[2] or len(rows) < fetched or _is_terminal(rows[-1])):
+            return rows
+        return None
+
+    async def _own_page(self, params: _PageParams) -> Sequence[Any]:
+        """`_page_rows`, which readers of the same page may join meanwhile; it runs to its
+        end even where this reader is cancelled (others may be waiting on it)."""
+        task = asyncio.ensure_future(self._page_rows(params))
+        self._reading[params] = task
+
+        def done(task: asyncio.Future[Sequence[Any]]) -> None:
+            if self._reading.get(params) is task:
+                del self._reading[params]
+            if not task.cancelled():
+                task.exception()  # seen: its readers may all have gone
+
+        task.add_done_callback(done)
+        return await asyncio.shield(task)
+
     async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
         """The rows of `_PAGE` (a store may run it its own faster way)."""
         async with self.statements.connect() as conn:
             return list(await conn.exec_driver_sql(self._PAGE, params))
 
-    def _shared(self, stream_id: str, row: Any) -> StoredEvent:
-        key = (stream_id, row[0])
-        held = self._held.get(key)
-        if held is None:
-            held = _stored(stream_id, row[:5])
-            if not blobs.needs(held.facts) and not blobs.needs(held.data):
-                # (else held once resolved, `read_page`)
-                self._held[key] = held
-        return held
+    def _shared(self, stream_id: str, rows: Sequence[Any]) -> tuple[list[StoredEvent], bool]:
+        """The events of `rows`, each the copy other readers hold where there is one, and
+        whether any may refer to a blob (`blobs.resolve`). A held event was checked (or
+        resolved) when it was first read, so the many readers of one large event do not
+        search its megabytes again each."""
+        page: list[StoredEvent] = []
+        unresolved = False
+        for row in rows:
+            key = (stream_id, row[0])
+            held = self._held.get(key)
+            if held is None:
+                held = _stored(stream_id, row[:5])
+                if blobs.needs(held.facts) or blobs.needs(held.data):
+                    unresolved = True  # held once resolved (`read_page`)
+                else:
+                    self._held[key] = held
+            page.append(held)
+        return page, unresolved
 
     @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:

@@ -35,6 +35,11 @@ async def visible_row(svc: Bundle, response_id: str, owner: str) -> ResponseRow:
     return _visible(await svc.index.visible(response_id, owner), owner)
 
 
+async def check_visible(svc: Bundle, response_id: str, owner: str) -> None:
+    """NotFound unless `owner` may see the response; its snapshot is not read."""
+    _visible(await svc.index.visible(response_id, owner, snapshot=False), owner)
+
+
 def snapshot(row: ResponseRow) -> ResponseObject:
     """The object as of the row's last lifecycle event (the final one once it ended)."""
     return _snapshot.decode(row.snapshot)
@@ -75,7 +80,7 @@ async def read_events(
     """The response's events after position `after`, in batches: with `follow`, a live
     tail that ends after the terminal event (what a stream of it shows); else only those
     stored now."""
-    await visible_row(svc, response_id, owner)
+    await check_visible(svc, response_id, owner)
     if follow:
         return svc.store.subscribe_batches(response_id, after)
     return stored_now(svc, response_id, after)
@@ -148,7 +153,7 @@ async def list_input_items(
         raise InvalidRequest(
             "Invalid 'limit': must be between 1 and 100.", param="limit", code="invalid_value"
         )
-    await visible_row(svc, response_id, owner)
+    await check_visible(svc, response_id, owner)
     created = await request_of(svc, response_id)
     assert created.facts is not None
     items = _first_of_each_id(listed_input(created.facts))

@@ -388,6 +388,74 @@ async def test_readers_of_one_stream_share_each_event(store: SqlEventStore) -> N
     assert [e.data for e in again] == data
 
 
+def _counting_page_rows(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch, gate: asyncio.Event
+) -> tuple[list[Any], asyncio.Event]:
+    """The page queries the store runs from now on (their parameters), and an event set
+    once one has run; each hands its rows over only once `gate` is set, so that other
+    readers arrive meanwhile."""
+    ran: list[Any] = []
+    queried = asyncio.Event()
+    rows = store._page_rows
+
+    async def counted(params: tuple[str, int, int, int]) -> Any:
+        ran.append(params)
+        found = await rows(params)
+        queried.set()
+        await gate.wait()
+        return found
+
+    monkeypatch.setattr(store, "_page_rows", counted)
+    return ran, queried
+
+
+async def test_readers_of_one_page_at_once_share_one_read(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of replays of one finished response reads its page from the table once,
+    and each gets the page a read of its own would have; a reader that leaves does not
+    take the read from the others."""
+    appends = streams.script(deltas=3)
+    rid = rid_of(appends)
+    for expected, batch in appends:
+        await store.append(rid, expected, batch)
+    gate = asyncio.Event()
+    ran, _ = _counting_page_rows(store, monkeypatch, gate)
+    leaving = asyncio.create_task(store.read_page(rid, -1, 1000, 1 << 20))
+    await asyncio.sleep(0)
+    readers = [asyncio.create_task(store.read_page(rid, -1, 1000, 1 << 20)) for _ in range(20)]
+    await asyncio.sleep(0.01)
+    leaving.cancel()
+    gate.set()
+    pages = await asyncio.gather(*readers)
+    assert len(ran) == 1
+    assert all([e.data for e in page] == [d for _, d in wire(appends)] for page, _ in pages)
+    assert not any(more for _, more in pages)
+
+
+async def test_a_shared_read_that_reached_a_live_streams_end_is_not_trusted(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that joins a read of a running stream's last page, which may have begun
+    before the reader's latest event was committed, reads for itself."""
+    appends = streams.script(deltas=3)
+    rid = rid_of(appends)
+    for expected, batch in appends[:-1]:
+        await store.append(rid, expected, batch)
+    gate = asyncio.Event()
+    ran, queried = _counting_page_rows(store, monkeypatch, gate)
+    first = asyncio.create_task(store.read_page(rid, -1, 1000, 1 << 20))
+    await queried.wait()  # its query has run; it waits at the gate
+    await store.append(rid, *appends[-1])
+    second = asyncio.create_task(store.read_page(rid, -1, 1000, 1 << 20))
+    await asyncio.sleep(0.01)
+    gate.set()
+    (second_page, _), (first_page, _) = await asyncio.gather(second, first)
+    assert len(first_page) < len(second_page)
+    assert len(ran) == 2
+    assert [e.data for e in second_page] == [d for _, d in wire(appends)]
+
+
 # --- a new stream's tail, taken before its first append ----------------------------------
 
 

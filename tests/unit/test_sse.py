@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import pytest
@@ -156,6 +157,35 @@ async def test_a_large_event_goes_out_in_pieces_of_its_own_bytes() -> None:
     assert chunks[0] == sse_frame(events[0]) and chunks[-1] == sse_frame(events[2])
     lines = await collect(frames(source(events), keepalive_s=None, framing=JSONL, done=None))
     assert b"".join(lines) == b"".join(jsonl_line(e) for e in events)
+
+
+async def test_a_large_event_gives_the_loop_a_turn_between_its_writes() -> None:
+    """Other tasks run between the writes of a large event (a burst of replays of
+    megabyte events does not hold the loop for all of their bytes), not between the
+    writes of a stream of small ones."""
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    running = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    seen: list[int] = []
+    large = [event(0, pad=4 * MAX_WRITE), event(1, "response.completed")]
+    async for _ in frames(source(large, per=2), keepalive_s=None, done=None):
+        seen.append(turns)
+    small = [event(i) for i in range(50)] + [event(50, "response.completed")]
+    seen_small: list[int] = []
+    async for _ in frames(source(small), keepalive_s=None, done=None):
+        seen_small.append(turns)
+    running.cancel()
+    # head, 4 full pieces, the rest of the event, its end, the last event: a turn after each
+    # full piece
+    assert len(seen) == 8 and all(a < b for a, b in itertools.pairwise(seen[1:6]))
+    assert len(set(seen_small)) == 1
 
 
 async def test_a_stream_that_keeps_writing_gets_no_keepalive() -> None:
