@@ -588,11 +588,11 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Unknown parameter: 'input[0].extra'.",
     ),
     (
-        "item_id_empty",
-        msg("x", id=""),
+        "item_reference_with_an_empty_id",
+        item(type="item_reference", id=""),
         "input[0].id",
-        "invalid_value",
-        "Invalid 'input[0].id': expected a string of 1 to 128 characters.",
+        "missing_required_parameter",
+        "Missing required parameter: 'input[0].id'.",
     ),
     (
         "item_id_too_long",
@@ -1160,3 +1160,10 @@ def test_nesting_up_to_the_limit_is_accepted_and_brackets_inside_strings_do_not_
     )
     assert parse(body.encode()).response.tools[0]["parameters"] is not None
     assert rejected(body.encode(), Limits(max_json_depth=100)).code == "invalid_json"
+
+
+def test_an_empty_item_id_is_read_as_none() -> None:
+    """A compaction's output from a server that repeated its user messages with `"id": ""`
+    is accepted back: the item is recorded under an id of the server's, as if it had none."""
+    (message,) = parse({"model": "m", **msg("x", id="")}).input
+    assert message.id == ""
