@@ -36,9 +36,9 @@ async def compact(svc: Bundle, req: CreateRequest, owner: str) -> Compacted:
     given = prepared.items
     asked = summarising(req, given)
     final, blob = await summarised(svc, create_and_wait, asked, owner)
-    earlier = [item for turn in prepared.history for item in turn.input]
-    users = [msgspec.to_builtins(m) for m in [*earlier, *_recorded(final.id, asked, given)]]
-    users = [_without_empty_id(m) for m in users]
+    earlier = [item for turn in prepared.history for item in turn.input if _is_user(item)]
+    kept = [*earlier, *_recorded(final.id, asked, given)]
+    users = [_without_empty_id(msgspec.to_builtins(m)) for m in kept]
     item = {"id": "cmp_" + final.id.removeprefix("resp_"), "type": "compaction"}
     item["encrypted_content"] = blob
     return Compacted(

@@ -52,10 +52,29 @@ def test_a_compacted_conversation_continues_from_its_summary(
     assert f"compaction: earlier turns replaced by the summary {compacted.id} wrote" in shown
 
 
+WEATHER: Any = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+]
+
+
 def compact_two_turns(client: openai.OpenAI) -> Any:
-    one = client.responses.create(model="scripted", input="My name is Ada.")
+    """A compaction of a tool round (a call, its output, the answer) and one more message."""
+    one = client.responses.create(model="scripted", input="My name is Ada.", tools=WEATHER)
+    call: Any = one.output[-1]
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}
+    two = client.responses.create(
+        model="scripted", input=[output], previous_response_id=one.id, tools=WEATHER
+    )
     return client.responses.compact(
-        model="scripted", previous_response_id=one.id, input="I like tea."
+        model="scripted", previous_response_id=two.id, input="I like tea."
     )
 
 
@@ -71,8 +90,9 @@ def test_a_compaction_output_sent_back_as_the_next_input_is_accepted(
     """OpenAI's guide: the compacted output, as it came, is the next request's input. Its
     user messages carry the ids they were recorded under; none is empty."""
     compacted = compact_two_turns(client)
-    users = [i for i in compacted.output if i.type == "message"]
-    assert all(m.id for m in users), users
+    assert [i.type for i in compacted.output] == ["message", "message", "compaction"]
+    users: Any = compacted.output[:-1]
+    assert [m.role for m in users] == ["user", "user"] and all(m.id for m in users), users
     assert users[-1].id == "msg_" + compacted.id.removeprefix("resp_") + "_in0"
     later = client.responses.create(
         model="scripted",
