@@ -131,10 +131,15 @@ def _serve_here(settings: Settings, sock: socket.socket) -> None:
     # and "listening" followed by uvicorn's failure.
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(_serve(settings, sock, signals, as_json=json_logs()))
-    # Stopped by a signal: now that the process drained and closed, let it take its
-    # default effect (exit by SIGTERM, KeyboardInterrupt for SIGINT), as uvicorn would.
+    # Stopped by a signal: now that the process drained and closed, SIGTERM takes its
+    # default effect (exit by SIGTERM), as uvicorn would. Ctrl-C is an operator's ordinary
+    # stop, not a failure: exit 0 after the drain, 130 (the shell's code for an interrupt)
+    # when a second one cut it short; never click's "Aborted!" and 1 for a KeyboardInterrupt.
     for sig in reversed(signals):
-        signal.raise_signal(sig)
+        if sig != signal.SIGINT:
+            signal.raise_signal(sig)
+    if signals.count(signal.SIGINT) > 1:
+        sys.exit(130)
 
 
 def _serve_processes(settings: Settings, count: int) -> int:

@@ -108,13 +108,18 @@ def _tool_to_call(prompt: Prompt) -> OfferedTool | None:
 
 
 def _example(schema: dict[str, Any], text: str) -> object:
-    kind = schema.get("type")
+    """A value of the property's declared type. A `number` is written as an integer, a
+    valid JSON number that a client parsing it as an integer also takes (Codex reads
+    `exec_command`'s `max_output_tokens`, a schema `number`, as a `usize`)."""
     if schema.get("enum"):
         return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):  # `["integer", "null"]`: the first type that is not null
+        kind = next((k for k in kind if k != "null"), None)
     return {
         "string": text[:40],
         "integer": len(text.split()),
-        "number": 1.0,
+        "number": len(text.split()),
         "boolean": True,
         "array": [],
         "object": {},
@@ -122,10 +127,13 @@ def _example(schema: dict[str, Any], text: str) -> object:
 
 
 def _arguments(tool: OfferedTool, text: str) -> str:
-    props = (tool.parameters or {}).get("properties") or {}
-    args = {
-        name: _example(spec if isinstance(spec, dict) else {}, text) for name, spec in props.items()
-    }
+    """Arguments with the schema's `required` properties only: a client may refuse an
+    optional one it did not expect a value of (an optional property has no safe default)."""
+    schema = tool.parameters or {}
+    props = schema.get("properties") or {}
+    required = [name for name in schema.get("required") or [] if name in props]
+    specs = {name: props[name] if isinstance(props[name], dict) else {} for name in required}
+    args = {name: _example(spec, text) for name, spec in specs.items()}
     return json.dumps(args, separators=(",", ":"))
 
 

@@ -233,8 +233,10 @@ ContentPartParam = (
 
 # --- input items ----------------------------------------------------------------------------
 
-# A client's id for an item it passes back is kept; the server assigns the others.
-ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+# A client's id for an item it passes back is kept; the server assigns the others. An empty
+# id is read as none: a compaction's output written before its user messages had ids
+# repeated them with `"id": ""`, and what the server once emitted must be accepted back.
+ItemId = Annotated[str, msgspec.Meta(max_length=128)]
 
 
 class _Item(_Strict, frozen=True, kw_only=True, tag_field="type"):

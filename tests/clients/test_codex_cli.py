@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.conftest import ANSWER, ClientServer
+from tests.e2e.conftest import Server, start_server, stop_server
 
 CONFIG = """\
 model = "{model}"
@@ -40,12 +41,16 @@ TOOL_MARK = "resplog-tool-ran"  # what the fake's `exec_command` call echoes
 
 
 def codex_exec(
-    node_modules: Path, tmp_path: Path, srv: ClientServer, prompt: str, *options: str
+    node_modules: Path, tmp_path: Path, srv: ClientServer | Server, prompt: str, *options: str
 ) -> subprocess.CompletedProcess[str]:
+    """`codex exec PROMPT` on `srv` (the model: the fake's name, or `scripted` on the
+    default engine), in a fresh Codex home and workspace under `tmp_path`."""
+    model = srv.model if isinstance(srv, ClientServer) else "scripted"
+    base_url = srv.base_url if isinstance(srv, ClientServer) else f"{srv.base_url}/v1"
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    (home / "config.toml").write_text(CONFIG.format(model=srv.model, base_url=srv.base_url))
+    (home / "config.toml").write_text(CONFIG.format(model=model, base_url=base_url))
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),  # its login shell reads no profile of this machine's user
@@ -120,3 +125,20 @@ def test_codex_applies_a_patch_through_its_custom_tool(
     result = next(i for i in replayed if i["type"] == "custom_tool_call_output")
     assert result["call_id"] == call["call_id"]
     assert srv.verify()["ok"] is True
+
+
+def test_codex_exec_runs_a_tool_on_the_default_engine(node_modules: Path, tmp_path: Path) -> None:
+    """`resplog serve` as the README starts it (the scripted engine, SQLite): the engine
+    calls Codex's first tool, `exec_command`, with the schema's required `cmd` only (an
+    optional `number` written `1.0` is refused by Codex, which reads it as an integer);
+    Codex runs it and sends the output back, and the engine answers with it."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'resplog.db'}"
+    server = start_server(url, "sqlite", tmp_path / "server.log", engine=())
+    try:
+        done = codex_exec(node_modules, tmp_path, server, f"echo {TOOL_MARK}")
+    finally:
+        stop_server(server)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    # Codex prints the final answer alone on stdout: the script's, quoting the tool's output.
+    answer = done.stdout.strip()
+    assert answer.startswith("The function returned:") and TOOL_MARK in answer, done.stdout

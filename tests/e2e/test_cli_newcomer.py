@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pty
+import signal
 import socket
 import struct
 import subprocess
@@ -68,6 +69,21 @@ def test_a_named_model_is_the_only_one_a_scripted_process_serves(tmp_path: Path)
                 client.responses.create(model="gpt-oss-120b", input="hi", stream=True)
     finally:
         stop_server(server)
+
+
+def test_ctrl_c_on_serve_drains_and_exits_0_without_aborted(tmp_path: Path) -> None:
+    """Ctrl-C is how an operator stops a foreground `resplog serve`: after the drain it
+    exits 0, not click's `Aborted!` and 1."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    server = start_server(url, "sqlite", tmp_path / "server.log")
+    try:
+        assert httpx.get(f"{server.base_url}/v1/models", timeout=10).status_code == 200
+        server.process.send_signal(signal.SIGINT)
+        code = server.process.wait(timeout=30)
+    finally:
+        stop_server(server)
+    assert code == 0, server.log_text()
+    assert "Aborted!" not in server.log_text()
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_never_announces(tmp_path: Path) -> None:

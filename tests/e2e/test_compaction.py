@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.e2e.conftest import RESPLOG, Server
+from tests.e2e.test_websocket import final_text, turn
 
 TRANSCRIPT = {"scripted_mode": "transcript"}
 
@@ -49,6 +50,73 @@ def test_a_compacted_conversation_continues_from_its_summary(
     assert [i.type for i in client.responses.input_items.list(later.id).data][-1] == "compaction"
     shown = conversation_view(server, later.id)
     assert f"compaction: earlier turns replaced by the summary {compacted.id} wrote" in shown
+
+
+WEATHER: Any = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+]
+
+
+def compact_two_turns(client: openai.OpenAI) -> Any:
+    """A compaction of a tool round (a call, its output, the answer) and one more message."""
+    one = client.responses.create(model="scripted", input="My name is Ada.", tools=WEATHER)
+    call: Any = one.output[-1]
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}
+    two = client.responses.create(
+        model="scripted", input=[output], previous_response_id=one.id, tools=WEATHER
+    )
+    return client.responses.compact(
+        model="scripted", previous_response_id=two.id, input="I like tea."
+    )
+
+
+def as_sent(compacted: Any) -> list[Any]:
+    """The output items as the server sent them (the SDK types a user message as an
+    assistant's, and warns when it dumps one)."""
+    return [item.to_dict(warnings=False) for item in compacted.output]
+
+
+def test_a_compaction_output_sent_back_as_the_next_input_is_accepted(
+    client: openai.OpenAI,
+) -> None:
+    """OpenAI's guide: the compacted output, as it came, is the next request's input. Its
+    user messages carry the ids they were recorded under; none is empty."""
+    compacted = compact_two_turns(client)
+    assert [i.type for i in compacted.output] == ["message", "message", "compaction"]
+    users: Any = compacted.output[:-1]
+    assert [m.role for m in users] == ["user", "user"] and all(m.id for m in users), users
+    assert users[-1].id == "msg_" + compacted.id.removeprefix("resp_") + "_in0"
+    later = client.responses.create(
+        model="scripted",
+        input=[*as_sent(compacted), {"role": "user", "content": "What do I like?"}],
+        metadata=TRANSCRIPT,
+    )
+    assert later.status == "completed" and "I like tea." in later.output_text
+
+
+def test_a_compaction_output_sent_back_over_a_websocket_is_accepted(
+    client: openai.OpenAI,
+) -> None:
+    compacted = compact_two_turns(client)
+    passed = as_sent(compacted)
+    with client.responses.connect() as conn:
+        events = turn(
+            conn,
+            model="scripted",
+            store=False,
+            input=[*passed, {"role": "user", "content": "What do I like?"}],
+            metadata=TRANSCRIPT,
+        )
+    assert events[-1]["type"] == "response.completed", events[-1]
+    assert "I like tea." in final_text(events)
 
 
 def test_bad_compactions_are_openai_400s_and_write_nothing(

@@ -129,7 +129,11 @@ async def test_a_function_tool_round_trip(processes: Processes) -> None:
         {
             "type": "function",
             "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         }
     ]
     call_turn = await run_to_end(svc, input="Paris", tools=tools)

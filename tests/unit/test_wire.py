@@ -588,11 +588,11 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Unknown parameter: 'input[0].extra'.",
     ),
     (
-        "item_id_empty",
-        msg("x", id=""),
+        "item_reference_with_an_empty_id",
+        item(type="item_reference", id=""),
         "input[0].id",
-        "invalid_value",
-        "Invalid 'input[0].id': expected a string of 1 to 128 characters.",
+        "missing_required_parameter",
+        "Missing required parameter: 'input[0].id'.",
     ),
     (
         "item_id_too_long",
@@ -1171,3 +1171,10 @@ def test_a_passed_back_mcp_calls_status_of_any_json_is_dropped_not_a_500(status:
     req = parse_create_body(msgspec.json.encode({"model": "m", "input": [item]}), Limits())
     (call,) = req.input
     assert getattr(call, "status", None) is None
+
+
+def test_an_empty_item_id_is_read_as_none() -> None:
+    """A compaction's output from a server that repeated its user messages with `"id": ""`
+    is accepted back: the item is recorded under an id of the server's, as if it had none."""
+    (message,) = parse({"model": "m", **msg("x", id="")}).input
+    assert message.id == ""

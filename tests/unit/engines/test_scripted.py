@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 
+import msgspec
 import pytest
 
 from adapters.engines.scripted import ScriptedEngine
 from domain.errors import EngineError
-from domain.generation import Finished, Prompt, TextDelta
+from domain.generation import ArgumentsDelta, Finished, Prompt, TextDelta
 from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
+from domain.tools import OfferedTool
 
 
 def prompt(**metadata: str) -> Prompt:
@@ -106,3 +108,24 @@ async def test_scripted_mode_fail_fails_after_the_script_and_is_not_an_abort() -
     assert any(isinstance(d, TextDelta) for d in got)
     assert not any(isinstance(d, Finished) for d in got)
     assert engine.aborted == []
+
+
+async def test_a_tool_call_fills_only_required_properties_each_of_its_declared_type() -> None:
+    """Codex's `exec_command`: `max_output_tokens` is an optional `number` that Codex reads
+    as an unsigned integer, so it is left out, and a required number is written as an int."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "cmd": {"type": "string"},
+            "max_output_tokens": {"type": "number"},
+            "yield_time_ms": {"type": ["number", "null"]},
+            "lines": {"type": "integer"},
+            "login": {"type": "boolean"},
+        },
+        "required": ["cmd", "yield_time_ms", "lines"],
+    }
+    tool = OfferedTool(name="exec_command", parameters=schema)
+    asked = msgspec.structs.replace(prompt(), tools=[tool])
+    deltas = [d async for d in ScriptedEngine(delay_s=0).generate(asked)]
+    text = "".join(d.text for d in deltas if isinstance(d, ArgumentsDelta))
+    assert text == '{"cmd":"one two","yield_time_ms":2,"lines":2}'
