@@ -83,13 +83,14 @@ class Load:
         now = rss_mib(self.pid)
         rate = self.done / (time.monotonic() - self.started)
         growth = float("nan")
+        since = "warming up" if self.warm is None else "the baseline"
         if self.warm is not None and self.done > self.warm[0]:
             growth = (now - self.warm[1]) / (self.done - self.warm[0]) * 100_000
+            since = f"{growth:+.2f} MiB per 100,000 since the warm-up"
         label = "end" if final else "at"
         print(
             f"{label} {self.done:>8,} responses: RSS {now:7.1f} MiB  "
-            f"({growth:+.2f} MiB per 100,000 since the warm-up; {rate:.0f}/s, "
-            f"{self.errors} errors)",
+            f"({since}; {rate:.0f}/s, {self.errors} errors)",
             flush=True,
         )
         if final and self.first_error:
