@@ -85,3 +85,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ws_idle_timeout_s: float = 600.0
     ws_ping_interval_s: float = 20.0
     ws_ping_timeout_s: float = 20.0
+    # The bytes of `response.create` messages a connection, and a key across all its
+    # connections, may hold received and not yet answered to their end (0: no bound);
+    # a message past either is refused with an error event.
+    ws_max_queued_bytes: int = 32 * 1024 * 1024
+    ws_max_queued_bytes_per_key: int = 256 * 1024 * 1024

@@ -111,6 +111,23 @@ def migrate(database_url: str, lock_wait: float) -> None:
     "(besides localhost, addresses and --host); repeatable (the environment variable: "
     "names separated by spaces). Any other Host is refused (421).",
 )
+@click.option(
+    "--ws-max-queued-bytes",
+    envvar="RESPLOG_WS_MAX_QUEUED_BYTES",
+    default=32 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Bytes of response.create messages one WebSocket may hold, queued or streaming; "
+    "past it a message is refused with an error event (0: no bound).",
+)
+@click.option(
+    "--ws-max-queued-bytes-per-key",
+    envvar="RESPLOG_WS_MAX_QUEUED_BYTES_PER_KEY",
+    default=256 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="The same across all the WebSockets of one API key, per process (0: no bound).",
+)
 @otel_option
 def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""

@@ -51,6 +51,7 @@ from domain.objects import (
 )
 from domain.tools import OfferedTool, narrowed
 
+KEPT_ABORTS = 1000
 log = logging.getLogger("resplog.engine.scripted")
 
 
@@ -329,7 +330,9 @@ class ScriptedEngine:
         # max_tokens x max_delay_s, and a cancel or a gone client ends it sooner.
         self.max_tokens = max_tokens
         self.max_delay_s = max_delay_s
-        self.started: list[str] = []
+        # The ids of the generations ended before their script did, newest last (the
+        # tests' view of an abort); only the last `KEPT_ABORTS`, so that a long-running
+        # server does not keep an id for every cancelled or dropped response.
         self.aborted: list[str] = []
 
     async def aclose(self) -> None:
@@ -370,7 +373,6 @@ class ScriptedEngine:
         return delay, tokens
 
     async def _play(self, prompt: Prompt) -> AsyncGenerator[AnyDelta, None]:
-        self.started.append(prompt.response_id)
         delay, tokens = self._shape(prompt)
         budget = prompt.max_output_tokens
         prompt_words, cached = _prompt_words(prompt)
@@ -402,4 +404,6 @@ class ScriptedEngine:
         finally:
             if not finished:
                 self.aborted.append(prompt.response_id)
+                if len(self.aborted) > 2 * KEPT_ABORTS:
+                    del self.aborted[:-KEPT_ABORTS]
                 log.info("scripted engine: aborted %s after %d deltas", prompt.response_id, emitted)

@@ -14,7 +14,9 @@ The handshake is admitted here (the app's admission, `auth.admission`, is a
 answer (401, 429, 503 with OpenAI's error body, through the ASGI denial-response extension)
 instead of a bare close. The connection holds one of its key's stream slots while open, and
 one more for each further response streaming at the same time; each `response.create` is
-charged to the key's rate like a POST.
+charged to the key's rate like a POST, when it arrives. What a connection holds of the
+messages it was sent, queued or streaming, is bounded in bytes per connection and per key
+(`ws_max_queued_bytes`, `ws_max_queued_bytes_per_key`), and let go when the connection ends.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from adapters.http.auth import bearer
 from adapters.http.errors import Refusal, refusal
 from domain.errors import InvalidRequest, RateLimited
 from service.access.admission import Access, Principal
+from service.access.quotas import Slot
 from service.bundle import Bundle
 from service.responses.sockets import Lane, SocketSession
 from service.settings import Settings
@@ -53,6 +56,14 @@ class Gone(Exception):
 
 class TooLarge(Exception):
     """A message over the size a create body may have."""
+
+
+class Queued(msgspec.Struct, frozen=True):
+    """A create waiting on its lane, and its bytes' hold on the connection's and the
+    key's bounds, released when its turn ends."""
+
+    req: CreateRequest
+    held: Slot
 
 
 class WsError(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -125,8 +136,9 @@ class Connection:
     ) -> None:
         self.socket, self.session, self.rid = socket, session, rid
         self.access, self.principal = access, principal
-        self.lanes: dict[Lane, tuple[asyncio.Queue[CreateRequest], asyncio.Task[None]]] = {}
+        self.lanes: dict[Lane, tuple[asyncio.Queue[Queued], asyncio.Task[None]]] = {}
         self.streaming = 0  # responses being written now
+        self.queued_bytes = 0  # of the messages queued or streaming now
         self.idle_since = asyncio.get_running_loop().time()
         self._write = asyncio.Lock()
 
@@ -140,10 +152,23 @@ class Connection:
         except Gone:
             pass
         finally:
-            tasks = [task for _, task in self.lanes.values()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._stop()
+
+    async def _stop(self) -> None:
+        """Cancel the lanes and let go of all the connection holds, at once. A cancelled
+        lane task keeps its `CancelledError`, whose traceback holds the lane's frames and
+        so this connection: while `lanes` held the tasks, that was a reference cycle, freed
+        only by a full collection (which the server defers: adapters/cli/memory.py), and
+        with it every queued message and the cache. Dropping the tasks, the queues and
+        the cache here gives the memory back as the connection ends."""
+        lanes, self.lanes = list(self.lanes.values()), {}
+        for _, task in lanes:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in lanes), return_exceptions=True)
+        for queue, _ in lanes:
+            while not queue.empty():
+                queue.get_nowait().held.release()
+        self.session.close()
 
     async def _next(self, idle_s: float) -> str | bytes | None:
         """The next message's data; None once the client left or the connection was idle
@@ -176,9 +201,12 @@ class Connection:
         lane: Lane = None
         create = False
         try:
-            raw = self._decode(data, settings)
+            body = data.encode() if isinstance(data, str) else data
+            raw = self._decode(body, settings)
             lane = _lane_of(raw)
             create = raw.get("type") == CLIENT_EVENT
+            if create:
+                self.access.charge(self.principal)
             req = _create_of(raw, settings)
             queue = self._lane(lane)
             if queue.full():
@@ -187,7 +215,7 @@ class Connection:
                     f"{MAX_QUEUED}); wait for a response to end.",
                     retry_after=1.0,
                 )
-            queue.put_nowait(req)
+            queue.put_nowait(Queued(req, self._hold(len(body), settings)))
         except TooLarge:
             await self._refuse(
                 Refusal(
@@ -206,8 +234,7 @@ class Connection:
                 self.session.forget(lane)
             await self._refuse(refusal(exc, self.rid), lane)
 
-    def _decode(self, data: str | bytes, settings: Settings) -> dict[str, Any]:
-        body = data.encode() if isinstance(data, str) else data
+    def _decode(self, body: bytes, settings: Settings) -> dict[str, Any]:
         if len(body) > settings.max_body_bytes:
             raise TooLarge
         check_nesting(body, settings.limits.max_json_depth)
@@ -221,7 +248,29 @@ class Connection:
             raise InvalidRequest("A message must be a JSON object.", code="invalid_json")
         return raw
 
-    def _lane(self, lane: Lane) -> asyncio.Queue[CreateRequest]:
+    def _hold(self, size: int, settings: Settings) -> Slot:
+        """Count a message's bytes against the connection's bound and its key's until its
+        turn ends; `RateLimited` past either (one message alone is always let through,
+        as it is no larger than a create body may be)."""
+        limit = settings.ws_max_queued_bytes
+        if self.queued_bytes and 0 < limit < self.queued_bytes + size:
+            raise RateLimited(
+                f"Too many bytes of response.create messages waiting on this connection: "
+                f"{self.queued_bytes} held, at most {limit}; wait for a response to end.",
+                retry_after=1.0,
+            )
+        key = self.access.queued.hold(
+            self.principal.key_id, size, settings.ws_max_queued_bytes_per_key
+        )
+        self.queued_bytes += size
+
+        def release() -> None:
+            self.queued_bytes -= size
+            key.release()
+
+        return Slot(release)
+
+    def _lane(self, lane: Lane) -> asyncio.Queue[Queued]:
         if lane not in self.lanes:
             if len(self.lanes) >= MAX_LANES:
                 raise InvalidRequest(
@@ -229,19 +278,23 @@ class Connection:
                     param="stream_id",
                     code="invalid_value",
                 )
-            queue: asyncio.Queue[CreateRequest] = asyncio.Queue(MAX_QUEUED)
+            queue: asyncio.Queue[Queued] = asyncio.Queue(MAX_QUEUED)
             self.lanes[lane] = (queue, asyncio.create_task(self._serve_lane(lane, queue)))
         return self.lanes[lane][0]
 
-    async def _serve_lane(self, lane: Lane, queue: asyncio.Queue[CreateRequest]) -> None:
+    async def _serve_lane(self, lane: Lane, queue: asyncio.Queue[Queued]) -> None:
         while True:
-            await self._turn(lane, await queue.get())
+            queued = await queue.get()
+            try:
+                await self._turn(lane, queued.req)
+            finally:
+                queued.held.release()
+                del queued  # not kept by this frame while the lane waits for the next
 
     async def _turn(self, lane: Lane, req: CreateRequest) -> None:
         """One response: created, its events written as the log has them. Any failure
         is an error event on the lane, which also empties the lane's cache."""
         try:
-            self.access.charge(self.principal)
             # The connection's own slot covers one response at a time; more at once cost a
             # slot each, as the same responses over SSE would.
             extra = self.access.open_stream(self.principal) if self.streaming else None

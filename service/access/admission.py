@@ -17,7 +17,7 @@ import msgspec
 
 from domain.errors import Unauthenticated
 from service.access.keys import authenticate, hash_secret
-from service.access.quotas import RateLimiter, Slot, StreamSlots
+from service.access.quotas import QueuedBytes, RateLimiter, Slot, StreamSlots
 from service.ports import ApiKeyStore
 
 ANONYMOUS = "anonymous"
@@ -87,6 +87,7 @@ class Access:
         self.cache = KeyCache(policy.key_cache_s, policy.key_cache_entries, clock)
         self.rate = RateLimiter(policy.rate_limit, policy.rate_burst, clock)
         self.streams = StreamSlots(policy.max_streams_per_key)
+        self.queued = QueuedBytes()  # WebSocket messages waiting (adapters/http/sockets.py)
 
     async def admit(self, secret: str | None) -> Principal:
         """The principal of a request bearing `secret`, charged one request of its rate;

@@ -99,3 +99,35 @@ class StreamSlots:
             self._open[key_id] = left
         else:
             self._open.pop(key_id, None)
+
+
+class QueuedBytes:
+    """How many bytes of WebSocket messages each key holds, received and not yet answered
+    to their end, across all its connections; the bound is the caller's (0: none)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}
+
+    def hold(self, key_id: str, size: int, limit: int) -> Slot:
+        """Count `size` more bytes of `key_id` until the slot is released; `RateLimited`
+        if that would pass `limit` (a key holding nothing may always send one message)."""
+        held = self._held.get(key_id, 0)
+        if held and 0 < limit < held + size:
+            raise RateLimited(
+                f"Too many bytes of response.create messages waiting for this API key: "
+                f"{held} held, at most {limit} across its WebSocket connections; wait for a "
+                "response to end.",
+                retry_after=1.0,
+            )
+        self._held[key_id] = held + size
+        return Slot(lambda: self._done(key_id, size))
+
+    def held(self, key_id: str) -> int:
+        return self._held.get(key_id, 0)
+
+    def _done(self, key_id: str, size: int) -> None:
+        left = self._held.get(key_id, 0) - size
+        if left > 0:
+            self._held[key_id] = left
+        else:
+            self._held.pop(key_id, None)

@@ -83,6 +83,9 @@ class SocketSession:
     def forget(self, lane: Lane) -> None:
         self._last.pop(lane, None)
 
+    def close(self) -> None:
+        self._last.clear()
+
     async def create(self, lane: Lane, req: CreateRequest) -> AsyncGenerator[StoredEvent, None]:
         """Create the response and return its events from the log. The lane's cache then
         holds it if it ends completed or incomplete; a create that is refused, or a

@@ -8,7 +8,7 @@ from adapters.store.keys import SqlApiKeyStore
 from domain.errors import RateLimited, Unauthenticated
 from service.access import keys
 from service.access.admission import ANONYMOUS_PRINCIPAL, Access, AccessPolicy, KeyCache, Principal
-from service.access.quotas import RateLimiter, StreamSlots, TokenBucket
+from service.access.quotas import QueuedBytes, RateLimiter, StreamSlots, TokenBucket
 from service.ports import ApiKey
 
 
@@ -144,6 +144,24 @@ def test_stream_slots_are_per_key_and_released_once() -> None:
     slots.acquire("a")
     two.release()
     assert slots.open("a") == 1
+
+
+def test_queued_bytes_are_bounded_per_key_and_released_once() -> None:
+    queued = QueuedBytes()
+    first = queued.hold("a", 600, limit=1000)
+    with pytest.raises(RateLimited, match="600 held, at most 1000"):
+        queued.hold("a", 500, limit=1000)
+    queued.hold("b", 500, limit=1000)  # another key's bytes are its own
+    second = queued.hold("a", 400, limit=1000)
+    first.release()
+    first.release()  # twice is harmless
+    assert queued.held("a") == 400
+    second.release()
+    assert queued.held("a") == 0
+    # A key that holds nothing may send one message over the bound; 0 is no bound.
+    queued.hold("a", 5000, limit=1000).release()
+    queued.hold("a", 5000, limit=0)
+    queued.hold("a", 5000, limit=0)
 
 
 async def test_admit_charges_the_rate_of_the_principal(key_store: SqlApiKeyStore) -> None:

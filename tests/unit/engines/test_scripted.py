@@ -9,7 +9,7 @@ import tracemalloc
 import msgspec
 import pytest
 
-from adapters.engines.scripted import ScriptedEngine
+from adapters.engines.scripted import KEPT_ABORTS, ScriptedEngine
 from domain.errors import EngineError
 from domain.generation import ArgumentsDelta, Finished, Prompt, TextDelta
 from domain.objects import InputMessage, InputText, ReasoningConfig, TextConfig
@@ -92,6 +92,34 @@ async def test_the_longest_pause_is_cancelled_at_once() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 1)
     assert engine.aborted == ["resp_test"]
+
+
+async def test_the_engine_keeps_nothing_per_generation_but_its_last_aborts() -> None:
+    """A long-running server plays and cancels many scripts: the engine's memory of them
+    stays bounded (the ids of its last aborts only)."""
+    engine = ScriptedEngine()
+
+    async def play(i: int, *, whole: bool) -> None:
+        script = engine.generate(msgspec.structs.replace(prompt(), response_id=f"resp_{i}"))
+        async for _ in script:
+            if not whole:
+                break
+        await script.aclose()
+
+    for i in range(200):  # warm
+        await play(i, whole=True)
+    tracemalloc.start()
+    try:
+        for i in range(2000):
+            await play(i, whole=True)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert kept < 20_000, f"{kept} bytes kept after 2,000 scripts"
+    for i in range(3 * KEPT_ABORTS):
+        await play(i, whole=False)
+    assert len(engine.aborted) <= 2 * KEPT_ABORTS
+    assert engine.aborted[-1] == f"resp_{3 * KEPT_ABORTS - 1}"
 
 
 async def test_scripted_mode_fail_fails_after_the_script_and_is_not_an_abort() -> None:
