@@ -85,12 +85,15 @@ class ArchiveError(ResplogError):
 
 
 class EngineError(ResplogError):
-    """The generation engine failed; `code` is machine-readable, the message says what."""
+    """The generation engine failed; `code` is machine-readable, the message says what.
+    `said`: the engine's own words for a request it refused, without the operator's detail
+    (its URL) that `message` carries, so a client may be shown them."""
 
-    def __init__(self, message: str, *, code: str = "engine_error"):
+    def __init__(self, message: str, *, code: str = "engine_error", said: str | None = None):
         super().__init__(message)
         self.message = message
         self.code = code
+        self.said = said
 
 
 class StoreError(ResplogError):

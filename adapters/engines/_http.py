@@ -72,7 +72,9 @@ def status_error(what: str, status: int, body: bytes) -> EngineError:
         code = "engine_bad_request"
     else:
         code = "engine_http_error"
-    return EngineError(f"{what} answered HTTP {status}: {error_detail(body)}", code=code)
+    detail = error_detail(body)
+    said = detail if code == "engine_bad_request" else None  # a refusal, in its own words
+    return EngineError(f"{what} answered HTTP {status}: {detail}", code=code, said=said)
 
 
 def transport_error(what: str, e: BaseException) -> EngineError:

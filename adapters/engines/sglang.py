@@ -135,9 +135,10 @@ def _stream_error(what: str, error: Any) -> EngineError:
     status = _status_of(error.get("code") if isinstance(error, dict) else None)
     text = f"{what} failed the generation: {message}"
     if status is not None and 400 <= status < 500:
-        if any(words in str(message) for words in _TOO_LONG):
-            return EngineError(text, code="context_length_exceeded")
-        return EngineError(text, code="engine_bad_request")
+        said = str(message)
+        if any(words in said for words in _TOO_LONG):
+            return EngineError(text, code="context_length_exceeded", said=said)
+        return EngineError(text, code="engine_bad_request", said=said)
     return EngineError(text, code="engine_stream_error")
 
 

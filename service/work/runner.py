@@ -57,6 +57,8 @@ class Generation:
         self.task: asyncio.Task[ResponseState] | None = None
         self.trace: GenerationTrace = UNOBSERVED
         self.error: str | None = None  # why it failed, once it did (for its trace)
+        # The engine's failure, once it failed so (a refusal's words: service/responses/modes.py)
+        self.failure: EngineError | None = None
 
     async def wait(self) -> ResponseState:
         assert self.task is not None
@@ -182,6 +184,7 @@ class Runner:
         except EngineError as exc:
             log.warning("generation %s failed: %s (%s)", rid, exc.message, exc.code)
             gen.error = exc.code
+            gen.failure = exc
             self.observer.engine_failed(exc.code)
             return await self._end(rid, holder[0], exc.code, detail=exc.message)
         except Conflict:

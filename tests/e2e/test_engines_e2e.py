@@ -466,3 +466,52 @@ def test_a_chat_upstream_gets_images_as_parts_and_files_as_text(
         },
         {"type": "text", "text": "[file list.txt]\nmilk, eggs"},
     ]
+
+
+def _last_failure(server: Server) -> dict[str, Any]:
+    """The facts of the newest `response.failed` in the server's log."""
+    import asyncio
+
+    import asyncpg
+
+    from tests.e2e.conftest import _pg_dsn
+
+    async def read() -> Any:
+        conn = await asyncpg.connect(_pg_dsn(server.database_url))
+        try:
+            return await conn.fetchval(
+                "SELECT facts FROM events WHERE type = 'response.failed' "
+                "ORDER BY recorded_at DESC LIMIT 1"
+            )
+        finally:
+            await conn.close()
+
+    facts = asyncio.run(read())
+    return dict(json.loads(facts))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_sglangs_in_stream_refusal_before_any_output_is_a_400(
+    sglang_resplog: Server, fake_sglang: FakeProcess, stream: bool
+) -> None:
+    """sglang refuses a prompt its context checks reject as an error chunk after its 200
+    (here: more draft tokens than resplog learned of at start, so resplog's own check let it
+    through). Nothing of the response was sent yet, so the create is OpenAI's 400, plain or
+    streamed; the log keeps the failed response and the engine's words."""
+    client = sdk(sglang_resplog)
+    model = served_model(client)
+    fake_sglang.configure(speculative_draft_tokens=131072)
+    with pytest.raises(openai.BadRequestError) as caught:
+        if stream:
+            with client.responses.create(model=model, input="Hi", stream=True) as events:
+                for _ in events:
+                    pass
+        else:
+            client.responses.create(model=model, input="Hi")
+    assert caught.value.status_code == 400
+    assert caught.value.code == "context_length_exceeded"
+    assert fake_sglang.log()["requests"], "the engine was asked"
+    facts = _last_failure(sglang_resplog)
+    assert facts["reason"] == "context_length_exceeded"
+    assert "is longer than the model's context length" in facts["detail"]
+    assert fake_sglang.url not in caught.value.message  # the operator's detail stays in the log
