@@ -185,6 +185,9 @@ class Process:
         self._background = background
         self._grace_s = grace_s
         self._loop = asyncio.get_running_loop()
+        # Set once the process begins its orderly stop: what holds a connection open (a
+        # WebSocket: adapters/http/sockets.py) lets its running responses end, then closes.
+        self.stopping = asyncio.Event()
 
     def observe_log(self, observer: LogObserver) -> None:
         """Tell `observer` of every flush of this process's log writer (metrics)."""
@@ -217,7 +220,11 @@ class Process:
     def begin_shutdown(self) -> None:
         """Stop claiming work and give running generations the grace period, now. Safe
         from a signal handler (it only schedules the drain on the process's loop)."""
-        self._loop.call_soon_threadsafe(self._background.begin_drain, self._grace_s)
+        self._loop.call_soon_threadsafe(self._begin_shutdown)
+
+    def _begin_shutdown(self) -> None:
+        self.stopping.set()
+        self._background.begin_drain(self._grace_s)
 
 
 @contextlib.asynccontextmanager

@@ -315,9 +315,12 @@ async def _app(
 def _websocket_options(settings: Settings) -> dict[str, Any]:
     """uvicorn's WebSocket protocol (the `websockets` library): keep-alive pings, and a
     frame cap above the largest create body, so that a message over `max_body_bytes` is
-    answered with an error event and only a far larger one closes the socket (1009)."""
+    answered with an error event and only a far larger one closes the socket (1009); at
+    shutdown a socket drains before it closes (adapters/cli/wsprotocol.py)."""
+    from adapters.cli.wsprotocol import draining_protocol
+
     return {
-        "ws": "websockets-sansio",
+        "ws": draining_protocol(settings.shutdown_grace_s),
         "ws_max_size": 2 * settings.max_body_bytes + 64 * 1024,
         "ws_ping_interval": settings.ws_ping_interval_s or None,
         "ws_ping_timeout": settings.ws_ping_timeout_s or None,

@@ -4,6 +4,7 @@ before it listens) or, by default, the app lifespan's own."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -137,6 +138,12 @@ class _Live:
     def admission_after(self, bundle: Any) -> Access:
         return self.admission()
 
+    def stopping_after(self, access: Any) -> asyncio.Event:
+        """Set once the process begins to stop (`Process.stopping`)."""
+        if self.process is None:
+            raise StoreUnavailable("the server is still starting")
+        return self.process.stopping
+
 
 def create_app(settings: Settings, *, process: Process | None = None) -> Litestar:
     """The resplog app over `process` (the caller keeps it running), or else over one that
@@ -179,6 +186,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             "settings": Provide(lambda: settings, sync_to_thread=False),
             "bundle": Provide(live.bundle_after, sync_to_thread=False),
             "access": Provide(live.admission_after, sync_to_thread=False),
+            "stopping": Provide(live.stopping_after, sync_to_thread=False),
         },
         lifespan=[lifespan],
         before_request=auth.admission(live.admission),

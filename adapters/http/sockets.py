@@ -17,6 +17,13 @@ one more for each further response streaming at the same time; each `response.cr
 charged to the key's rate like a POST, when it arrives. What a connection holds of the
 messages it was sent, queued or streaming, is bounded in bytes per connection and per key
 (`ws_max_queued_bytes`, `ws_max_queued_bytes_per_key`), and let go when the connection ends.
+
+When the process begins to stop (`Process.stopping`), a connection drains: the responses
+it is streaming or has queued go on to their end (for `shutdown_grace_s` at most, after
+which the process ends what still runs), a `response.create` that arrives meanwhile is an
+`error` event (503, `server_shutting_down`, with a `retry-after` header), and the socket is
+closed with 1001 (going away), which openai-python and openai-node reconnect after
+(`src/openai/types/websocket_reconnection.py`, `src/internal/ws.ts` `isRecoverableClose`).
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ CLIENT_EVENT = "response.create"
 MAX_LANES = 64  # distinct `stream_id`s one connection may open
 MAX_LANE_ID = 200  # characters of a `stream_id`
 MAX_QUEUED = 32  # `response.create` messages waiting on one lane
+# RFC 6455 §7.4.1's "going away" (a server going down): a code both SDKs' reconnection
+# treats as recoverable (openai-python `src/openai/types/websocket_reconnection.py`).
+GOING_AWAY = 1001
+RETRY_AFTER_S = 1  # the hint of a create refused while the connection drains
 _json = msgspec.json.Decoder()
 
 
@@ -66,13 +77,24 @@ class Queued(msgspec.Struct, frozen=True):
     held: Slot
 
 
+class WsErrorDetail(msgspec.Struct, frozen=True, omit_defaults=True):
+    """openai-python `ResponseWsErrorError`: OpenAI's error, and the headers that an HTTP
+    answer of it would carry (`retry-after` on a 429 or a 503), when it has any."""
+
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+    headers: dict[str, str] | None = None
+
+
 class WsError(msgspec.Struct, frozen=True, omit_defaults=True):
     """openai-python `ResponseWsError`: an error event; `stream_id` when the message
     that caused it named one."""
 
     type: str
     status: int
-    error: ErrorDetail
+    error: WsErrorDetail
     stream_id: str | None = None
 
 
@@ -86,7 +108,11 @@ def with_lane(data: bytes, lane: Lane) -> bytes:
 
 @websocket("/v1/responses", name="responses_socket")
 async def responses_socket(
-    socket: WebSocket[Any, Any, Any], bundle: Bundle, settings: Settings, access: Access
+    socket: WebSocket[Any, Any, Any],
+    bundle: Bundle,
+    settings: Settings,
+    access: Access,
+    stopping: asyncio.Event,
 ) -> None:
     rid = f"req_{uuid.uuid4().hex}"
     socket.scope.setdefault("state", {})["request_id"] = rid  # for the send deadline's log
@@ -99,7 +125,7 @@ async def responses_socket(
     try:
         await socket.accept(headers={"x-request-id": rid})
         session = SocketSession(bundle, principal.owner)
-        await Connection(socket, session, access, principal, rid).run(settings)
+        await Connection(socket, session, access, principal, rid).run(settings, stopping)
     finally:
         slot.release()
 
@@ -141,18 +167,44 @@ class Connection:
         self.queued_bytes = 0  # of the messages queued or streaming now
         self.idle_since = asyncio.get_running_loop().time()
         self._write = asyncio.Lock()
+        self.draining = False  # the process is stopping: no new create is taken
+        self._turned = asyncio.Event()  # set whenever a turn ends (a drain waits on it)
 
-    async def run(self, settings: Settings) -> None:
-        """Serve messages until the client leaves or the connection idles out; then stop
-        every lane (a response still streaming is then left as a dropped SSE client leaves
-        it: cancelled with reason `client_disconnected` unless it is a background one)."""
+    async def run(self, settings: Settings, stopping: asyncio.Event) -> None:
+        """Serve messages until the client leaves, the connection idles out or the process
+        stopped and the connection drained; then stop every lane (a response still
+        streaming is then left as a dropped SSE client leaves it: cancelled with reason
+        `client_disconnected` unless it is a background one)."""
+        drain = asyncio.create_task(self._drain(stopping, settings.shutdown_grace_s))
         try:
             while (data := await self._next(settings.ws_idle_timeout_s)) is not None:
                 await self._accept(data, settings)
         except Gone:
             pass
         finally:
+            drain.cancel()
+            await asyncio.gather(drain, return_exceptions=True)
             await self._stop()
+
+    async def _drain(self, stopping: asyncio.Event, grace_s: float) -> None:
+        """Once the process stops: let what was accepted end (for `grace_s` at most), then
+        close with 1001, the code after which the SDKs reconnect (to another replica, or to
+        this server once it is back). The receive loop then sees the disconnect."""
+        await stopping.wait()
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while self._busy() and (left := deadline - loop.time()) > 0:
+            self._turned.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._turned.wait(), left)
+        async with self._write:  # not in the middle of an event
+            with contextlib.suppress(Exception):  # the client left first
+                await self.socket.close(GOING_AWAY, "the server is shutting down")
+
+    def _busy(self) -> bool:
+        """A response is streaming or a create is waiting on a lane."""
+        return self.streaming > 0 or any(not queue.empty() for queue, _ in self.lanes.values())
 
     async def _stop(self) -> None:
         """Cancel the lanes and let go of all the connection holds, at once. A cancelled
@@ -205,6 +257,8 @@ class Connection:
             raw = self._decode(body, settings)
             lane = _lane_of(raw)
             create = raw.get("type") == CLIENT_EVENT
+            if create and self.draining:
+                raise Draining
             if create:
                 self.access.charge(self.principal)
             req = _create_of(raw, settings)
@@ -229,6 +283,8 @@ class Connection:
                 ),
                 lane,
             )
+        except Draining:
+            await self._refuse(_draining(), lane)
         except (InvalidRequest, RateLimited) as exc:
             if create:
                 self.session.forget(lane)
@@ -318,14 +374,17 @@ class Connection:
             self.idle_since = asyncio.get_running_loop().time()
             if extra is not None:
                 extra.release()
+            self._turned.set()
 
     async def _refuse(self, refused: Refusal, lane: Lane) -> None:
         # The spec's `WebSocketErrorEvent` requires a code: an error that has none over
         # HTTP (OpenAI's body allows null) is given its type as the code.
         error = refused.error
-        if error.code is None:
-            error = msgspec.structs.replace(error, code=error.type)
-        event = WsError("error", refused.status, error, stream_id=lane)
+        headers = {k.lower(): v for k, v in (refused.headers or {}).items()} or None
+        detail = WsErrorDetail(
+            error.message, error.type, error.param, error.code or error.type, headers
+        )
+        event = WsError("error", refused.status, detail, stream_id=lane)
         await self._send(msgspec.json.encode(event))
 
     async def _send(self, data: bytes) -> None:
@@ -334,6 +393,23 @@ class Connection:
                 await self.socket.send_text(data.decode())
             except Exception as exc:  # WebSocketDisconnect, ClientDisconnected, OSError
                 raise Gone from exc
+
+
+class Draining(Exception):
+    """A `response.create` that arrived once the connection began to drain."""
+
+
+def _draining() -> Refusal:
+    """What a create gets while the connection drains: the 503 of a server going away,
+    to be sent again once the SDK has reconnected (the socket closes with 1001 next)."""
+    detail = ErrorDetail(
+        "The server is shutting down and takes no new response on this connection; "
+        "send it again once reconnected.",
+        "server_error",
+        None,
+        "server_shutting_down",
+    )
+    return Refusal(503, detail, {"retry-after": str(RETRY_AFTER_S)})
 
 
 def _lane_of(raw: dict[str, Any]) -> Lane:

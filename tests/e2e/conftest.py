@@ -88,17 +88,19 @@ def start_server(
     engine: tuple[str, ...] = ("--engine", "scripted", "--scripted-delay-ms", "0"),
     env: dict[str, str] | None = None,
     resplog: str = RESPLOG,
+    port: int | None = None,
 ) -> Server:
     """`env`: the server's whole environment (the benches run another tree's code with it);
-    `resplog`: the command (a bench runs another virtual environment's)."""
+    `resplog`: the command (a bench runs another virtual environment's); `port`: a given
+    one (a restart's), else a free one."""
     subprocess.run(
         [resplog, "migrate", "--database-url", database_url],
         check=True,
         capture_output=True,
         env=env,
     )
-    port = free_port()
-    log = log_path.open("wb")
+    port = port or free_port()
+    log = log_path.open("ab")
     process = subprocess.Popen(
         [
             resplog,

@@ -267,6 +267,49 @@ def test_lanes_run_side_by_side_and_echo_their_stream_id(conn: ResponsesConnecti
     assert [e["sequence_number"] for e in by_lane["b"]] == list(range(len(by_lane["b"])))
 
 
+def lane_turn(conn: ResponsesConnection, lane: str, **body: Any) -> list[dict[str, Any]]:
+    events = turn(conn, stream_id=lane, **body)
+    assert {e.get("stream_id") for e in events} == {lane}, events
+    return events
+
+
+def test_a_new_lane_forks_from_another_lanes_response(conn: ResponsesConnection) -> None:
+    """openai-python `ResponsesClientEvent.stream_id`: "`stream_id` controls routing;
+    `previous_response_id` controls conversation lineage, so a new lane can fork from a
+    response created on another lane." With `store: false` only the connection's memory
+    can continue a response, so each branch below is served from it."""
+    root = lane_turn(conn, "a", model="scripted", input="root", store=False, metadata=TRANSCRIPT)
+    root_id, said = root[0]["response"]["id"], final_text(root)
+    common = {"model": "scripted", "store": False, "metadata": TRANSCRIPT}
+    left = lane_turn(conn, "b", input="left", previous_response_id=root_id, **common)
+    right = lane_turn(conn, "a", input="right", previous_response_id=root_id, **common)
+    assert final_text(left) == f"user: root | assistant: {said} | user: left"
+    assert final_text(right) == f"user: root | assistant: {said} | user: right"
+    # Each branch goes on from its own lane's last response; a third lane forks the fork.
+    left_id = left[0]["response"]["id"]
+    on = lane_turn(conn, "b", input="on", previous_response_id=left_id, **common)
+    assert final_text(on).endswith(f"| user: left | assistant: {final_text(left)} | user: on")
+    on_id = on[0]["response"]["id"]
+    twig = lane_turn(conn, "c", input="twig", previous_response_id=on_id, **common)
+    assert final_text(twig).endswith(f"| user: on | assistant: {final_text(on)} | user: twig")
+    assert "right" not in final_text(on) + final_text(twig)
+    # The memory holds each lane's last response: `left` is no longer one, and was not stored.
+    gone = turn(conn, stream_id="d", input="x", previous_response_id=left_id, **common)
+    assert gone[-1]["error"]["code"] == "previous_response_not_found"
+
+
+def test_an_error_event_names_its_lane_and_the_lane_goes_on(conn: ResponsesConnection) -> None:
+    """openai-python `ResponseWsError`: `status`, `error` and the lane's `stream_id`; the
+    socket and the lane stay usable, and another lane is not disturbed."""
+    refused = turn(conn, model="scripted", input=[{"type": "bogus"}], stream_id="x")
+    error = refused[-1]
+    assert error["type"] == "error" and error["stream_id"] == "x" and error["status"] == 400
+    assert error["error"]["type"] == "invalid_request_error" and error["error"]["param"]
+    assert "headers" not in error["error"]  # nothing an HTTP answer would add
+    assert lane_turn(conn, "x", model="scripted", input="fine")[-1]["type"] == "response.completed"
+    assert lane_turn(conn, "y", model="scripted", input="fine")[-1]["type"] == "response.completed"
+
+
 def test_a_dropped_connection_cancels_its_response(client: openai.OpenAI, server: Server) -> None:
     with client.responses.connect() as conn:
         conn.response.create(model="scripted", input="bye", metadata=SLOW)
