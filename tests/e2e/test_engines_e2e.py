@@ -501,12 +501,41 @@ def test_sglangs_in_stream_refusal_before_any_output_is_a_400(
     client = sdk(sglang_resplog)
     model = served_model(client)
     fake_sglang.configure(speculative_draft_tokens=131072)
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model=model, input="Hi", stream=stream)
+    try:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=model, input="Hi", stream=stream)
+        asked = fake_sglang.log()["requests"]
+    finally:
+        fake_sglang.reset()  # the module's server is shared with tests that take no fake
     assert caught.value.status_code == 400
     assert caught.value.code == "context_length_exceeded"
-    assert fake_sglang.log()["requests"], "the engine was asked"
+    assert asked, "the engine was asked"
     facts = _last_failure(sglang_resplog)
     assert facts["reason"] == "context_length_exceeded"
     assert "is longer than the model's context length" in facts["detail"]
     assert fake_sglang.url not in caught.value.message  # the operator's detail stays in the log
+
+
+def test_a_refusal_once_the_response_went_out_is_its_response_failed(
+    sglang_resplog: Server, fake_sglang: FakeProcess
+) -> None:
+    """Where the response reached its client before the engine refused it (a background
+    create answers at once; a socket streams its events from the log as they come), the
+    refusal is the response's `response.failed`, the engine's address not in it."""
+    client = sdk(sglang_resplog)
+    model = served_model(client)
+    fake_sglang.configure(speculative_draft_tokens=131072)
+    try:
+        queued = client.responses.create(model=model, input="Hi", background=True)
+        assert queued.status in ("queued", "in_progress")
+        ended = wait_terminal(client, queued.id)
+        with client.responses.connect() as conn:
+            conn.response.create(model=model, input="Hi")
+            kinds = []
+            while not kinds or kinds[-1] not in ("response.failed", "error"):
+                kinds.append(json.loads(conn.recv_bytes())["type"])
+    finally:
+        fake_sglang.reset()
+    assert ended.status == "failed" and ended.error is not None
+    assert fake_sglang.url not in ended.error.message
+    assert kinds[0] == "response.created" and kinds[-1] == "response.failed"
