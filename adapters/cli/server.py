@@ -41,10 +41,18 @@ if TYPE_CHECKING:
     help="Seconds a step waits at a time for a lock that holds up writes while it waits, "
     "before it gives way and tries again (PostgreSQL).",
 )
-def migrate(database_url: str, lock_wait: float) -> None:
+@click.option(
+    "--citus",
+    is_flag=True,
+    help="Then distribute the log on this Citus coordinator (docs/scale.md); refused, with "
+    "nothing changed, where the server has no Citus extension or no worker.",
+)
+def migrate(database_url: str, lock_wait: float, citus: bool) -> None:
     """Upgrade the database to the newest schema (PostgreSQL or SQLite)."""
-    migrate_database(database_url, lock_wait=lock_wait)
+    done = migrate_database(database_url, lock_wait=lock_wait, citus=citus)
     click.echo(f"database at head: {redact(database_url)}")
+    if citus:
+        click.echo(f"distributed on Citus: {', '.join(done) or 'already'}")
 
 
 @main.command()
