@@ -16,8 +16,8 @@ from tests.e2e.cluster import PG_BIN, PrivatePostgres
 
 _OPTIONS = (
     " -c shared_preload_libraries=citus -c max_prepared_transactions=200"
-    " -c wal_level=logical -c max_connections=300 -c citus.max_client_connections=250"
-)
+    " -c wal_level=logical -c max_connections=300 -c max_worker_processes=64"
+)  # a maintenance daemon a database, and the rebalancer's background tasks: many workers
 
 
 def _libdir() -> Path:
@@ -65,12 +65,15 @@ class CitusCluster:
             raise RuntimeError(f"psql on {node.port}: {done.stderr.strip()}")
         return done.stdout.strip()
 
-    def new_database(self, name: str) -> str:
+    def new_database(self, name: str, shards: int = 4) -> str:
         """A database `name` with the extension on every node, the workers added to its
-        coordinator; its URL on the coordinator."""
+        coordinator, tables distributed in `shards` shards (Citus's default is 32: each is
+        a table on a worker, which a test's DDL and rebalance pay for); its URL on the
+        coordinator."""
         for node in (self.coordinator, *self.workers):
             self.psql(node, f"CREATE DATABASE {name}")
             self.psql(node, "CREATE EXTENSION citus", name)
+        self.psql(self.coordinator, f"ALTER DATABASE {name} SET citus.shard_count = {shards}")
         self.psql(
             self.coordinator,
             f"SELECT citus_set_coordinator_host('127.0.0.1', {self.coordinator.port})",
