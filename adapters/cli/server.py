@@ -47,9 +47,16 @@ if TYPE_CHECKING:
     help="Then distribute the log on this Citus coordinator (docs/scale.md); refused, with "
     "nothing changed, where the server has no Citus extension or no worker.",
 )
-def migrate(database_url: str, lock_wait: float, citus: bool) -> None:
+@click.option(
+    "--shard-count",
+    type=click.IntRange(min=1, max=64000),
+    default=None,
+    help="With --citus: shards per table (default: the server's citus.shard_count, 32). A "
+    "flush is a transaction per shard it touches.",
+)
+def migrate(database_url: str, lock_wait: float, citus: bool, shard_count: int | None) -> None:
     """Upgrade the database to the newest schema (PostgreSQL or SQLite)."""
-    done = migrate_database(database_url, lock_wait=lock_wait, citus=citus)
+    done = migrate_database(database_url, lock_wait=lock_wait, citus=citus, shards=shard_count)
     click.echo(f"database at head: {redact(database_url)}")
     if citus:
         click.echo(f"distributed on Citus: {', '.join(done) or 'already'}")

@@ -70,7 +70,9 @@ def refuse_missing_file(url: str) -> None:
         )
 
 
-def migrate(url: str, *, lock_wait: float, citus: bool = False) -> list[str]:
+def migrate(
+    url: str, *, lock_wait: float, citus: bool = False, shards: int | None = None
+) -> list[str]:
     """Upgrade the database at `url` to the newest schema (creating a SQLite file); with
     `citus`, then distribute it (a Citus coordinator with workers, checked before anything
     changes); the tables it distributed."""
@@ -79,4 +81,4 @@ def migrate(url: str, *, lock_wait: float, citus: bool = False) -> list[str]:
     if citus:
         distribute(url, check=True)
     upgrade(url, lock_wait=lock_wait)
-    return distribute(url) if citus else []
+    return distribute(url, shards=shards) if citus else []

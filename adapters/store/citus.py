@@ -110,11 +110,13 @@ async def usable(conn: AsyncConnection) -> None:
         )
 
 
-async def distribute(conn: AsyncConnection) -> list[str]:
+async def distribute(conn: AsyncConnection, shards: int | None = None) -> list[str]:
     """Distribute the log's tables (a migrated database, on a Citus coordinator with at
     least one worker) in the caller's transaction; what it distributed. A table already
     distributed as wanted is left as it is, so a run that was interrupted is finished by
-    the next. Rows already in a table are moved to its shards."""
+    the next. Rows already in a table are moved to its shards. `shards`: how many shards
+    each table has (None: the server's `citus.shard_count`, 32 by default). A flush is a
+    transaction per shard it touches, so fewer shards mean fewer transactions a flush."""
     await usable(conn)
     found = await distributed(conn)
     wrong = sorted(name for name, how in found.items() if wanted()[name] != how)
@@ -124,10 +126,16 @@ async def distribute(conn: AsyncConnection) -> list[str]:
     for name, column, group in DISTRIBUTED:
         if name in found:
             continue
-        await conn.execute(
-            sa.text("SELECT create_distributed_table(:t, :c, colocate_with => :g)"),
-            {"t": name, "c": column, "g": group or "none"},
-        )
+        if group is None and shards is not None:  # the group's first: its shard count
+            await conn.execute(
+                sa.text("SELECT create_distributed_table(:t, :c, shard_count => :n)"),
+                {"t": name, "c": column, "n": shards},
+            )
+        else:
+            await conn.execute(
+                sa.text("SELECT create_distributed_table(:t, :c, colocate_with => :g)"),
+                {"t": name, "c": column, "g": group or "none"},
+            )
         done.append(name)
     for name in REFERENCE:
         if name not in found:

@@ -138,7 +138,9 @@ def current_is_head(url: str | URL) -> bool:
     return asyncio.run(current_is_head_async(url))
 
 
-async def citus_async(url: str | URL, *, check: bool = False) -> list[str]:
+async def citus_async(
+    url: str | URL, *, check: bool = False, shards: int | None = None
+) -> list[str]:
     """Distribute the log on the Citus coordinator at `url` (`citus.distribute`), in one
     transaction: a failure leaves every table as it was. With `check`, only whether it can
     (`citus.usable`)."""
@@ -151,11 +153,11 @@ async def citus_async(url: str | URL, *, check: bool = False) -> list[str]:
             if check:
                 await citus.usable(conn)
                 return []
-            return await citus.distribute(conn)
+            return await citus.distribute(conn, shards)
     finally:
         await engine.dispose()
 
 
-def distribute(url: str | URL, *, check: bool = False) -> list[str]:
+def distribute(url: str | URL, *, check: bool = False, shards: int | None = None) -> list[str]:
     """`citus_async`, from sync code (the CLI)."""
-    return asyncio.run(guarded(citus_async)(url, check=check))
+    return asyncio.run(guarded(citus_async)(url, check=check, shards=shards))

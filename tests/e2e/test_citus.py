@@ -154,6 +154,11 @@ def test_the_sdk_flows_on_two_replicas(
     plain = a.responses.create(model="scripted", input="plain")
     assert plain.status == "completed" and plain.output_text == "You said: plain"
     assert b.responses.retrieve(plain.id).output_text == "You said: plain"
+    # A chain of turns across replicas (and shards), read one turn at a time.
+    second = b.responses.create(model="scripted", input="again", previous_response_id=plain.id)
+    third = a.responses.create(model="scripted", input="more", previous_response_id=second.id)
+    assert third.status == "completed"
+    assert b.responses.input_items.list(third.id).data[0].type == "message"
     events = list(b.responses.create(model="scripted", input="streamed", stream=True))
     assert events[-1].type == "response.completed"
 
