@@ -96,8 +96,15 @@ class CitusCluster:
         return worker
 
     def destroy(self) -> None:
+        """Every node, whatever one of them raises (a stop that timed out)."""
+        failed: BaseException | None = None
         for node in (*self.workers, self.coordinator):
-            node.destroy()
+            try:
+                node.destroy()
+            except Exception as exc:  # the others are still removed
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 @contextmanager
