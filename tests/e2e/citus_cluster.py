@@ -21,8 +21,8 @@ _OPTIONS = (
 
 
 def _libdir() -> Path:
-    out = subprocess.run([PG_BIN / "pg_config", "--pkglibdir"], capture_output=True, text=True)
-    return Path(out.stdout.strip() or "/usr/lib/postgresql/15/lib")
+    """The server's library directory (Debian's layout: beside its `bin`)."""
+    return PG_BIN.parent / "lib"
 
 
 def why_not() -> str | None:
