@@ -41,10 +41,25 @@ if TYPE_CHECKING:
     help="Seconds a step waits at a time for a lock that holds up writes while it waits, "
     "before it gives way and tries again (PostgreSQL).",
 )
-def migrate(database_url: str, lock_wait: float) -> None:
+@click.option(
+    "--citus",
+    is_flag=True,
+    help="Then distribute the log on this Citus coordinator (docs/scale.md); refused, with "
+    "nothing changed, where the server has no Citus extension or no worker.",
+)
+@click.option(
+    "--shard-count",
+    type=click.IntRange(min=1, max=64000),
+    default=None,
+    help="With --citus: shards per table (default: the server's citus.shard_count, 32). A "
+    "flush is a transaction per shard it touches.",
+)
+def migrate(database_url: str, lock_wait: float, citus: bool, shard_count: int | None) -> None:
     """Upgrade the database to the newest schema (PostgreSQL or SQLite)."""
-    migrate_database(database_url, lock_wait=lock_wait)
+    done = migrate_database(database_url, lock_wait=lock_wait, citus=citus, shards=shard_count)
     click.echo(f"database at head: {redact(database_url)}")
+    if citus:
+        click.echo(f"distributed on Citus: {', '.join(done) or 'already'}")
 
 
 @main.command()

@@ -70,8 +70,15 @@ def refuse_missing_file(url: str) -> None:
         )
 
 
-def migrate(url: str, *, lock_wait: float) -> None:
-    """Upgrade the database at `url` to the newest schema (creating a SQLite file)."""
-    from adapters.store.migrate import upgrade
+def migrate(
+    url: str, *, lock_wait: float, citus: bool = False, shards: int | None = None
+) -> list[str]:
+    """Upgrade the database at `url` to the newest schema (creating a SQLite file); with
+    `citus`, then distribute it (a Citus coordinator with workers, checked before anything
+    changes); the tables it distributed."""
+    from adapters.store.migrate import distribute, upgrade
 
+    if citus:
+        distribute(url, check=True)
     upgrade(url, lock_wait=lock_wait)
+    return distribute(url, shards=shards) if citus else []

@@ -29,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from adapters.store import citus
 from adapters.store.postgres import PostgresEventStore
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t
@@ -81,6 +82,15 @@ class SqlLeases:
     async def claim(self, limit: int) -> list[Claim]:
         if limit <= 0:
             return []
+        if self._raw is not None and self._citus():
+            # Citus takes no `FOR UPDATE` across shards: the candidates, then each taken by
+            # a guarded update of its own row (of two claimers, one wins each).
+            async with self._raw.connection() as raw:
+                found = [r[0] for r in await raw.fetch(citus.QUEUED, limit)]
+                taken = [
+                    await raw.fetchrow(citus.TAKE_QUEUED, self.owner, self.ttl, i) for i in found
+                ]
+            return [Claim(r[0], _reason(r[1])) for r in taken if r is not None]
         if self._raw is not None:
             async with self._raw.connection() as raw:
                 records = await raw.fetch(_CLAIM_PG, self.owner, self.ttl, limit)
@@ -107,6 +117,16 @@ class SqlLeases:
     async def renew(self, response_ids: Sequence[str]) -> Renewal:
         ids = list(dict.fromkeys(response_ids))
         held: dict[str, Any] = {}
+        if self._raw is not None and self._citus():
+            # One row a statement, each on its shard. It may wait for a flush that holds
+            # the row, but holds no other row meanwhile: no deadlock.
+            async with self._raw.connection() as raw:
+                for i in ids:
+                    row = await raw.fetchrow(citus.RENEW_ONE, self.owner, self.ttl, i)
+                    if row is not None:
+                        held[row[0]] = row
+            cancel = {i: r for i, row in held.items() if (r := _reason(row[1])) is not None}
+            return Renewal(held=frozenset(held), cancel=cancel)
         # PostgreSQL binds all ids as one array: one statement for every lease held.
         size = max(1, len(ids)) if self._pg else _CHUNK
         async with self._store._begin_write() as conn:
@@ -172,9 +192,15 @@ class SqlLeases:
             rows = (await conn.execute(stmt)).all()
         return [Claim(row.id, _reason(row.cancel_reason)) for row in rows]
 
+    def _citus(self) -> bool:
+        return bool(getattr(self._store, "citus", False))
+
     def _now(self) -> sa.ColumnElement[float]:
         """Now, in unix seconds: the database's clock on PostgreSQL, ours on SQLite (one
-        machine)."""
+        machine). On Citus the statement's start, which the coordinator evaluates (it
+        refuses a volatile function in a distributed update)."""
+        if self._pg and self._citus():
+            return sa.cast(sa.extract("epoch", sa.func.statement_timestamp()), sa.Double)
         if self._pg:
             return sa.cast(sa.extract("epoch", sa.func.clock_timestamp()), sa.Double)
         return sa.literal(time.time(), sa.Double)

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 import migrations
+from adapters.store import citus
 from adapters.store.multihost import engine_arguments
 from adapters.store.transient import guarded
 from adapters.store.urls import async_url, ensure_sqlite_directory
@@ -135,3 +136,28 @@ def downgrade(url: str | URL, revision: str = "base") -> None:
 def current_is_head(url: str | URL) -> bool:
     """Whether the database at `url` is at the head revision (sync)."""
     return asyncio.run(current_is_head_async(url))
+
+
+async def citus_async(
+    url: str | URL, *, check: bool = False, shards: int | None = None
+) -> list[str]:
+    """Distribute the log on the Citus coordinator at `url` (`citus.distribute`), in one
+    transaction: a failure leaves every table as it was. With `check`, only whether it can
+    (`citus.usable`)."""
+    parsed = async_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        raise citus.NotCitus("--citus needs a PostgreSQL coordinator with the Citus extension")
+    engine = create_async_engine(parsed, poolclass=NullPool, **engine_arguments(parsed, {}))
+    try:
+        async with engine.begin() as conn:
+            if check:
+                await citus.usable(conn)
+                return []
+            return await citus.distribute(conn, shards)
+    finally:
+        await engine.dispose()
+
+
+def distribute(url: str | URL, *, check: bool = False, shards: int | None = None) -> list[str]:
+    """`citus_async`, from sync code (the CLI)."""
+    return asyncio.run(guarded(citus_async)(url, check=check, shards=shards))

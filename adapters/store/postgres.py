@@ -26,7 +26,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from adapters.store import blobs, partitions
+from adapters.store import blobs, citus, partitions
 from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
@@ -36,7 +36,14 @@ from adapters.store.rows import Append, leased, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
 from adapters.store.tables import events as t_events
-from adapters.store.transient import RAW, guarded, lost_under_operation, sqlstate
+from adapters.store.transient import (
+    RAW,
+    STATEMENT_ERRORS,
+    guarded,
+    is_transient,
+    lost_under_operation,
+    sqlstate,
+)
 from adapters.store.urls import asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
@@ -244,6 +251,13 @@ def _columns(rows: Sequence[tuple[object, ...]], width: int = 0) -> tuple[list[o
     return tuple(list(column) for column in zip(*rows, strict=True))
 
 
+def _parts(rows: list[Any], size: int) -> list[list[Any]]:
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+# How many streams' shards a process keeps (then forgets them all and asks again).
+_SHARDS_KEPT = 100_000
+
 _SEP, _NULL = chr(31), chr(30)  # `commit_one` splits on chr(31); chr(30) alone is NULL
 
 
@@ -322,6 +336,10 @@ class PostgresEventStore(SqlEventStore):
         # The partitions this process knows of (partitions.py), looked at with `_days`;
         # None: not partitioned, or not looked at yet (reads go to `events`).
         self.layout: partitions.Layout | None = None
+        # Whether the log is distributed on Citus (citus.py), found at `start`; and the
+        # shard of each stream it wrote lately, by which a flush is split.
+        self.citus = False
+        self._shard_of: dict[str, int] = {}
         # Identifies this process's own notifications, whose events the hub already has.
         self.origin = secrets.token_hex(6)
         # The same pool, whose connections run each statement as its own transaction.
@@ -345,6 +363,8 @@ class PostgresEventStore(SqlEventStore):
         )
 
     async def start(self) -> None:
+        async with self.engine.connect() as conn:
+            self.citus = await citus.mode(conn)
         await self._make_days()
         self._days = asyncio.create_task(self._keep_days(), name="resplog-log-partitions")
         if self.settings.listen:
@@ -409,6 +429,10 @@ class PostgresEventStore(SqlEventStore):
             by_table.setdefault(self._table_of(point[0]), []).append(point)
         records: list[Any] = []
         async with self.raw.connection() as conn:
+            if self.citus:  # one read a stream, each on its shard
+                by_table = {}
+                for sid, after in points:
+                    records += await conn.fetch(citus.FETCH_ONE, sid, after, limit)
             for table, group in by_table.items():
                 sids = [sid for sid, _ in group]
                 afters = [after for _, after in group]
@@ -444,6 +468,8 @@ class PostgresEventStore(SqlEventStore):
     async def _claim(
         self, conn: AsyncConnection, batches: Sequence[Append], now: float
     ) -> set[str]:
+        if self.citus:
+            return await self._claim_routed(conn, batches, now)
         won: set[str] = set()
         for sql, params in zip(_CLAIMS, self._claim_parameters(batches, now), strict=True):
             if params is not None:  # some batch of this kind
@@ -471,12 +497,93 @@ class PostgresEventStore(SqlEventStore):
             (_json(changed).decode(), me, ttl) if changed else None,
         )
 
+    async def _claim_routed(
+        self, conn: AsyncConnection, batches: Sequence[Append], now: float
+    ) -> set[str]:
+        """`_claim` on Citus: the statements of `citus.py`, which name their streams."""
+        me, ttl = self.settings.lease_owner, self.settings.lease_ttl
+        new: list[tuple[object, ...]] = []
+        moved: list[tuple[str, int, int]] = []
+        changed: list[tuple[object, ...]] = []
+        for b in batches:
+            if b.expected_version == -1:
+                new.append((*row_insert(b, now), me if leased(b) else None))
+            elif b.lifecycle is None:
+                moved.append((b.stream_id, b.expected_version, b.last))
+            else:
+                changed.append(row_change(b, now))
+        won: set[str] = set()
+        for part in _parts(new, citus.MAX_ROWS // 14):
+            sql = citus.claim_new(len(part))
+            won.update(r[0] for r in await conn.exec_driver_sql(sql, (*citus.rows_of(part), ttl)))
+        if moved:
+            ids = [m[0] for m in moved]
+            moves = (_json(moved).decode(), now, me, ttl, ids)
+            won.update(r[0] for r in await conn.exec_driver_sql(citus.CLAIM_MOVED, moves))
+        if changed:
+            ids = [
+                b.stream_id for b in batches if b.expected_version != -1 and b.lifecycle is not None
+            ]
+            changes = (_json(changed).decode(), me, ttl, ids)
+            won.update(r[0] for r in await conn.exec_driver_sql(citus.CLAIM_LIFECYCLE, changes))
+        return won
+
+    async def _commit_sharded(
+        self, batches: Sequence[Append], now: float, recheck: bool
+    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
+        """A flush on Citus: a transaction per shard, side by side, so that none spans
+        shards (a two-phase commit). A shard whose transaction fails on a constraint is
+        retried stream by stream (the others have committed: `commit`'s isolation of the
+        whole flush would take them for conflicts); a transient failure of any is raised
+        once all have ended, for the writer's retry, whose `recheck` finds what did commit."""
+        groups = await self._by_shard(batches)
+        results = await asyncio.gather(
+            *(self._commit_shard(group, now, recheck) for group in groups),
+            return_exceptions=True,
+        )
+        failed: Failures = {}
+        done: dict[str, list[StoredEvent]] = {}
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            failed.update(result[0])
+            done.update(result[1])
+        return failed, done
+
+    async def _commit_shard(
+        self, batches: Sequence[Append], now: float, recheck: bool
+    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
+        try:
+            return await super()._commit_together(batches, now, recheck)
+        except STATEMENT_ERRORS as exc:
+            if is_transient(exc):
+                raise
+            log.warning("flush of %d streams failed (%s); isolating them", len(batches), exc)
+            return await self._commit_isolated(batches, now, recheck)
+
+    async def _by_shard(self, batches: Sequence[Append]) -> list[list[Append]]:
+        """`batches` by the shard their stream is on (asked of Citus once a stream). A shard
+        id that changed since (a shard split) only puts two shards in one transaction."""
+        unknown = [b.stream_id for b in batches if b.stream_id not in self._shard_of]
+        if unknown:
+            if len(self._shard_of) > _SHARDS_KEPT:
+                self._shard_of.clear()
+            async with self.raw.connection() as conn:
+                self._shard_of.update(await conn.fetch(citus.SHARDS, unknown))
+        groups: dict[int, list[Append]] = {}
+        for b in batches:
+            groups.setdefault(self._shard_of.get(b.stream_id, 0), []).append(b)
+        return list(groups.values())
+
     async def _commit_together(
         self, batches: Sequence[Append], now: float, recheck: bool
     ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
         """The flush in one statement (`commit_one`), unless it needs what only the
         statements one by one do: blobs to store, a conversation to join, a retry's check
-        for its own earlier commit, or the `executemany` insert."""
+        for its own earlier commit, or the `executemany` insert; on Citus, a transaction
+        per shard (`_commit_sharded`)."""
+        if self.citus:
+            return await self._commit_sharded(batches, now, recheck)
         alone = recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches))
         one = None if alone else self.flush_statement(batches, now)
         if one is None:
@@ -508,6 +615,13 @@ class PostgresEventStore(SqlEventStore):
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         if not batches:
+            return
+        if self.citus:  # a `VALUES` list, which Citus routes to the shard
+            rows = [(b.stream_id, *row) for b in batches for row in b.rows]
+            for part in _parts(rows, citus.MAX_ROWS // 6):
+                await conn.exec_driver_sql(
+                    citus.insert_events(len(part)), tuple(citus.rows_of(part))
+                )
             return
         if self.settings.pg_insert == "executemany":
             rows = [(b.stream_id, *row) for b in batches for row in b.rows]

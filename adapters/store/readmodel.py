@@ -75,6 +75,8 @@ class ReadModel:
     async def chain(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:
         """See `service.ports.ResponseIndex.chain`: one recursive query, whatever the length,
         so a continuation costs one round trip instead of two per earlier turn."""
+        if getattr(self, "citus", False):
+            return await self._chain_by_turns(response_id, owner, limit)
         r, e = t_responses.c, t_events.c
         seen = (r.owner == owner, r.store.is_(True), r.deleted_at.is_(None))
         start = sa.select(r.id, r.previous_response_id, sa.literal(0).label("depth")).where(
@@ -118,6 +120,47 @@ class ReadModel:
             )
             for rid, status, previous, snapshot, facts in rows
         ]
+
+    async def _chain_by_turns(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:
+        """`chain` on Citus, which runs no recursive query over distributed tables: one
+        read a turn, each on the turn's shard (its row joined to its first event, which
+        are co-located)."""
+        r, e = t_responses.c, t_events.c
+        links: list[ChainLink] = []
+        at: str | None = response_id
+        async with self.engine.connect() as conn:
+            while at is not None and len(links) < limit:
+                query = (
+                    sa.select(r.id, r.status, r.previous_response_id, r.snapshot, e.facts)
+                    .outerjoin(
+                        t_events,
+                        sa.and_(
+                            e.stream_id == r.id,
+                            e.position == 0,
+                            partitions.same_partition(e.stream_id, at, self.dialect),
+                        ),
+                    )
+                    .where(r.id == at, r.owner == owner, r.store.is_(True))
+                    .where(r.deleted_at.is_(None))
+                )
+                row = (await conn.execute(query)).first()
+                if row is None:
+                    break
+                rid, status, previous, snapshot, facts = row
+                found = await blobs.load(conn, blobs.references(facts))
+                links.append(
+                    ChainLink(
+                        response_id=rid,
+                        status=status,
+                        previous_response_id=previous,
+                        snapshot=snapshot.encode(),
+                        request_facts=None
+                        if facts is None
+                        else blobs.put_back(facts, found).encode(),
+                    )
+                )
+                at = previous
+        return links
 
     @guarded
     async def mark_deleted(self, response_id: str) -> bool:
