@@ -31,13 +31,14 @@ from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
 from adapters.store.multihost import engine_arguments, racing_connect
+from adapters.store.pooler import pooled_connect_args
 from adapters.store.rawpool import HeldConnection, RawPool
 from adapters.store.rows import Append, leased, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
 from adapters.store.tables import events as t_events
 from adapters.store.transient import RAW, guarded, lost_under_operation, sqlstate
-from adapters.store.urls import asyncpg_dsn
+from adapters.store.urls import async_url, asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
 from service.ports import StoredEvent
@@ -294,6 +295,8 @@ def _engine_arguments(url: URL, settings: StoreSettings) -> dict[str, Any]:
         extra["pool_timeout"] = settings.connect_timeout
     if settings.statement_timeout is not None:
         connect["command_timeout"] = settings.statement_timeout
+    if settings.pooled and racing_connect(url, {}) is None:
+        connect.update(pooled_connect_args())
     return {**engine_arguments(url, connect), **extra}
 
 
@@ -336,12 +339,14 @@ class PostgresEventStore(SqlEventStore):
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
             CANCEL_CHANNEL: self.bells.on_cancel_payload,
         }
+        # The doorbells need a session: the session URL's, if given (pooler.py).
+        session = url if settings.session_url is None else async_url(settings.session_url)
         self.listener = Listener(
-            asyncpg_dsn(url),
+            asyncpg_dsn(session),
             self._rung,
             self.origin,
             channels=channels,
-            connect=racing_connect(url, {"timeout": LISTEN_CONNECT_TIMEOUT}),
+            connect=racing_connect(session, {"timeout": LISTEN_CONNECT_TIMEOUT}),
         )
 
     async def start(self) -> None:

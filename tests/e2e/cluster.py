@@ -254,3 +254,92 @@ async def _fold_check(database_url: str) -> Checked:
     finally:
         await store.close()
     return Checked(status=status, reason=reason)
+
+
+# --- PgBouncer in front of a private cluster ------------------------------------------------
+
+PGBOUNCER = "/usr/sbin/pgbouncer"
+
+
+class PrivatePgBouncer:
+    """PgBouncer on a free port in front of `backend` (trust auth, everything in a directory
+    of its own), in `pool_mode` (`transaction` by default: what breaks prepared statements
+    and LISTEN). Run as the `postgres` user when the tests run as root (PgBouncer refuses
+    root). `pool_size` server connections per database and user: few, so that clients
+    share them as they would in production."""
+
+    def __init__(
+        self, backend: PrivatePostgres, *, pool_mode: str = "transaction", pool_size: int = 4
+    ) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="resplog-pgbouncer-"))
+        self.port = free_port()
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        (self.root / "users.txt").write_text('"postgres" ""\n')
+        (self.root / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host=127.0.0.1 port={backend.port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir = {self.root}\n"
+            f"auth_type = trust\nauth_file = {self.root / 'users.txt'}\n"
+            f"pool_mode = {pool_mode}\ndefault_pool_size = {pool_size}\n"
+            "max_client_conn = 500\n"
+            f"logfile = {self.root / 'pgbouncer.log'}\npidfile = {self.root / 'pgbouncer.pid'}\n"
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        command = [PGBOUNCER, str(self.root / "pgbouncer.ini")]
+        if self._as_postgres:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                asyncio.run(_answers(self.port))
+                return
+            except (OSError, asyncpg.PostgresError):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"pgbouncer did not start: {self.log_text()}") from None
+                time.sleep(0.05)
+
+    def log_text(self) -> str:
+        path = self.root / "pgbouncer.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def destroy(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+async def _answers(port: int) -> None:
+    conn = await asyncpg.connect(
+        f"postgresql://postgres@127.0.0.1:{port}/postgres", statement_cache_size=0, timeout=2
+    )
+    await conn.close()
+
+
+@contextmanager
+def pgbouncer_in_front(
+    backend: PrivatePostgres, *, pool_mode: str = "transaction", pool_size: int = 4
+) -> Iterator[PrivatePgBouncer]:
+    """Started in front of `backend`; stopped and removed afterwards."""
+    bouncer = PrivatePgBouncer(backend, pool_mode=pool_mode, pool_size=pool_size)
+    try:
+        bouncer.start()
+        yield bouncer
+    finally:
+        bouncer.destroy()

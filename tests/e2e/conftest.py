@@ -88,15 +88,18 @@ def start_server(
     engine: tuple[str, ...] = ("--engine", "scripted", "--scripted-delay-ms", "0"),
     env: dict[str, str] | None = None,
     resplog: str = RESPLOG,
+    migrate: bool = True,
 ) -> Server:
     """`env`: the server's whole environment (the benches run another tree's code with it);
-    `resplog`: the command (a bench runs another virtual environment's)."""
-    subprocess.run(
-        [resplog, "migrate", "--database-url", database_url],
-        check=True,
-        capture_output=True,
-        env=env,
-    )
+    `resplog`: the command (a bench runs another virtual environment's); `migrate`: False
+    for a URL that cannot migrate (a pooler's), whose database the caller migrated."""
+    if migrate:
+        subprocess.run(
+            [resplog, "migrate", "--database-url", database_url],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
     port = free_port()
     log = log_path.open("wb")
     process = subprocess.Popen(
