@@ -81,9 +81,19 @@ class PrivatePostgres:
     """A throwaway cluster on a free port, in a directory of its own, run as the `postgres`
     user when the tests run as root (PostgreSQL refuses to run as root)."""
 
-    def __init__(self, *, standby_of: PrivatePostgres | None = None) -> None:
-        """A fresh cluster, or a streaming standby of a running `standby_of` (a base backup
-        with `-R`: it follows the primary from its first start, until promoted)."""
+    def __init__(
+        self,
+        *,
+        standby_of: PrivatePostgres | None = None,
+        backup: Path | None = None,
+        recovery: str = "",
+        wal_segment_mb: int | None = None,
+    ) -> None:
+        """A fresh cluster, a streaming standby of a running `standby_of` (a base backup
+        with `-R`: it follows the primary from its first start, until promoted), or a copy
+        of the base backup in `backup` that recovers with the `recovery` settings (lines
+        of postgresql.conf: a restore_command, a recovery target) at its first start.
+        `wal_segment_mb`: a fresh cluster's WAL segment size (small: quick to archive)."""
         self.root = Path(tempfile.mkdtemp(prefix="resplog-pg-"))
         self.data = self.root / "data"
         self.port = free_port()
@@ -92,9 +102,18 @@ class PrivatePostgres:
         self._frozen: list[int] = []
         if self._as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
-        if standby_of is None:
+        if backup is not None:
+            shutil.copytree(backup, self.data)
+            self.data.chmod(0o700)
+            with (self.data / "postgresql.conf").open("a") as conf:
+                conf.write(f"\narchive_mode = off\n{recovery}\n")
+            (self.data / "recovery.signal").touch()
+            if self._as_postgres:
+                subprocess.run(["chown", "-R", "postgres:postgres", self.data], check=True)
+        elif standby_of is None:
             initdb = (PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres")
-            self._run(*initdb, "--no-sync")
+            segments = () if wal_segment_mb is None else (f"--wal-segsize={wal_segment_mb}",)
+            self._run(*initdb, *segments, "--no-sync")
         else:
             source = ("-h", "127.0.0.1", "-p", standby_of.port, "-U", "postgres")
             backup = (PG_BIN / "pg_basebackup", "-D", self.data, *source, "-R", "-X", "stream")
@@ -102,6 +121,29 @@ class PrivatePostgres:
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """The URL as asyncpg and libpq take it."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def archive_to(self, archive: Path) -> None:
+        """WAL archiving into `archive` from the next start on (`cp`, as the PostgreSQL
+        documentation's example; a segment is archived once, never overwritten)."""
+        archive.mkdir(parents=True, exist_ok=True)
+        if self._as_postgres:
+            shutil.chown(archive, "postgres", "postgres")
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                "\nwal_level = replica\narchive_mode = on\n"
+                f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n"
+            )
+
+    def base_backup(self, into: Path) -> None:
+        """`pg_basebackup` of this running cluster into `into` (which must not exist, in a
+        directory the `postgres` user may write): a checkpoint at once (`-c fast`), the WAL
+        it needs streamed beside it."""
+        source = ("-h", "127.0.0.1", "-p", self.port, "-U", "postgres")
+        self._run(PG_BIN / "pg_basebackup", "-D", into, *source, "-c", "fast", "-X", "stream")
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
@@ -292,6 +334,29 @@ class PrivatePgBouncer:
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """The URL as asyncpg and libpq take it."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def archive_to(self, archive: Path) -> None:
+        """WAL archiving into `archive` from the next start on (`cp`, as the PostgreSQL
+        documentation's example; a segment is archived once, never overwritten)."""
+        archive.mkdir(parents=True, exist_ok=True)
+        if self._as_postgres:
+            shutil.chown(archive, "postgres", "postgres")
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                "\nwal_level = replica\narchive_mode = on\n"
+                f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n"
+            )
+
+    def base_backup(self, into: Path) -> None:
+        """`pg_basebackup` of this running cluster into `into` (which must not exist, in a
+        directory the `postgres` user may write): a checkpoint at once (`-c fast`), the WAL
+        it needs streamed beside it."""
+        source = ("-h", "127.0.0.1", "-p", self.port, "-U", "postgres")
+        self._run(PG_BIN / "pg_basebackup", "-D", into, *source, "-c", "fast", "-X", "stream")
 
     def start(self) -> None:
         command = [PGBOUNCER, str(self.root / "pgbouncer.ini")]
