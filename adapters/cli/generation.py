@@ -141,6 +141,16 @@ _OPTIONS = [
         "(PgBouncer); without it, live tails poll (docs/guides/deployment.md).",
     ),
     click.option(
+        "--replica-database-url",
+        envvar="RESPLOG_REPLICA_DATABASE_URL",
+        default=None,
+        metavar="URL",
+        callback=checked_optional_url,
+        help="PostgreSQL: a hot standby that reads of ended responses' events go to "
+        "(replays, /events), each on the primary instead where the standby has not "
+        "replayed the response's end (docs/guides/high-availability.md).",
+    ),
+    click.option(
         "--db-connect-timeout-s",
         envvar="RESPLOG_DB_CONNECT_TIMEOUT_S",
         default=5.0,

@@ -49,3 +49,5 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     # PostgreSQL: a URL straight to the database for what needs a session (the LISTEN
     # doorbells); None: the main URL, unless it is `pooled` (then the tails poll).
     session_url: str | None = None
+    # PostgreSQL: a hot standby that reads of ended streams go to (replica.py); None: none.
+    replica_url: str | None = None
