@@ -6,9 +6,10 @@ A private PostgreSQL cluster (never the shared server) with PgBouncer 1.18 in fr
 one database: straight on PostgreSQL (the baseline), through PgBouncer with
 `--session-database-url` straight to PostgreSQL, and through PgBouncer alone (its tails
 poll). Each takes `--requests` streaming creates, `--concurrency` at a time (scripted
-engine, 5 ms a token, `--tokens` tokens), in `--rounds` turns taken in alternation (the
-machine's other load falls on all three alike); the time from sending the request to its
-first `response.output_text.delta`, and to its `response.completed`, median and p95.
+engine, 5 ms a token, `--tokens` tokens), in `--rounds` turns taken in alternation, each
+setup first in one of them (the machine's other load falls on all three alike); the time
+from sending the request to its first `response.output_text.delta`, and to its
+`response.completed`, median and p95.
 
     .venv/bin/python bench/pgbouncer_bench.py
     .venv/bin/python bench/pgbouncer_bench.py --requests 400 --concurrency 16
@@ -104,8 +105,10 @@ def main() -> None:
                     url, "postgres", log, *extra, engine=scripted(), migrate=False
                 )
                 results[name] = ([], [])
-            for _ in range(args.rounds):
-                for name, server in servers.items():
+            names = list(servers)
+            for turn in range(args.rounds):
+                for name in names[turn % 3 :] + names[: turn % 3]:  # each goes first once
+                    server = servers[name]
                     firsts, totals = asyncio.run(
                         measure(server, args.requests // args.rounds, args.concurrency, args.tokens)
                     )
