@@ -18,7 +18,11 @@ next, since the next may run on another server connection:
   "Prepared Statement Name with PGBouncer"). resplog names them all "" (the unnamed
   statement) rather than by a fresh UUID each as that page suggests: a named statement
   stays on the server connection it was prepared on until that connection closes, one
-  more per statement run, while the unnamed one is replaced by the next.
+  more per statement run, while the unnamed one is replaced by the next. With its cache
+  off, asyncpg marks an unnamed statement unprepared once described, so that its
+  execution parses it again in the same round trip (`Connection._get_statement` in
+  asyncpg/connection.py: "assuming people are running PgBouncer"); asyncpg's FAQ
+  otherwise warns off `Connection.prepare()`, which SQLAlchemy's dialect always calls.
 - LISTEN: the server connection that listens goes back to the pool, and the notifications
   reach whichever client runs on it next, or none. The doorbells (listener.py) need a URL
   that keeps a session: `--session-database-url`, straight to PostgreSQL. Without one the
