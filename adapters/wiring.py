@@ -95,6 +95,8 @@ async def open_database(
         settings.database_url,
         lease_owner=identity or process_identity(),
         lease_ttl=settings.lease_ttl_s,
+        session_url=settings.session_database_url,
+        replica_url=settings.replica_database_url,
         **{
             "connect_timeout": settings.db_connect_timeout_s,
             "statement_timeout": settings.db_statement_timeout_s,

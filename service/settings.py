@@ -59,6 +59,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # database is then a quick 503, not a hang).
     db_connect_timeout_s: float = 5.0
     db_statement_timeout_s: float = 10.0
+    # PostgreSQL: a URL straight to the database for the LISTEN doorbells when
+    # `database_url` is a transaction pooler's (adapters/store/pooler.py).
+    session_database_url: str | None = None
+    # PostgreSQL: a hot standby that reads of ended streams go to (adapters/store/replica.py).
+    replica_database_url: str | None = None
     # `openai`: `response.reasoning_text.*` (what the official SDKs parse);
     # `open_responses`: the Open Responses schema's `response.reasoning.*`.
     reasoning_events: ReasoningEvents = "openai"

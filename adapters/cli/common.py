@@ -51,6 +51,11 @@ def _checked_url(ctx: click.Context, param: click.Parameter, url: str) -> str:
     return url
 
 
+def checked_optional_url(ctx: click.Context, param: click.Parameter, url: str | None) -> str | None:
+    """As `--database-url` is checked, for an optional URL."""
+    return None if url is None else _checked_url(ctx, param, url)
+
+
 class Group(click.Group):
     """Turns resplog's own errors into one line on stderr and exit code 1."""
 

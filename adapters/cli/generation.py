@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from adapters.cli.common import checked_optional_url
 from adapters.sealing import AesGcmSealer
 from service.settings import Settings
 
@@ -128,6 +129,26 @@ _OPTIONS = [
         type=click.FloatRange(min=0.5),
         help="A generation's lease on its stream lasts this long unless renewed; a crashed "
         "process's responses are ended about this long after it died.",
+    ),
+    click.option(
+        "--session-database-url",
+        envvar="RESPLOG_SESSION_DATABASE_URL",
+        default=None,
+        metavar="URL",
+        callback=checked_optional_url,
+        help="PostgreSQL: a URL straight to the database for what needs a session (the "
+        "LISTEN doorbells), when --database-url is a pooler's in transaction mode "
+        "(PgBouncer); without it, live tails poll (docs/guides/deployment.md).",
+    ),
+    click.option(
+        "--replica-database-url",
+        envvar="RESPLOG_REPLICA_DATABASE_URL",
+        default=None,
+        metavar="URL",
+        callback=checked_optional_url,
+        help="PostgreSQL: a hot standby that reads of ended responses' events go to "
+        "(replays, /events), each on the primary instead where the standby has not "
+        "replayed the response's end (docs/guides/high-availability.md).",
     ),
     click.option(
         "--db-connect-timeout-s",

@@ -23,10 +23,12 @@ from sqlalchemy.pool import NullPool
 
 import migrations
 from adapters.store import citus
-from adapters.store.multihost import engine_arguments
+from adapters.store.multihost import engine_arguments, racing_connect
+from adapters.store.pooler import keeps_session, probe_connect
 from adapters.store.transient import guarded
-from adapters.store.urls import async_url, ensure_sqlite_directory
+from adapters.store.urls import async_url, asyncpg_dsn, ensure_sqlite_directory, is_postgres
 from domain.errors import NotMigrated as NotMigrated  # where the composition roots look
+from domain.errors import StoreError
 
 
 def not_migrated(url: URL) -> NotMigrated:
@@ -108,15 +110,37 @@ async def _run(url: str | URL, work: Callable[[Connection], object]) -> object:
         await engine.dispose()
 
 
+@guarded
+async def _refuse_pooler(url: str | URL) -> None:
+    """A migration holds a session's lock across transactions (`_MIGRATE_LOCK`): through a
+    pooler that hands out a server connection per transaction (adapters/store/pooler.py) the
+    lock would stay on a server connection the pooler keeps, and every later run would wait
+    for it for ever. Refused, naming the fix."""
+    parsed = async_url(url)
+    if not is_postgres(parsed):
+        return
+    options = {"statement_cache_size": 0, "timeout": 10.0}
+    connect = racing_connect(parsed, options) or probe_connect(asyncpg_dsn(parsed), 10.0)
+    if not await keeps_session(connect):
+        shown = parsed.render_as_string(hide_password=True)
+        raise StoreError(
+            f"cannot migrate through {shown}: it keeps no session between statements (a "
+            "pooler in transaction mode, such as PgBouncer's); give --database-url straight "
+            "to PostgreSQL"
+        )
+
+
 async def upgrade_async(
     url: str | URL, revision: str = "head", *, lock_wait: float = LOCK_WAIT
 ) -> None:
     """`lock_wait`: seconds a step waits at a time for a lock that holds up writes."""
+    await _refuse_pooler(url)
     upgrade = _on_connection(lambda config: command.upgrade(config, revision), lock_wait)
     await _run(url, upgrade)
 
 
 async def downgrade_async(url: str | URL, revision: str = "base") -> None:
+    await _refuse_pooler(url)
     await _run(url, _on_connection(lambda config: command.downgrade(config, revision)))
 
 

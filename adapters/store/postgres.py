@@ -31,7 +31,9 @@ from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
 from adapters.store.multihost import engine_arguments, racing_connect
+from adapters.store.pooler import pooled_connect_args
 from adapters.store.rawpool import HeldConnection, RawPool
+from adapters.store.replica import Replica
 from adapters.store.rows import Append, leased, row_change, row_insert
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, joining
@@ -44,7 +46,7 @@ from adapters.store.transient import (
     lost_under_operation,
     sqlstate,
 )
-from adapters.store.urls import asyncpg_dsn
+from adapters.store.urls import async_url, asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
 from service.ports import StoredEvent
@@ -231,6 +233,25 @@ def _partition_table(name: str) -> sa.Table:
     return t_events.to_metadata(sa.MetaData(), name=name)
 
 
+# One stream's events after a position, as `StoredEvent`s (`_FETCH_MANY`'s columns); a
+# NULL limit is none.
+_READ = """
+SELECT stream_id, position, type, convert_to(data, 'UTF8'), convert_to(facts, 'UTF8'),
+       recorded_at
+FROM {table} WHERE stream_id = $1 AND position > $2{prune}
+ORDER BY position LIMIT $3
+"""
+
+
+@functools.cache
+def _read_on(table: str | None) -> str:
+    """`_READ` on one partition by name, or on `events` pruned to the stream's partition."""
+    if table is None:
+        prune = " AND resplog_period(stream_id) = resplog_period($1)"
+        return _READ.format(table="events", prune=prune)
+    return _READ.format(table=table, prune="")
+
+
 def _relation_gone(exc: BaseException) -> bool:
     """A statement that named a table that no longer exists (SQLSTATE 42P01)."""
     return sqlstate(exc) == "42P01"
@@ -308,6 +329,8 @@ def _engine_arguments(url: URL, settings: StoreSettings) -> dict[str, Any]:
         extra["pool_timeout"] = settings.connect_timeout
     if settings.statement_timeout is not None:
         connect["command_timeout"] = settings.statement_timeout
+    if settings.pooled and racing_connect(url, {}) is None:
+        connect.update(pooled_connect_args())
     return {**engine_arguments(url, connect), **extra}
 
 
@@ -354,17 +377,25 @@ class PostgresEventStore(SqlEventStore):
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
             CANCEL_CHANNEL: self.bells.on_cancel_payload,
         }
+        # Reads of ended streams, from a hot standby where it has them (replica.py).
+        self.replica = None
+        if settings.replica_url is not None:
+            self.replica = Replica(async_url(settings.replica_url), settings)
+        # The doorbells need a session: the session URL's, if given (pooler.py).
+        session = url if settings.session_url is None else async_url(settings.session_url)
         self.listener = Listener(
-            asyncpg_dsn(url),
+            asyncpg_dsn(session),
             self._rung,
             self.origin,
             channels=channels,
-            connect=racing_connect(url, {"timeout": LISTEN_CONNECT_TIMEOUT}),
+            connect=racing_connect(session, {"timeout": LISTEN_CONNECT_TIMEOUT}),
         )
 
     async def start(self) -> None:
         async with self.engine.connect() as conn:
             self.citus = await citus.mode(conn)
+        if self.replica is not None:
+            await self.replica.check()
         await self._make_days()
         self._days = asyncio.create_task(self._keep_days(), name="resplog-log-partitions")
         if self.settings.listen:
@@ -399,6 +430,8 @@ class PostgresEventStore(SqlEventStore):
         await self.catchup.stop()
         await self.raw.close()
         await self.raw_commit.close()
+        if self.replica is not None:
+            await self.replica.close()
         await super().close()
 
     def _table_of(self, stream_id: str) -> str | None:
@@ -452,6 +485,15 @@ class PostgresEventStore(SqlEventStore):
         return await self._fetch_many(points, limit)
 
     async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
+        if self.replica is not None:
+            page = _page_on(self._table_of(params[0]))
+
+            async def on_replica(conn: asyncpg.Connection) -> list[Any]:
+                return list(await conn.fetch(page, *params))
+
+            found = await self.replica.read_ended(params[0], on_replica)
+            if found is not None:
+                return found
         async with self.raw.connection() as conn:
             try:
                 rows: list[Any] = await conn.fetch(_page_on(self._table_of(params[0])), *params)
@@ -459,6 +501,21 @@ class PostgresEventStore(SqlEventStore):
                 await self._partition_gone(exc)
                 rows = await conn.fetch(_page_on(None), *params)
         return rows
+
+    async def _read(self, stream_id: str, after: int, limit: int | None) -> list[StoredEvent]:
+        """On the replica where it has the stream's end (replica.py), else on the primary;
+        events that refer to blobs are read on the primary, where `blobs.resolve` reads."""
+        if self.replica is not None:
+            table = self._table_of(stream_id)
+
+            async def on_replica(conn: asyncpg.Connection) -> list[StoredEvent]:
+                rows = await conn.fetch(_read_on(table), stream_id, after, limit)
+                return list(starmap(StoredEvent, rows))
+
+            found = await self.replica.read_ended(stream_id, on_replica)
+            if found is not None and not blobs.any_reference(found):
+                return found
+        return await super()._read(stream_id, after, limit)
 
     async def _status_version(self, stream_id: str) -> tuple[str, int] | None:
         async with self.raw.connection() as conn:

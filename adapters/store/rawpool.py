@@ -51,6 +51,8 @@ def _limits(settings: StoreSettings) -> dict[str, Any]:
         options["timeout"] = settings.connect_timeout
     if settings.statement_timeout is not None:
         options["command_timeout"] = settings.statement_timeout
+    if settings.pooled:  # no named statement survives a transaction pooler (pooler.py)
+        options["statement_cache_size"] = 0
     return options
 
 

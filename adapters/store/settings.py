@@ -42,3 +42,12 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     # takes no leases, and its appends move only streams that nobody leases.
     lease_owner: str | None = None
     lease_ttl: float = 15.0  # seconds a lease lasts unless renewed
+    # PostgreSQL: the URL is a pooler's that hands out a server connection per transaction
+    # (PgBouncer's transaction mode): no named prepared statements, no LISTEN on it
+    # (pooler.py). `open_store` finds out by asking the URL unless told.
+    pooled: bool = False
+    # PostgreSQL: a URL straight to the database for what needs a session (the LISTEN
+    # doorbells); None: the main URL, unless it is `pooled` (then the tails poll).
+    session_url: str | None = None
+    # PostgreSQL: a hot standby that reads of ended streams go to (replica.py); None: none.
+    replica_url: str | None = None

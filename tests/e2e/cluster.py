@@ -81,9 +81,19 @@ class PrivatePostgres:
     """A throwaway cluster on a free port, in a directory of its own, run as the `postgres`
     user when the tests run as root (PostgreSQL refuses to run as root)."""
 
-    def __init__(self, *, standby_of: PrivatePostgres | None = None) -> None:
-        """A fresh cluster, or a streaming standby of a running `standby_of` (a base backup
-        with `-R`: it follows the primary from its first start, until promoted)."""
+    def __init__(
+        self,
+        *,
+        standby_of: PrivatePostgres | None = None,
+        backup: Path | None = None,
+        recovery: str = "",
+        wal_segment_mb: int | None = None,
+    ) -> None:
+        """A fresh cluster, a streaming standby of a running `standby_of` (a base backup
+        with `-R`: it follows the primary from its first start, until promoted), or a copy
+        of the base backup in `backup` that recovers with the `recovery` settings (lines
+        of postgresql.conf: a restore_command, a recovery target) at its first start.
+        `wal_segment_mb`: a fresh cluster's WAL segment size (small: quick to archive)."""
         self.root = Path(tempfile.mkdtemp(prefix="resplog-pg-"))
         self.data = self.root / "data"
         self.port = free_port()
@@ -92,9 +102,18 @@ class PrivatePostgres:
         self._frozen: list[int] = []
         if self._as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
-        if standby_of is None:
+        if backup is not None:
+            shutil.copytree(backup, self.data)
+            self.data.chmod(0o700)
+            with (self.data / "postgresql.conf").open("a") as conf:
+                conf.write(f"\narchive_mode = off\n{recovery}\n")
+            (self.data / "recovery.signal").touch()
+            if self._as_postgres:
+                subprocess.run(["chown", "-R", "postgres:postgres", self.data], check=True)
+        elif standby_of is None:
             initdb = (PG_BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres")
-            self._run(*initdb, "--no-sync")
+            segments = () if wal_segment_mb is None else (f"--wal-segsize={wal_segment_mb}",)
+            self._run(*initdb, *segments, "--no-sync")
         else:
             source = ("-h", "127.0.0.1", "-p", standby_of.port, "-U", "postgres")
             backup = (PG_BIN / "pg_basebackup", "-D", self.data, *source, "-R", "-X", "stream")
@@ -102,6 +121,29 @@ class PrivatePostgres:
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """The URL as asyncpg and libpq take it."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def archive_to(self, archive: Path) -> None:
+        """WAL archiving into `archive` from the next start on (`cp`, as the PostgreSQL
+        documentation's example; a segment is archived once, never overwritten)."""
+        archive.mkdir(parents=True, exist_ok=True)
+        if self._as_postgres:
+            shutil.chown(archive, "postgres", "postgres")
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                "\nwal_level = replica\narchive_mode = on\n"
+                f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n"
+            )
+
+    def base_backup(self, into: Path) -> None:
+        """`pg_basebackup` of this running cluster into `into` (which must not exist, in a
+        directory the `postgres` user may write): a checkpoint at once (`-c fast`), the WAL
+        it needs streamed beside it."""
+        source = ("-h", "127.0.0.1", "-p", self.port, "-U", "postgres")
+        self._run(PG_BIN / "pg_basebackup", "-D", into, *source, "-c", "fast", "-X", "stream")
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
@@ -254,3 +296,115 @@ async def _fold_check(database_url: str) -> Checked:
     finally:
         await store.close()
     return Checked(status=status, reason=reason)
+
+
+# --- PgBouncer in front of a private cluster ------------------------------------------------
+
+PGBOUNCER = "/usr/sbin/pgbouncer"
+
+
+class PrivatePgBouncer:
+    """PgBouncer on a free port in front of `backend` (trust auth, everything in a directory
+    of its own), in `pool_mode` (`transaction` by default: what breaks prepared statements
+    and LISTEN). Run as the `postgres` user when the tests run as root (PgBouncer refuses
+    root). `pool_size` server connections per database and user: few, so that clients
+    share them as they would in production."""
+
+    def __init__(
+        self, backend: PrivatePostgres, *, pool_mode: str = "transaction", pool_size: int = 4
+    ) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="resplog-pgbouncer-"))
+        self.port = free_port()
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        (self.root / "users.txt").write_text('"postgres" ""\n')
+        (self.root / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host=127.0.0.1 port={backend.port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir = {self.root}\n"
+            f"auth_type = trust\nauth_file = {self.root / 'users.txt'}\n"
+            f"pool_mode = {pool_mode}\ndefault_pool_size = {pool_size}\n"
+            "max_client_conn = 500\n"
+            f"logfile = {self.root / 'pgbouncer.log'}\npidfile = {self.root / 'pgbouncer.pid'}\n"
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """The URL as asyncpg and libpq take it."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def archive_to(self, archive: Path) -> None:
+        """WAL archiving into `archive` from the next start on (`cp`, as the PostgreSQL
+        documentation's example; a segment is archived once, never overwritten)."""
+        archive.mkdir(parents=True, exist_ok=True)
+        if self._as_postgres:
+            shutil.chown(archive, "postgres", "postgres")
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                "\nwal_level = replica\narchive_mode = on\n"
+                f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n"
+            )
+
+    def base_backup(self, into: Path) -> None:
+        """`pg_basebackup` of this running cluster into `into` (which must not exist, in a
+        directory the `postgres` user may write): a checkpoint at once (`-c fast`), the WAL
+        it needs streamed beside it."""
+        source = ("-h", "127.0.0.1", "-p", self.port, "-U", "postgres")
+        self._run(PG_BIN / "pg_basebackup", "-D", into, *source, "-c", "fast", "-X", "stream")
+
+    def start(self) -> None:
+        command = [PGBOUNCER, str(self.root / "pgbouncer.ini")]
+        if self._as_postgres:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                asyncio.run(_answers(self.port))
+                return
+            except (OSError, asyncpg.PostgresError):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"pgbouncer did not start: {self.log_text()}") from None
+                time.sleep(0.05)
+
+    def log_text(self) -> str:
+        path = self.root / "pgbouncer.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def destroy(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+async def _answers(port: int) -> None:
+    conn = await asyncpg.connect(
+        f"postgresql://postgres@127.0.0.1:{port}/postgres", statement_cache_size=0, timeout=2
+    )
+    await conn.close()
+
+
+@contextmanager
+def pgbouncer_in_front(
+    backend: PrivatePostgres, *, pool_mode: str = "transaction", pool_size: int = 4
+) -> Iterator[PrivatePgBouncer]:
+    """Started in front of `backend`; stopped and removed afterwards."""
+    bouncer = PrivatePgBouncer(backend, pool_mode=pool_mode, pool_size=pool_size)
+    try:
+        bouncer.start()
+        yield bouncer
+    finally:
+        bouncer.destroy()

@@ -89,16 +89,19 @@ def start_server(
     env: dict[str, str] | None = None,
     resplog: str = RESPLOG,
     port: int | None = None,
+    migrate: bool = True,
 ) -> Server:
     """`env`: the server's whole environment (the benches run another tree's code with it);
     `resplog`: the command (a bench runs another virtual environment's); `port`: a given
-    one (a restart's), else a free one."""
-    subprocess.run(
-        [resplog, "migrate", "--database-url", database_url],
-        check=True,
-        capture_output=True,
-        env=env,
-    )
+    one (a restart's), else a free one; `migrate`: False for a URL that cannot migrate (a
+    pooler's), whose database the caller migrated."""
+    if migrate:
+        subprocess.run(
+            [resplog, "migrate", "--database-url", database_url],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
     port = port or free_port()
     log = log_path.open("ab")
     process = subprocess.Popen(

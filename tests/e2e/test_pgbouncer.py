@@ -1,0 +1,157 @@
+"""resplog through a real PgBouncer in transaction mode (`pool_mode = transaction`, a few
+server connections shared by every client): the SDK's flows on two replicas, one with a
+`--session-database-url` straight to PostgreSQL for its doorbells and one without (its
+tails poll, as it says at start); `migrate` refused through the pooler; a session URL that
+points at the pooler named as such. Every log then passes the fold check on PostgreSQL."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import openai
+import pytest
+
+from adapters.store.factory import open_store
+from tests.e2e.cluster import (
+    PrivatePgBouncer,
+    PrivatePostgres,
+    fold_check,
+    pgbouncer_in_front,
+    private_postgres,
+)
+from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
+
+SLOW = {"scripted_delay_ms": "20", "scripted_tokens": "2000"}  # some 40 s: cancelled first
+SHORT = {"scripted_delay_ms": "5", "scripted_tokens": "60"}
+POLLING = "live tails of other processes' streams poll every"
+NO_SESSION = "keeps no session between statements"
+
+
+@dataclass
+class Pooled:
+    postgres: PrivatePostgres
+    bouncer: PrivatePgBouncer
+    a: Server  # through PgBouncer, doorbells on a session URL straight to PostgreSQL
+    b: Server  # through PgBouncer alone: its tails poll
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pooled]:
+    tmp = tmp_path_factory.mktemp("pgbouncer")
+    with private_postgres() as pg, pgbouncer_in_front(pg, pool_size=3) as bouncer:
+        subprocess.run([RESPLOG, "migrate", "--database-url", pg.url()], check=True)
+        session = ("--session-database-url", pg.url())
+        # Both at once: a start is seconds of imports on a busy machine.
+        with ThreadPoolExecutor(2) as starting:
+            starts = [
+                starting.submit(
+                    start_server, bouncer.url(), "postgres", tmp / name, *extra, migrate=False
+                )
+                for name, extra in (("a.log", session), ("b.log", ()))
+            ]
+        started = [s.result() for s in starts if s.exception() is None]
+        if len(started) < 2:
+            for server in started:
+                stop_server(server)
+            raise RuntimeError([s.exception() for s in starts])
+        a, b = started
+        try:
+            yield Pooled(pg, bouncer, a, b)
+        finally:
+            stop_server(a)
+            stop_server(b)
+
+
+def sdk(server: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0)
+
+
+def until(client: openai.OpenAI, rid: str, statuses: set[str], timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while (status := client.responses.retrieve(rid).status) not in statuses:
+        assert time.monotonic() < deadline, f"{rid} still {status}"
+        time.sleep(0.05)
+    return status
+
+
+def test_start_up_says_how_the_tails_hear(pooled: Pooled) -> None:
+    assert POLLING in pooled.b.log_text()
+    assert POLLING not in pooled.a.log_text()
+    assert NO_SESSION not in pooled.a.log_text()
+
+
+def test_the_sdk_flows_through_pgbouncer_on_two_replicas(pooled: Pooled) -> None:
+    a, b = sdk(pooled.a), sdk(pooled.b)
+    # Many rounds: named prepared statements failed within the first few through the pool.
+    for _ in range(5):
+        made = a.responses.create(model="scripted", input="hello")
+        assert made.status == "completed"
+        assert b.responses.retrieve(made.id).output_text == made.output_text
+        events = list(b.responses.create(model="scripted", input="hi", stream=True))
+        assert events[-1].type == "response.completed"
+        done = events[-1].response
+        assert a.responses.retrieve(done.id).output_text == done.output_text
+        assert [i.id for i in a.responses.input_items.list(done.id)]
+
+    # Background on A, streamed live from B (B hears A's commits by polling), and the
+    # other way round (A's doorbell, on the session URL, hears B's).
+    for creator, reader in ((a, b), (b, a)):
+        queued = creator.responses.create(
+            model="scripted", input="bg", background=True, metadata=SHORT
+        )
+        with reader.responses.retrieve(queued.id, stream=True) as live:
+            seen = list(live)
+        assert seen[-1].type == "response.completed"
+        assert seen[-1].response.output_text == creator.responses.retrieve(queued.id).output_text
+
+        # Resume: a stream taken up again after the point a client saw.
+        middle = seen[len(seen) // 2].sequence_number
+        with creator.responses.retrieve(queued.id, stream=True, starting_after=middle) as resumed:
+            rest = list(resumed)
+        assert [e.sequence_number for e in rest] == [e.sequence_number for e in seen][
+            len(seen) // 2 + 1 :
+        ]
+
+    # Cancel across replicas: generated by A, cancelled through B.
+    slow = a.responses.create(model="scripted", input="long", background=True, metadata=SLOW)
+    until(a, slow.id, {"in_progress"})
+    cancelled = b.responses.cancel(slow.id)
+    assert cancelled.status == "cancelled"
+    assert until(a, slow.id, {"cancelled", "completed", "failed"}) == "cancelled"
+
+    checked = fold_check(pooled.postgres.url())
+    assert checked.status[slow.id] == "cancelled"
+    assert "does not exist" not in pooled.a.log_text() + pooled.b.log_text()
+
+
+def test_migrate_through_pgbouncer_is_refused(pooled: Pooled) -> None:
+    run = subprocess.run(
+        [RESPLOG, "migrate", "--database-url", pooled.bouncer.url()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    assert "keeps no session between statements" in run.stderr
+    assert "straight to PostgreSQL" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+async def test_a_session_url_at_pgbouncer_is_named_and_the_store_serves(
+    pooled: Pooled, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = pooled.bouncer.url()
+    store = await open_store(url, session_url=url, connect_timeout=5.0)
+    try:
+        assert "the session database URL" in caplog.text and NO_SESSION in caplog.text
+        assert "--session-database-url straight to PostgreSQL" in caplog.text
+        assert store.settings.pooled and not store.settings.listen
+        for _ in range(5):  # no named statement: each may run on another server connection
+            assert await store.ping()
+            await store.check_migrated()
+    finally:
+        await store.close()
