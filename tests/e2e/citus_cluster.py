@@ -2,7 +2,8 @@
 `PrivatePostgres` with `shared_preload_libraries = 'citus'`, on loopback.
 
 The extension is PostgreSQL's to load, so it must be in the server's library directory:
-`.ci/run` builds it from `../shared/citus` where it is not (`why_not` says what is missing).
+`.ci/run` builds it from the Citus source tarball beside the checkout where it is not
+(`why_not` says what is missing).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def why_not() -> str | None:
     if not (_libdir() / "citus.so").exists():
         return (
             f"the Citus extension is not installed ({_libdir()}/citus.so); `.ci/run` builds it "
-            "from ../shared/citus (see its README.md)"
+            "from the Citus source beside the checkout, where there is one"
         )
     return None
 
