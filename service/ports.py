@@ -68,6 +68,8 @@ class ResponseRow(msgspec.Struct, frozen=True, kw_only=True):
     deleted_at: float | None = None
     lease_owner: str | None = None
     lease_expires_at: float | None = None
+    # The digest of the event at `version` (the stream's hash chain, domain/chain.py).
+    head_digest: str | None = None
 
     @property
     def cancel_requested(self) -> bool:

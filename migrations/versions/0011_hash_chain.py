@@ -1,0 +1,112 @@
+"""The hash chain of every stream: a digest per event and the head digest on each stream's
+row, backfilled for the log already written; the tables of signed checkpoints and of
+erasures.
+
+Each event's digest commits to its stream, position, type, content and the previous
+event's digest (`domain/chain.py`); the writer computes it from here on as it appends. The
+backfill reads each stream in position order (its blobs put back: the content digest is of
+the bytes a reader receives) and writes the digests, a page of rows at a time, then each
+row's head. It reads and rewrites every event once: on a large log, run it while the
+servers are stopped (docs/guides/auditing.md, "Upgrading a log").
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-12-07
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+from adapters.store.blobs import put_back, references
+from domain import chain
+
+revision: str = "0011"
+down_revision: str | None = "0010"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_PAGE = 2000
+
+
+def _resolved(conn: sa.Connection, text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    wanted = references(text)
+    if not wanted:
+        return text.encode()
+    rows = conn.execute(
+        sa.text("SELECT sha256, data FROM blobs WHERE sha256 IN :keys").bindparams(
+            sa.bindparam("keys", expanding=True)
+        ),
+        {"keys": sorted(wanted)},
+    )
+    return put_back(text, {k: v for k, v in rows}).encode()
+
+
+def _backfill(conn: sa.Connection) -> None:
+    page = sa.text(
+        "SELECT stream_id, position, type, data, facts FROM events "
+        "WHERE (stream_id, position) > (:sid, :pos) ORDER BY stream_id, position LIMIT :n"
+    )
+    first = sa.text(
+        "SELECT stream_id, position, type, data, facts FROM events "
+        "ORDER BY stream_id, position LIMIT :n"
+    )
+    update = sa.text("UPDATE events SET digest = :d WHERE stream_id = :s AND position = :p")
+    heads: dict[str, str] = {}
+    previous, at = chain.GENESIS, ("", -1)
+    rows = conn.execute(first, {"n": _PAGE}).all()
+    while rows:
+        changes = []
+        for sid, position, type_, data, facts in rows:
+            if sid != at[0]:
+                previous = chain.GENESIS
+            body = _resolved(conn, data) or b""
+            content = chain.content(body, _resolved(conn, facts))
+            previous = chain.link(previous, sid, position, type_, content)
+            heads[sid] = previous.hex()
+            changes.append({"d": heads[sid], "s": sid, "p": position})
+            at = (sid, position)
+        conn.execute(update, changes)
+        rows = conn.execute(page, {"sid": at[0], "pos": at[1], "n": _PAGE}).all()
+    if not heads:
+        return
+    for table in ("responses", "conversations"):
+        conn.execute(
+            sa.text(f"UPDATE {table} SET head_digest = :d WHERE id = :s"),
+            [{"d": d, "s": s} for s, d in heads.items()],
+        )
+
+
+def upgrade() -> None:
+    op.add_column("events", sa.Column("digest", sa.Text, nullable=True))
+    op.add_column("events", sa.Column("content_digest", sa.Text, nullable=True))
+    op.add_column("responses", sa.Column("head_digest", sa.Text, nullable=True))
+    op.add_column("conversations", sa.Column("head_digest", sa.Text, nullable=True))
+    op.create_table(
+        "checkpoints",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("created_at", sa.Double, nullable=False),
+        sa.Column("root", sa.Text, nullable=False),
+        sa.Column("body", sa.Text, nullable=False),
+    )
+    op.create_table(
+        "erasures",
+        sa.Column("stream_id", sa.Text, primary_key=True),
+        sa.Column("erased_at", sa.Double, nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+    )
+    _backfill(op.get_bind())
+
+
+def downgrade() -> None:
+    op.drop_table("erasures")
+    op.drop_table("checkpoints")
+    op.drop_column("conversations", "head_digest")
+    op.drop_column("responses", "head_digest")
+    op.drop_column("events", "content_digest")
+    op.drop_column("events", "digest")
