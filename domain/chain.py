@@ -35,7 +35,9 @@ def content(data: bytes, facts: bytes | None) -> bytes:
     return h.digest()
 
 
-def link(previous: bytes, stream_id: str, position: int, type_: str, content_digest: bytes) -> bytes:
+def link(
+    previous: bytes, stream_id: str, position: int, type_: str, content_digest: bytes
+) -> bytes:
     """The digest of an event from its previous event's digest and its content digest. The
     two digests are fixed-width; the id and type hold no NUL, so the text is unambiguous."""
     h = _sha256(previous)

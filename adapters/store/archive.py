@@ -39,8 +39,8 @@ def _data(event: StoredEvent, found: dict[str, str]) -> str:
 
 def _chain(events: Sequence[StoredEvent]) -> list[str]:
     """The digests of a stream's events (whole, from position 0, as imported), as the
-    writer links them (domain/chain.py): a stream imported is chained afresh, and an
-    export's own digests, which `import` compared (service/audit/importing.py), match."""
+    writer links them (domain/chain.py): a stream imported is chained afresh from its
+    bytes (an erased one's chain is then that of its erased bytes)."""
     digests: list[str] = []
     previous = chain.GENESIS
     for e in events:

@@ -346,7 +346,7 @@ async def _write(
     found: dict[str, str] = {}
     data = blobs.extract(wire.decode(), found)
     await blobs.store(conn, found, now)
-    tag = type(event).__struct_config__.tag
+    tag = str(type(event).__struct_config__.tag)
     previous = chain.GENESIS if position == 0 or head is None else bytes.fromhex(head)
     digest = chain.link(previous, conversation_id, position, tag, chain.content(wire, None))
     await conn.execute(

@@ -9,6 +9,7 @@ from adapters.store.archive import SqlArchive
 from adapters.store.conversations import SqlConversations
 from adapters.store.gc import SqlGc
 from adapters.store.keys import SqlApiKeyStore
+from adapters.store.ledger import SqlLedger
 from adapters.store.postgres import PostgresEventStore
 from adapters.store.scan import LogScan
 from adapters.store.settings import StoreSettings
@@ -60,6 +61,7 @@ def audit_ports(store: SqlEventStore) -> Audit:
         collector=gc,
         leftovers=gc,
         keys=SqlApiKeyStore(store),
+        ledger=SqlLedger(store),
     )
 
 

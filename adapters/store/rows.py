@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import msgspec
 
 from adapters.store import blobs as blob_store
-from domain import chain
 from adapters.store.tables import values_of
+from domain import chain
 from domain.events import (
     LIFECYCLE_TAGS,
     LIFECYCLE_TYPES,

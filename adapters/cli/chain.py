@@ -1,0 +1,100 @@
+"""`resplog checkpoint`: a signed checkpoint of the log as it is (service/audit/chain.py);
+and the key and checkpoint files that `checkpoint` and `verify` read."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from adapters.cli.common import database_option, main
+from adapters.cli.store import opened, run
+from domain.errors import ResplogError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+    from service.audit.signing import Checkpoint
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ResplogError(f"cannot read {what} {path!r}: {exc.strerror}") from None
+
+
+def signing_key(path: str) -> Ed25519PrivateKey:
+    from service.audit.signing import private_key
+
+    return private_key(_read(path, "the signing key"), f"the signing key {path!r}")
+
+
+def public_key(path: str) -> Ed25519PublicKey:
+    from service.audit.signing import public_key as load
+
+    return load(_read(path, "the public key"), f"the public key {path!r}")
+
+
+def checkpoints(paths: tuple[str, ...], key: Ed25519PublicKey) -> list[Checkpoint]:
+    from service.audit.signing import read
+
+    return [read(_read(p, "the checkpoint"), key, f"the checkpoint {p!r}") for p in paths]
+
+
+@main.command()
+@database_option
+@click.option(
+    "--signing-key",
+    "key_path",
+    required=True,
+    metavar="KEY.pem",
+    help="The Ed25519 private key that signs it (openssl genpkey -algorithm ed25519).",
+)
+@click.option(
+    "--out",
+    metavar="FILE",
+    help="Write the checkpoint here (default: standard output). An existing file is refused.",
+)
+@click.option(
+    "--save",
+    is_flag=True,
+    help="Also keep it in the database's checkpoints (what GET /v1/audit/checkpoints/latest "
+    "serves).",
+)
+def checkpoint(database_url: str, key_path: str, out: str | None, save: bool) -> None:
+    """Write a signed checkpoint: the Merkle root over every stream's (id, head position,
+    head digest), their count and the time, signed with Ed25519, and the heads themselves.
+    Hand it to the auditor (or a witness); `resplog verify --checkpoint` checks the log
+    against it later."""
+    from service.audit.chain import checkpoint as make
+
+    key = signing_key(key_path)
+    if out is not None and Path(out).exists():
+        raise ResplogError(f"{out!r} exists; a checkpoint is never written over another")
+
+    async def work() -> Checkpoint:
+        async with opened(database_url) as audit:
+            made = await make(audit.ledger, key, time.time())
+            if save:
+                await audit.ledger.save_checkpoint(
+                    made.statement.created_at, made.statement.root, made.body
+                )
+            return made
+
+    made = run(work())
+    if out is None:
+        sys.stdout.buffer.write(made.body)
+    else:
+        Path(out).write_bytes(made.body)
+        click.echo(
+            f"checkpoint of {made.statement.streams} streams, root {made.statement.root}, "
+            f"written to {out}",
+            err=True,
+        )

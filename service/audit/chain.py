@@ -1,0 +1,277 @@
+"""The hash chain checked: each stream's events against their digests and the row's head,
+and the log against signed checkpoints (`resplog verify --chain`, `--checkpoint`, `--file`);
+the checkpoint of the log as it is (`resplog checkpoint`, `serve --checkpoint-every-s`).
+
+What each finding means (docs/guides/auditing.md has the table):
+- `chain`: an event's stored digest is not the link of its bytes to the previous digest:
+  its bytes were edited, or an event was inserted, deleted or moved there.
+- `unchained`: an event without a digest.
+- `head`: the row's head digest or version is not the stream's last event's.
+- `checkpoint`: the chain recomputed from the bytes differs, at the position a checkpoint
+  recorded, from the digest it signed: the stream was rewritten (a fresh chain included).
+- `truncated`: the stream ends before the position a checkpoint recorded.
+- `removed`: a stream a checkpoint recorded is not in the log.
+- `inconsistent`: a later checkpoint does not extend an earlier one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from domain import chain
+from service.audit.signing import Checkpoint, Leaf, sign
+from service.audit.verify import Finding
+from service.audit.verifying import Report
+from service.ports import ChainHead, ChainRow, Ledger
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+Emit = Callable[[Finding], None]
+
+
+def _name(checkpoint: Checkpoint, index: int) -> str:
+    return f"checkpoint {index + 1} (root {checkpoint.statement.root[:12]}…)"
+
+
+class StreamChain:
+    """One stream's chain: `feed` its events in position order, then `finish`."""
+
+    def __init__(
+        self,
+        stream_id: str,
+        head: ChainHead | None,
+        wanted: dict[int, list[tuple[str, str]]],
+        *,
+        check_stored: bool = True,
+    ) -> None:
+        self.stream_id = stream_id
+        self.head = head
+        self.wanted = wanted  # position → [(checkpoint name, its digest there)]
+        self.check_stored = check_stored  # an export without digests has none to check
+        self.findings: list[Finding] = []
+        self.computed = chain.GENESIS  # the chain recomputed from the bytes alone
+        self.stored: str | None = None  # the last event's stored digest
+        self.last = -1
+        self.events = 0
+        self.broken = False
+
+    def _find(self, position: int | None, kind: str, message: str) -> None:
+        self.findings.append(
+            Finding(stream_id=self.stream_id, position=position, kind=kind, message=message)
+        )
+
+    def feed(self, row: ChainRow) -> None:
+        self.events += 1
+        position = row.position
+        if position != self.last + 1 and not self.broken:
+            self.broken = True
+            self._find(
+                position,
+                "chain",
+                f"follows position {self.last}: an event was deleted, inserted or moved",
+            )
+        if row.content_digest is not None:  # erased: its bytes are gone, its digest kept
+            content = bytes.fromhex(row.content_digest)
+        else:
+            content = chain.content(row.data, row.facts)
+        computed = chain.link(self.computed, self.stream_id, position, row.type, content)
+        if self.check_stored and not self.broken:
+            if row.digest is None:
+                self.broken = True
+                self._find(position, "unchained", "the event has no digest")
+            else:
+                previous = chain.GENESIS if self.stored is None else bytes.fromhex(self.stored)
+                link = chain.link(previous, self.stream_id, position, row.type, content)
+                if link.hex() != row.digest:
+                    self.broken = True
+                    self._find(
+                        position,
+                        "chain",
+                        "its digest is not that of its bytes after the previous event's: "
+                        "the event was edited, or one was inserted, deleted or moved here",
+                    )
+        self.computed = computed
+        self.stored = row.digest
+        self.last = position
+        for name, digest in self.wanted.get(position, ()):
+            if computed.hex() != digest:
+                self._find(
+                    position,
+                    "checkpoint",
+                    f"the chain up to here differs from {name}: the stream was rewritten "
+                    "at or before this position",
+                )
+
+    def finish(self) -> list[Finding]:
+        for position, names in sorted(self.wanted.items()):
+            if position > self.last:
+                for name, _ in names:
+                    self._find(
+                        position,
+                        "truncated",
+                        f"{name} recorded it up to position {position}; the log ends at "
+                        f"{self.last}",
+                    )
+        head = self.head
+        if (
+            head is not None
+            and self.check_stored
+            and (head.version != self.last or head.head_digest != self.stored)
+        ):
+            self._find(
+                None,
+                "head",
+                f"the row's head (version {head.version}, digest "
+                f"{(head.head_digest or 'none')[:12]}…) is not the stream's last event's "
+                f"({self.last}, {(self.stored or 'none')[:12]}…)",
+            )
+        return self.findings
+
+
+def _wanted(checkpoints: Sequence[Checkpoint]) -> dict[str, dict[int, list[tuple[str, str]]]]:
+    wanted: dict[str, dict[int, list[tuple[str, str]]]] = {}
+    for index, checkpoint in enumerate(checkpoints):
+        name = _name(checkpoint, index)
+        for sid, position, digest in checkpoint.leaves:
+            wanted.setdefault(sid, {}).setdefault(position, []).append((name, digest))
+    return wanted
+
+
+async def check_rows(
+    pages: AsyncIterator[list[ChainRow]] | Iterable[list[ChainRow]],
+    heads: Sequence[ChainHead] | None,
+    checkpoints: Sequence[Checkpoint],
+    emit: Emit | None = None,
+    *,
+    complete: bool = True,
+    check_stored: bool = True,
+) -> Report:
+    """Check every stream of `pages` (in stream, position order); `complete`: they are the
+    whole log, so a stream a checkpoint or a row has and the pages do not is reported."""
+    report = Report()
+    by_id = {h.stream_id: h for h in heads or ()}
+    wanted = _wanted(checkpoints)
+    seen: set[str] = set()
+    current: StreamChain | None = None
+
+    def close(stream: StreamChain | None) -> None:
+        if stream is None:
+            return
+        report.streams += 1
+        _report(report, stream.finish(), emit)
+
+    async def each() -> AsyncIterator[list[ChainRow]]:
+        if isinstance(pages, AsyncIterator):
+            async for page in pages:
+                yield page
+        else:
+            for page in pages:
+                yield page
+
+    async for page in each():
+        for row in page:
+            if current is None or row.stream_id != current.stream_id:
+                close(current)
+                seen.add(row.stream_id)
+                current = StreamChain(
+                    row.stream_id,
+                    by_id.get(row.stream_id),
+                    wanted.get(row.stream_id, {}),
+                    check_stored=check_stored,
+                )
+            current.feed(row)
+            report.events += 1
+    close(current)
+    if complete:
+        missing: list[Finding] = []
+        for index, checkpoint in enumerate(checkpoints):
+            for sid, position, _ in checkpoint.leaves:
+                if sid not in seen:
+                    missing.append(
+                        Finding(
+                            stream_id=sid,
+                            position=position,
+                            kind="removed",
+                            message=f"{_name(checkpoint, index)} recorded it; it is not in the log",
+                        )
+                    )
+        _report(report, missing, emit)
+    return report
+
+
+def _report(report: Report, findings: list[Finding], emit: Emit | None) -> None:
+    for finding in findings:
+        report.violations.append(finding)
+        if emit is not None:
+            emit(finding)
+
+
+async def verify_chain(
+    ledger: Ledger,
+    checkpoints: Sequence[Checkpoint],
+    stream_ids: Sequence[str] | None = None,
+    emit: Emit | None = None,
+) -> Report:
+    """The log's chain (or the given streams') against its rows and `checkpoints`."""
+    heads = await ledger.heads()
+    if stream_ids is not None:
+        wanted = set(stream_ids)
+        heads = [h for h in heads if h.stream_id in wanted]
+        checkpoints = [_only(c, wanted) for c in checkpoints]
+    return await check_rows(ledger.rows(stream_ids), heads, checkpoints, emit, complete=True)
+
+
+def _only(checkpoint: Checkpoint, ids: set[str]) -> Checkpoint:
+    leaves = [leaf for leaf in checkpoint.leaves if leaf[0] in ids]
+    return Checkpoint(statement=checkpoint.statement, leaves=leaves, body=checkpoint.body)
+
+
+def consistent(checkpoints: Sequence[Checkpoint], emit: Emit | None = None) -> Report:
+    """Whether each checkpoint extends every earlier one (by their signed times): each
+    stream of the earlier is in the later, at the same or a later position, and at the same
+    position with the same digest. (Whether the later one's chain passes through the
+    earlier one's digest at a later position is for the log to say: `verify --all` with
+    both checks each against it.)"""
+    report = Report()
+    ordered = sorted(enumerate(checkpoints), key=lambda c: c[1].statement.created_at)
+    findings: list[Finding] = []
+    for a, (i, earlier) in enumerate(ordered):
+        for j, later in ordered[a + 1 :]:
+            heads = later.heads()
+            for sid, position, digest in earlier.leaves:
+                then = heads.get(sid)
+                why = None
+                if then is None:
+                    why = "is not in"
+                elif then[0] < position:
+                    why = f"is at position {then[0]}, set back, in"
+                elif then[0] == position and then[1] != digest:
+                    why = "has another digest at the same position in"
+                if why is not None:
+                    findings.append(
+                        Finding(
+                            stream_id=sid,
+                            position=position,
+                            kind="inconsistent",
+                            message=f"recorded by {_name(earlier, i)}, it {why} {_name(later, j)}",
+                        )
+                    )
+    report.streams = len({leaf[0] for c in checkpoints for leaf in c.leaves})
+    _report(report, findings, emit)
+    return report
+
+
+async def leaves(ledger: Ledger) -> list[Leaf]:
+    """Every stream's head, as a checkpoint's leaf (a stream with no head digest yet, which
+    only a log written before the chain and not migrated has, is left out)."""
+    return [
+        (h.stream_id, h.version, h.head_digest)
+        for h in await ledger.heads()
+        if h.head_digest is not None and h.version >= 0
+    ]
+
+
+async def checkpoint(ledger: Ledger, key: Ed25519PrivateKey, now: float) -> Checkpoint:
+    return sign(key, await leaves(ledger), now)

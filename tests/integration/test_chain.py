@@ -1,0 +1,420 @@
+"""The hash chain and signed checkpoints through the real CLI (`resplog checkpoint`,
+`resplog verify --all --checkpoint`, `--file`), on PostgreSQL and SQLite: every way of
+tampering with the log that docs/guides/auditing.md lists is caught and named."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.store.conversations import SqlConversations
+from adapters.store.factory import open_store
+from adapters.store.ledger import SqlLedger
+from adapters.store.migrate import upgrade
+from adapters.store.sql import SqlEventStore
+from adapters.store.writer import GroupCommitWriter
+from domain import chain
+from domain.conversations import ConversationObject
+from domain.errors import ArchiveError
+from service.audit.archive import chain_rows
+from service.audit.chain import check_rows
+from service.audit.chain import checkpoint as make_checkpoint
+from service.audit.signing import public_key, read
+from tests.integration.streams import script
+
+REPO = Path(__file__).resolve().parents[2]
+_EDIT_FIRST = (
+    "UPDATE events SET facts = replace(facts, 'Hi', 'Yo') WHERE stream_id = :s AND position = 0"
+)
+
+
+def resplog(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    code = "from adapters.cli import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def pem(key: Ed25519PrivateKey) -> tuple[bytes, bytes]:
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, public
+
+
+class Log:
+    def __init__(self, url: str, tmp: Path, ids: list[str], conversation: str) -> None:
+        self.url = url
+        self.tmp = tmp
+        self.ids = ids
+        self.conversation = conversation
+        private, public = pem(Ed25519PrivateKey.generate())
+        self.key = tmp / "key.pem"
+        self.pub = tmp / "pub.pem"
+        self.key.write_bytes(private)
+        self.pub.write_bytes(public)
+        self.checkpoint = tmp / "cp.json"
+
+    def verify(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        return resplog(
+            "verify",
+            "--all",
+            "--checkpoint",
+            str(self.checkpoint),
+            "--public-key",
+            str(self.pub),
+            "--database-url",
+            self.url,
+            *extra,
+        )
+
+
+async def _write(url: str, n: int = 3) -> tuple[list[str], str]:
+    store = await open_store(url)
+    ids: list[str] = []
+    try:
+        async with GroupCommitWriter(store) as writer:
+            for _ in range(n):
+                appends = script(deltas=4)
+                rid = appends[0][1][0].response.id  # type: ignore[union-attr]
+                ids.append(rid)
+                for expected, events in appends:
+                    await writer.append(rid, expected, events)
+        conversations = SqlConversations(store)
+        cid = "conv_" + os.urandom(8).hex()
+        now = time.time()
+        await conversations.create(ConversationObject(id=cid, created_at=int(now)), "o", [], now)
+        await conversations.update(cid, {"k": "v"}, now)
+    finally:
+        await store.close()
+    return ids, cid
+
+
+async def _checkpoint(url: str, path: Path, key: Path) -> None:
+    """A checkpoint as `resplog checkpoint` makes it, in this process (quicker)."""
+    signer = serialization.load_pem_private_key(key.read_bytes(), None)  # noqa: ASYNC240
+    assert isinstance(signer, Ed25519PrivateKey)
+    store = await open_store(url)
+    try:
+        made = await make_checkpoint(SqlLedger(store), signer, time.time())
+    finally:
+        await store.close()
+    path.write_bytes(made.body)  # noqa: ASYNC240
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def empty_url(request: pytest.FixtureRequest, fresh_pg: Callable[[], str], tmp_path: Path) -> str:
+    """A migrated database of this test's own (made outside any event loop)."""
+    if request.param == "postgres":
+        url = fresh_pg()
+        upgrade(url)
+        return url
+    return str(request.getfixturevalue("fresh_sqlite"))
+
+
+@pytest.fixture
+async def log(empty_url: str, tmp_path: Path) -> Log:
+    url = empty_url
+    ids, cid = await _write(url)
+    made = Log(url, tmp_path, ids, cid)
+    await _checkpoint(url, made.checkpoint, made.key)
+    return made
+
+
+async def sql(url: str, statement: str, **params: Any) -> list[Any]:
+    store = await open_store(url)
+    try:
+        async with store.engine.begin() as conn:
+            result = await conn.execute(sa.text(statement), params)
+            return list(result) if result.returns_rows else []
+    finally:
+        await store.close()
+
+
+async def rechain(url: str, stream_id: str) -> None:
+    """What a careful forger does after changing a stream: every digest recomputed from
+    the bytes as they now are, and the row's head and version set to match."""
+    store: SqlEventStore = await open_store(url)
+    try:
+        rows = [r for page in [p async for p in SqlLedger(store).rows([stream_id])] for r in page]
+        previous, last = chain.GENESIS, -1
+        async with store.engine.begin() as conn:
+            for row in rows:
+                content = chain.content(row.data, row.facts)
+                previous = chain.link(previous, stream_id, row.position, row.type, content)
+                last = row.position
+                await conn.execute(
+                    sa.text("UPDATE events SET digest = :d WHERE stream_id = :s AND position = :p"),
+                    {"d": previous.hex(), "s": stream_id, "p": row.position},
+                )
+            await conn.execute(
+                sa.text("UPDATE responses SET head_digest = :d, version = :v WHERE id = :s"),
+                {"d": previous.hex(), "v": last, "s": stream_id},
+            )
+    finally:
+        await store.close()
+
+
+def findings(result: subprocess.CompletedProcess[str], kind: str) -> list[str]:
+    return [line for line in result.stdout.splitlines() if f": {kind}: " in line]
+
+
+async def test_an_untouched_log_verifies_against_its_checkpoint(log: Log) -> None:
+    result = log.verify()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "chain: ok:" in result.stdout
+
+
+async def test_checkpoint_command_writes_a_signed_checkpoint(log: Log) -> None:
+    out = log.tmp / "cli.json"
+    made = resplog(
+        "checkpoint", "--signing-key", str(log.key), "--out", str(out), "--database-url", log.url
+    )
+    assert made.returncode == 0, made.stderr
+    checkpoint = read(out.read_bytes(), public_key(log.pub.read_bytes()))
+    assert checkpoint.statement.streams == len(log.ids) + 1
+    again = resplog(
+        "checkpoint", "--signing-key", str(log.key), "--out", str(out), "--database-url", log.url
+    )
+    assert again.returncode == 1 and "exists" in again.stderr
+
+
+async def test_edited_bytes_are_named(log: Log) -> None:
+    rid = log.ids[1]
+    await sql(
+        log.url,
+        _EDIT_FIRST,
+        s=rid,
+    )
+    result = log.verify()
+    assert result.returncode == 1
+    assert any(f"{rid} @0: chain:" in line for line in findings(result, "chain")), result.stdout
+
+
+async def test_edited_bytes_with_every_digest_recomputed_are_caught_by_the_checkpoint(
+    log: Log,
+) -> None:
+    rid = log.ids[0]
+    await sql(
+        log.url,
+        _EDIT_FIRST,
+        s=rid,
+    )
+    await rechain(log.url, rid)
+    result = log.verify()
+    assert result.returncode == 1
+    assert not findings(result, "chain"), result.stdout  # the forger's chain holds together
+    assert any(rid in line for line in findings(result, "checkpoint")), result.stdout
+
+
+async def test_an_inserted_event_is_named(log: Log) -> None:
+    rid = log.ids[2]
+    # Make room at position 2 (later ones move up one), then insert a forged delta there.
+    rows = await sql(
+        log.url, "SELECT position FROM events WHERE stream_id = :s ORDER BY position DESC", s=rid
+    )
+    for (position,) in rows:
+        if position >= 2:
+            await sql(
+                log.url,
+                "UPDATE events SET position = position + 1 WHERE stream_id = :s AND position = :p",
+                s=rid,
+                p=position,
+            )
+    await sql(
+        log.url,
+        "INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest) "
+        "SELECT stream_id, 2, type, data, facts, recorded_at, digest FROM events "
+        "WHERE stream_id = :s AND position = 4",
+        s=rid,
+    )
+    result = log.verify()
+    assert result.returncode == 1
+    assert any(f"{rid} @2: chain:" in line for line in findings(result, "chain")), result.stdout
+
+
+async def test_a_deleted_event_is_named(log: Log) -> None:
+    rid = log.ids[0]
+    await sql(log.url, "DELETE FROM events WHERE stream_id = :s AND position = 2", s=rid)
+    result = log.verify()
+    assert result.returncode == 1
+    assert any(f"{rid} @3: chain:" in line for line in findings(result, "chain")), result.stdout
+
+
+async def test_reordered_events_are_named(log: Log) -> None:
+    rid = log.ids[1]
+    a, b = await sql(
+        log.url,
+        "SELECT data FROM events WHERE stream_id = :s AND position IN (2, 3) ORDER BY position",
+        s=rid,
+    )
+    for position, (data,) in ((2, b), (3, a)):
+        await sql(
+            log.url,
+            "UPDATE events SET data = :d WHERE stream_id = :s AND position = :p",
+            d=data,
+            s=rid,
+            p=position,
+        )
+    result = log.verify()
+    assert result.returncode == 1
+    assert any(f"{rid} @2: chain:" in line for line in findings(result, "chain")), result.stdout
+
+
+async def test_a_truncated_stream_is_named(log: Log) -> None:
+    rid = log.ids[2]
+    await sql(log.url, "DELETE FROM events WHERE stream_id = :s AND position > 3", s=rid)
+    await rechain(log.url, rid)  # row version and head set back consistently
+    result = log.verify()
+    assert result.returncode == 1
+    assert not findings(result, "chain"), result.stdout
+    truncated = findings(result, "truncated")
+    assert any(rid in line and "the log ends at 3" in line for line in truncated), result.stdout
+
+
+async def test_a_removed_stream_is_named(log: Log) -> None:
+    rid = log.ids[0]
+    await sql(log.url, "DELETE FROM events WHERE stream_id = :s", s=rid)
+    await sql(log.url, "DELETE FROM responses WHERE id = :s", s=rid)
+    result = log.verify()
+    assert result.returncode == 1
+    assert any(rid in line for line in findings(result, "removed")), result.stdout
+
+
+async def test_a_stream_rewritten_whole_with_a_fresh_chain_is_named(log: Log) -> None:
+    rid = log.ids[1]
+    await sql(
+        log.url,
+        "UPDATE events SET facts = replace(facts, 'Hi', 'Yo'), recorded_at = recorded_at + 1 "
+        "WHERE stream_id = :s",
+        s=rid,
+    )
+    await sql(
+        log.url,
+        "UPDATE responses SET snapshot = replace(snapshot, 'Hi', 'Yo') WHERE id = :s",
+        s=rid,
+    )
+    await rechain(log.url, rid)
+    result = log.verify()
+    assert result.returncode == 1
+    assert any(rid in line for line in findings(result, "checkpoint")), result.stdout
+
+
+async def test_a_checkpoint_whose_signature_does_not_verify_is_refused(log: Log) -> None:
+    other = log.tmp / "other.pem"
+    other.write_bytes(pem(Ed25519PrivateKey.generate())[1])
+    result = resplog(
+        "verify", "--all", "--checkpoint", str(log.checkpoint), "--public-key", str(other),
+        "--database-url", log.url,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "signature does not verify" in result.stderr
+    forged = log.tmp / "forged.json"
+    forged.write_bytes(log.checkpoint.read_bytes().replace(b'"streams\\":4', b'"streams\\":5'))
+    result = resplog(
+        "verify", "--all", "--checkpoint", str(forged), "--public-key", str(log.pub),
+        "--database-url", log.url,
+    )  # fmt: skip
+    assert result.returncode == 1 and "signature does not verify" in result.stderr
+
+
+async def test_bad_key_and_checkpoint_files_are_one_clear_error(log: Log) -> None:
+    junk = log.tmp / "junk"
+    junk.write_text("not a key")
+    for args in (
+        ("checkpoint", "--signing-key", str(junk)),
+        ("checkpoint", "--signing-key", str(log.pub)),
+        ("verify", "--all", "--checkpoint", str(junk), "--public-key", str(log.pub)),
+        ("verify", "--all", "--checkpoint", str(log.checkpoint), "--public-key", str(junk)),
+    ):
+        result = resplog(*args, "--database-url", log.url)
+        assert result.returncode == 1, args
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+async def test_two_checkpoints_are_consistent_unless_the_later_dropped_a_stream(log: Log) -> None:
+    later = log.tmp / "later.json"
+    await _write(log.url, 1)
+    await _checkpoint(log.url, later, log.key)
+    both = ("--checkpoint", str(log.checkpoint), "--checkpoint", str(later))
+    result = resplog("verify", *both, "--public-key", str(log.pub))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert log.verify("--checkpoint", str(later)).returncode == 0
+    rid = log.ids[0]
+    await sql(log.url, "DELETE FROM events WHERE stream_id = :s", s=rid)
+    await sql(log.url, "DELETE FROM responses WHERE id = :s", s=rid)
+    dropped = log.tmp / "dropped.json"
+    await _checkpoint(log.url, dropped, log.key)
+    result = resplog("verify", "--checkpoint", str(later), "--checkpoint", str(dropped),
+                     "--public-key", str(log.pub))  # fmt: skip
+    assert result.returncode == 1
+    assert any(rid in line for line in findings(result, "inconsistent")), result.stdout
+
+
+async def test_an_export_verifies_offline_and_its_edits_do_not(log: Log) -> None:
+    export = log.tmp / "export.jsonl"
+    done = resplog("export", "--database-url", log.url)
+    assert done.returncode == 0, done.stderr
+    export.write_text(done.stdout)
+    offline = ("--checkpoint", str(log.checkpoint), "--public-key", str(log.pub))
+    result = resplog("verify", "--file", str(export), *offline)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = export.read_bytes().splitlines(keepends=True)
+    edited = log.tmp / "edited.jsonl"
+    at = next(i for i, line in enumerate(lines) if b'"Hi' in line)
+    lines[at] = lines[at].replace(b'"Hi', b'"Yo', 1)
+    edited.write_bytes(b"".join(lines))
+    result = resplog("verify", "--file", str(edited), *offline)
+    assert result.returncode == 1
+    assert findings(result, "chain"), result.stdout
+
+
+@pytest.fixture
+async def exported(log: Log) -> tuple[list[bytes], Any]:
+    export = log.tmp / "export.jsonl"
+    done = resplog("export", "--database-url", log.url)
+    assert done.returncode == 0, done.stderr
+    export.write_text(done.stdout)
+    checkpoint = read(log.checkpoint.read_bytes(), public_key(log.pub.read_bytes()))
+    return export.read_bytes().splitlines(keepends=True), checkpoint
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_one_byte_changed_in_an_exports_content_fails_offline_verification(
+    exported: tuple[list[bytes], Any], data: st.DataObject
+) -> None:
+    lines, checkpoint = exported
+    events = [i for i, line in enumerate(lines) if line.startswith(b'{"kind":"event"')]
+    at = data.draw(st.sampled_from(events))
+    line = lines[at]
+    # A byte of the event's content: anywhere in its data or facts (as the file holds
+    # them, JSON strings), the quotes that delimit them aside.
+    start = line.index(b'"data":') + len(b'"data":"')
+    end = line.index(b',"recorded_at"') - 1
+    offset = data.draw(st.integers(start, end - 1))
+    new = data.draw(st.integers(0, 255).filter(lambda b: b != line[offset]))
+    changed = line[:offset] + bytes([new]) + line[offset + 1 :]
+    try:
+        rows = list(chain_rows([*lines[:at], changed, *lines[at + 1 :]]))
+    except ArchiveError:
+        return  # no longer an export line at all: refused, which is failing too
+    report = asyncio.run(check_rows([rows], None, [checkpoint], complete=False))
+    assert not report.ok
