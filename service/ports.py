@@ -169,6 +169,7 @@ class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
     previous_response_id: str | None
     snapshot: bytes
     request_facts: bytes | None
+    erased: bool = False  # its content was erased (`resplog erase`): it cannot be continued
 
 
 class ResponseIndex(Protocol):
@@ -757,7 +758,11 @@ class Ledger(Protocol):
         stream_id: str,
         events: Sequence[tuple[int, bytes, bytes | None, str]],
         erasure: Erasure,
+        snapshot: bytes | None = None,
+        items: Sequence[tuple[str, bytes]] = (),
+        metadata: bytes | None = None,
     ) -> None:
-        """Replace each (position, data, facts, content digest) of the stream and record the
-        erasure, in one transaction; the row's snapshot too (from the last lifecycle event)."""
+        """Replace each (position, data, facts, content digest) of the stream, a response's
+        snapshot, a conversation's items (by id) and metadata, and record the erasure, in
+        one transaction; then delete the blobs nothing refers to any more."""
         ...

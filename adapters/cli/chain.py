@@ -98,3 +98,49 @@ def checkpoint(database_url: str, key_path: str, out: str | None, save: bool) ->
             f"written to {out}",
             err=True,
         )
+
+
+@main.command()
+@database_option
+@click.argument("ids", nargs=-1, metavar="[RESPONSE_ID]...")
+@click.option("--conversation", "conversation", metavar="ID", help="Erase this conversation.")
+@click.option("--owner", metavar="OWNER", help="Erase every response and conversation of OWNER.")
+@click.option(
+    "--reason",
+    required=True,
+    help="Why (recorded with the erasure and shown by reads; never the content itself).",
+)
+def erase(
+    database_url: str,
+    ids: tuple[str, ...],
+    conversation: str | None,
+    owner: str | None,
+    reason: str,
+) -> None:
+    """Erase the content of responses or conversations (text, instructions, tool arguments
+    and outputs, reasoning, images and files, metadata values), keeping each event's type,
+    position and digest, the lifecycle, timings and usage, and an erasure record: the
+    chain still verifies, against checkpoints taken before too. A running response is
+    refused (cancel it first); erasing twice does nothing the second time."""
+    from adapters.cli.params import response_id
+    from service.audit.erasing import erase as run_erase
+    from service.audit.erasing import targets
+
+    if not ids and conversation is None and owner is None:
+        raise click.UsageError("give response ids, --conversation or --owner")
+    for rid in ids:
+        response_id(rid)
+
+    async def work() -> list[object]:
+        async with opened(database_url) as audit:
+            found = await targets(audit, ids, conversation, owner)
+            return list(await run_erase(audit, found, reason))
+
+    from service.audit.erasing import Erased
+
+    for done in run(work()):
+        assert isinstance(done, Erased)
+        if done.already:
+            click.echo(f"{done.stream_id}: already erased")
+        else:
+            click.echo(f"{done.stream_id}: erased ({done.events} events)")

@@ -109,6 +109,7 @@ class SqlLedger:
         erasure: Erasure,
         snapshot: bytes | None = None,
         items: Sequence[tuple[str, bytes]] = (),
+        metadata: bytes | None = None,
     ) -> None:
         """The erased events, the row's snapshot (a response's) and item rows (a
         conversation's) replaced, and the erasure recorded, in one transaction; then the
@@ -130,6 +131,12 @@ class SqlLedger:
                     sa.update(t_responses)
                     .where(t_responses.c.id == stream_id)
                     .values(snapshot=snapshot.decode())
+                )
+            if metadata is not None:
+                await conn.execute(
+                    sa.update(t_conversations)
+                    .where(t_conversations.c.id == stream_id)
+                    .values(metadata=metadata.decode())
                 )
             for item_id, data in items:
                 await conn.execute(
