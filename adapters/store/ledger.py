@@ -115,7 +115,12 @@ class SqlLedger:
         conversation's) replaced, and the erasure recorded, in one transaction; then the
         blobs nothing refers to any more are swept (`blobs.sweep` with no grace)."""
         e = t_events.c
+        sqlite = self.store.dialect == "sqlite"
         async with self.store.begin_write() as conn:
+            if sqlite:
+                # The old bytes are overwritten with zeros where SQLite frees them, not
+                # left in free pages of the file.
+                await conn.exec_driver_sql("PRAGMA secure_delete = ON")
             for position, data, facts, content in events:
                 await conn.execute(
                     sa.update(t_events)
@@ -150,3 +155,10 @@ class SqlLedger:
                 )
             )
             await blobs.sweep(conn, erasure.erased_at)
+        if sqlite:
+            # The write-ahead log still holds the pages as they were: fold it into the file
+            # and empty it (a reader holding an old snapshot can delay this; docs/guides/
+            # auditing.md says how to make erasure complete).
+            async with self.store.engine.connect() as conn:
+                await conn.exec_driver_sql("PRAGMA secure_delete = OFF")
+                await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")

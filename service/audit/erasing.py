@@ -86,7 +86,7 @@ def _walk(value: Any, erase_strings: bool = False) -> Any:
         return out
     if isinstance(value, list):
         return [_walk(item, erase_strings) for item in value]
-    if isinstance(value, str) and erase_strings:
+    if isinstance(value, str) and erase_strings and value:  # an empty one holds nothing
         return ERASED
     return value
 
