@@ -218,8 +218,13 @@ async def test_erase_on_sqlite_keeps_the_chain(fresh_sqlite: str, tmp_path: Path
     assert rid in done.stdout and cid in done.stdout
     verified = resplog("verify", "--all", "--chain", "--database-url", fresh_sqlite)
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    path = make_url(fresh_sqlite).database
+    raw = _file_bytes(fresh_sqlite)
+    assert [s for s in SECRETS.values() if s.encode() in raw] == []
+
+
+def _file_bytes(url: str) -> bytes:
+    """The SQLite file's bytes and its write-ahead log's: all that is on the disk."""
+    path = make_url(url).database
     assert path is not None
     wal = Path(path + "-wal")
-    raw = Path(path).read_bytes() + (wal.read_bytes() if wal.exists() else b"")
-    assert [s for s in SECRETS.values() if s.encode() in raw] == []
+    return Path(path).read_bytes() + (wal.read_bytes() if wal.exists() else b"")
