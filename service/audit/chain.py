@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from domain import chain
 from service.audit.signing import Checkpoint, Leaf, sign
 from service.audit.verify import Finding
@@ -275,3 +277,70 @@ async def leaves(ledger: Ledger) -> list[Leaf]:
 
 async def checkpoint(ledger: Ledger, key: Ed25519PrivateKey, now: float) -> Checkpoint:
     return sign(key, await leaves(ledger), now)
+
+
+class Integrity(msgspec.Struct, frozen=True, kw_only=True):
+    """A stream's state for the audit view: its chain checked, the latest checkpoint that
+    holds it (its number, and whether the chain passes through the digest it recorded),
+    and its erasure."""
+
+    chain: str  # "intact", "broken", "unchained" (no digests: written before the chain)
+    broken_at: int | None = None
+    checkpoint: int | None = None
+    in_checkpoint: bool | None = None  # None: no checkpoint, or none that holds it
+    erased_at: float | None = None
+    erased_because: str | None = None
+
+
+async def integrity(ledger: Ledger, stream_id: str, head: ChainHead | None) -> Integrity:
+    latest = await ledger.latest_checkpoint()
+    leaf: tuple[int, str] | None = None
+    if latest is not None:
+        try:
+            found = _leaves.decode(latest.body).leaves
+        except msgspec.DecodeError:
+            found = []
+        for sid, position, digest in found:
+            if sid == stream_id:
+                leaf = (position, digest)
+                break
+    wanted = {} if leaf is None else {leaf[0]: [("the checkpoint", leaf[1])]}
+    check = StreamChain(stream_id, head, wanted)
+    async for page in ledger.rows([stream_id]):
+        for row in page:
+            check.feed(row)
+    findings = check.finish()
+    broken = [f for f in findings if f.kind in ("chain", "unchained", "head")]
+    erasure = next(iter(await ledger.erasures([stream_id])), None)
+    return Integrity(
+        chain="intact" if not broken else broken[0].kind.replace("chain", "broken"),
+        broken_at=broken[0].position if broken else None,
+        checkpoint=None if latest is None else latest.number,
+        in_checkpoint=None
+        if leaf is None
+        else not any(f.kind in ("checkpoint", "truncated") for f in findings),
+        erased_at=None if erasure is None else erasure.erased_at,
+        erased_because=None if erasure is None else erasure.reason,
+    )
+
+
+class _Leaves(msgspec.Struct, frozen=True):
+    leaves: list[tuple[str, int, str]]
+
+
+_leaves = msgspec.json.Decoder(_Leaves)
+
+
+async def keep_checkpointing(
+    ledger: Ledger, key: Ed25519PrivateKey, every: float, clock: Callable[[], float]
+) -> bool:
+    """One step of `serve --checkpoint-every-s`: a checkpoint saved, unless one was saved
+    less than half the period ago (by this process or another of the same database, so
+    that N processes do not write N each period). Whether it saved one."""
+    latest = await ledger.latest_checkpoint()
+    now = clock()
+    if latest is not None and now - latest.created_at < every / 2:
+        return False
+    made = await checkpoint(ledger, key, now)
+    await ledger.save_checkpoint(now, made.statement.root, made.body)
+    return True
