@@ -144,3 +144,32 @@ def erase(
             click.echo(f"{done.stream_id}: already erased")
         else:
             click.echo(f"{done.stream_id}: erased ({done.events} events)")
+
+
+@main.command()
+@database_option
+@click.argument("rid", metavar="RESPONSE_ID")
+@click.option(
+    "--checkpoint",
+    "checkpoint_path",
+    metavar="FILE",
+    help="Prove against this checkpoint file (default: the latest the database keeps).",
+)
+def prove(database_url: str, rid: str, checkpoint_path: str | None) -> None:
+    """Print (JSON) the inclusion proof of a response's head in a signed checkpoint, which
+    docs/guides/verify_proof.py checks from the proof, the checkpoint and the public key
+    alone."""
+    import msgspec
+
+    from adapters.cli.params import response_id
+    from service.audit.chain import Proof
+    from service.audit.chain import prove as make
+
+    response_id(rid)
+    body = None if checkpoint_path is None else _read(checkpoint_path, "the checkpoint")
+
+    async def work() -> Proof:
+        async with opened(database_url) as audit:
+            return await make(audit.ledger, rid, body)
+
+    click.echo(msgspec.json.encode(run(work())).decode())

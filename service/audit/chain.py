@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from domain import chain
-from service.audit.signing import Checkpoint, Leaf, sign
+from domain.errors import NotFound
+from service.audit.signing import Checkpoint, CheckpointError, Leaf, leaf_hashes, sign
 from service.audit.verify import Finding
 from service.audit.verifying import Report
 from service.ports import ChainHead, ChainRow, Ledger
@@ -344,3 +345,61 @@ async def keep_checkpointing(
     made = await checkpoint(ledger, key, now)
     await ledger.save_checkpoint(now, made.statement.root, made.body)
     return True
+
+
+class Proof(msgspec.Struct, frozen=True, kw_only=True):
+    """That a stream's head is a leaf of a signed checkpoint (RFC 9162's audit path): what
+    docs/guides/verify_proof.py checks with the checkpoint and the public key alone."""
+
+    checkpoint: int | None  # its number in the database (None: a checkpoint file given)
+    statement: str  # the checkpoint's signed statement, as in its file
+    stream_id: str
+    position: int
+    digest: str
+    index: int
+    size: int
+    path: list[str]
+
+
+class _File(msgspec.Struct, frozen=True):
+    statement: str
+    leaves: list[tuple[str, int, str]]
+
+
+_proof_file = msgspec.json.Decoder(_File)
+
+
+async def prove(ledger: Ledger, stream_id: str, body: bytes | None = None) -> Proof:
+    """The inclusion proof of `stream_id` in the checkpoint `body` (a file's bytes), or in
+    the latest the database keeps; `NotFound` where there is none or it does not hold
+    the stream."""
+    number = None
+    if body is None:
+        latest = await ledger.latest_checkpoint()
+        if latest is None:
+            raise NotFound(
+                "no checkpoint yet (resplog checkpoint --save, serve --checkpoint-every-s)"
+            )
+        number, body = latest.number, latest.body
+    try:
+        found = _proof_file.decode(body)
+    except msgspec.DecodeError as exc:
+        raise CheckpointError(f"not a resplog checkpoint ({exc})") from None
+    index = next((i for i, leaf in enumerate(found.leaves) if leaf[0] == stream_id), None)
+    if index is None:
+        which = "the checkpoint" if number is None else f"checkpoint {number}"
+        raise NotFound(
+            f"{stream_id} is not in {which} (one taken after it was created will hold it)"
+        )
+    _, position, digest = found.leaves[index]
+    hashes = leaf_hashes(list(found.leaves))
+    return Proof(
+        checkpoint=number,
+        statement=found.statement,
+        stream_id=stream_id,
+        position=position,
+        digest=digest,
+        index=index,
+        size=len(hashes),
+        path=[h.hex() for h in chain.inclusion(hashes, index)],
+    )

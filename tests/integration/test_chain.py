@@ -418,3 +418,51 @@ def test_any_one_byte_changed_in_an_exports_content_fails_offline_verification(
         return  # no longer an export line at all: refused, which is failing too
     report = asyncio.run(check_rows([rows], None, [checkpoint], complete=False))
     assert not report.ok
+
+
+VERIFIER = REPO / "docs" / "guides" / "verify_proof.py"
+
+
+def _standalone(proof: Path, checkpoint: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(VERIFIER), str(proof), str(checkpoint), str(pub)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+async def test_a_proof_checks_with_the_standalone_verifier_alone(log: Log) -> None:
+    rid = log.ids[1]
+    made = resplog("prove", rid, "--checkpoint", str(log.checkpoint), "--database-url", log.url)
+    assert made.returncode == 0, made.stderr
+    proof = log.tmp / "proof.json"
+    proof.write_text(made.stdout)
+    checked = _standalone(proof, log.checkpoint, log.pub)
+    assert checked.returncode == 0 and checked.stdout.strip() == "included", checked.stdout
+    # Against another checkpoint, another key, or a leaf changed: refused, saying why.
+    later = log.tmp / "later.json"
+    await _write(log.url, 1)
+    await _checkpoint(log.url, later, log.key)
+    other = log.tmp / "other.pem"
+    other.write_bytes(pem(Ed25519PrivateKey.generate())[1])
+    forged = log.tmp / "forged.json"
+    forged.write_text(made.stdout.replace('"position":', '"position":1', 1))
+    for args, why in (
+        ((proof, later, log.pub), "another checkpoint"),
+        ((proof, log.checkpoint, other), "signature"),
+        ((forged, log.checkpoint, log.pub), "not in the checkpoint's tree"),
+    ):
+        refused = _standalone(*args)
+        assert refused.returncode == 1 and why in refused.stdout, refused.stdout
+    # A response the checkpoint does not hold (made after it): one clear error.
+    store = await open_store(log.url)
+    try:
+        newer = {h.stream_id for h in await SqlLedger(store).heads()} - set(log.ids)
+    finally:
+        await store.close()
+    fresh = next(s for s in newer if s.startswith("resp_"))
+    missing = resplog(
+        "prove", fresh, "--checkpoint", str(log.checkpoint), "--database-url", log.url
+    )
+    assert missing.returncode == 1 and "is not in the checkpoint" in missing.stderr
