@@ -45,6 +45,11 @@ def test_a_server_keeps_checkpoints_that_verify_and_the_view_shows_integrity(
         state = detail["integrity"]
         assert state["chain"] == "intact" and state["in_checkpoint"] is True
         assert state["checkpoint"] >= 1 and state["erased_at"] is None
+        proof = httpx.get(f"{server.base_url}/v1/responses/{rid}/proof", timeout=5)
+        assert proof.status_code == 200, proof.text
+        assert proof.json()["stream_id"] == rid and proof.json()["size"] >= 1
+        nobody = httpx.get(f"{server.base_url}/v1/responses/resp_nope/proof", timeout=5)
+        assert nobody.status_code == 404
     finally:
         stop_server(server)
     verified = resplog(
