@@ -11,7 +11,7 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, TypeVar
 
@@ -446,7 +446,7 @@ class SqlEventStore(ReadModel):
             failed, done = await self._commit_isolated(batches, now, recheck)
         committed = {b.stream_id: b.events for b in batches if b.stream_id not in failed}
         committed.update(done)
-        self._remember(batches, failed)
+        self._remember(batches, {**failed, **done})
         self.hub.publish(committed)
         return failed
 
@@ -477,9 +477,11 @@ class SqlEventStore(ReadModel):
             rows = await conn.execute(sa.select(c.id, c.head_digest).where(c.id.in_(ids)))
             return {sid: bytes.fromhex(digest) for sid, digest in rows if digest is not None}
 
-    def _remember(self, batches: Sequence[Append], failed: Failures) -> None:
+    def _remember(self, batches: Sequence[Append], failed: Mapping[str, object]) -> None:
         """Keep each committed stream's last digest for its next append; forget a failed
-        one (its next append reads the row) and an ended one (nothing more follows)."""
+        one (its next append reads the row), an ended one (nothing more follows) and one a
+        retry found already written (its digests were linked by the earlier attempt, from
+        a previous digest this one may have read after that attempt moved the row)."""
         cache = self._chain
         for b in batches:
             if b.stream_id in failed or (

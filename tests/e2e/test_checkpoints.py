@@ -12,7 +12,7 @@ import openai
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.e2e.conftest import start_server, stop_server
-from tests.integration.test_chain import pem, resplog
+from tests.integration.chained import pem, resplog
 
 
 def test_a_server_keeps_checkpoints_that_verify_and_the_view_shows_integrity(

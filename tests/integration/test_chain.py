@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy.engine import make_url
 
 from adapters.store.conversations import SqlConversations
 from adapters.store.factory import open_store
@@ -31,46 +33,33 @@ from domain.conversations import ConversationObject
 from domain.errors import ArchiveError
 from service.audit.archive import chain_rows
 from service.audit.chain import check_rows
-from service.audit.chain import checkpoint as make_checkpoint
 from service.audit.signing import public_key, read
+from tests.conftest import _admin
+from tests.integration.chained import REPO, checkpoint_file, pem, resplog
 from tests.integration.streams import script
 
-REPO = Path(__file__).resolve().parents[2]
 _EDIT_FIRST = (
     "UPDATE events SET facts = replace(facts, 'Hi', 'Yo') WHERE stream_id = :s AND position = 0"
 )
 
 
-def resplog(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    code = "from adapters.cli import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60
-    )
-
-
-def pem(key: Ed25519PrivateKey) -> tuple[bytes, bytes]:
-    private = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return private, public
-
-
 class Log:
+    """A test's own copy of the corpus (`corpus`), its key pair and its checkpoint."""
+
     def __init__(self, url: str, tmp: Path, ids: list[str], conversation: str) -> None:
         self.url = url
         self.tmp = tmp
         self.ids = ids
         self.conversation = conversation
-        private, public = pem(Ed25519PrivateKey.generate())
         self.key = tmp / "key.pem"
         self.pub = tmp / "pub.pem"
-        self.key.write_bytes(private)
-        self.pub.write_bytes(public)
         self.checkpoint = tmp / "cp.json"
+
+    def copy(self, url: str, tmp: Path) -> Log:
+        made = Log(url, tmp, self.ids, self.conversation)
+        for path in ("key", "pub", "checkpoint"):
+            shutil.copyfile(getattr(self, path), getattr(made, path))
+        return made
 
     def verify(self, *extra: str) -> subprocess.CompletedProcess[str]:
         return resplog(
@@ -107,35 +96,56 @@ async def _write(url: str, n: int = 3) -> tuple[list[str], str]:
     return ids, cid
 
 
-async def _checkpoint(url: str, path: Path, key: Path) -> None:
-    """A checkpoint as `resplog checkpoint` makes it, in this process (quicker)."""
-    signer = serialization.load_pem_private_key(key.read_bytes(), None)  # noqa: ASYNC240
-    assert isinstance(signer, Ed25519PrivateKey)
-    store = await open_store(url)
-    try:
-        made = await make_checkpoint(SqlLedger(store), signer, time.time())
-    finally:
-        await store.close()
-    path.write_bytes(made.body)  # noqa: ASYNC240
+def _corpus(url: str, tmp: Path) -> Log:
+    """Three responses and a conversation, a key pair, a checkpoint of them."""
+    upgrade(url)
+    ids, cid = asyncio.run(_write(url))
+    made = Log(url, tmp, ids, cid)
+    private, public = pem(Ed25519PrivateKey.generate())
+    made.key.write_bytes(private)
+    made.pub.write_bytes(public)
+    asyncio.run(checkpoint_file(url, made.checkpoint, made.key))
+    return made
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
-def empty_url(request: pytest.FixtureRequest, fresh_pg: Callable[[], str], tmp_path: Path) -> str:
-    """A migrated database of this test's own (made outside any event loop)."""
-    if request.param == "postgres":
-        url = fresh_pg()
-        upgrade(url)
-        return url
-    return str(request.getfixturevalue("fresh_sqlite"))
+@pytest.fixture(scope="session")
+def pg_corpus(fresh_pg: Callable[[], str], tmp_path_factory: pytest.TempPathFactory) -> Log:
+    return _corpus(fresh_pg(), tmp_path_factory.mktemp("pg-corpus"))
+
+
+@pytest.fixture(scope="session")
+def sqlite_corpus(tmp_path_factory: pytest.TempPathFactory) -> Log:
+    tmp = tmp_path_factory.mktemp("sqlite-corpus")
+    return _corpus(f"sqlite+aiosqlite:///{tmp / 'corpus.db'}", tmp)
+
+
+def _sqlite_copy(corpus: Log, tmp_path: Path) -> Log:
+    path = tmp_path / "log.db"
+    shutil.copyfile(make_url(corpus.url).database or "", path)
+    return corpus.copy(f"sqlite+aiosqlite:///{path}", tmp_path)
 
 
 @pytest.fixture
-async def log(empty_url: str, tmp_path: Path) -> Log:
-    url = empty_url
-    ids, cid = await _write(url)
-    made = Log(url, tmp_path, ids, cid)
-    await _checkpoint(url, made.checkpoint, made.key)
-    return made
+def one_log(sqlite_corpus: Log, tmp_path: Path) -> Log:
+    """A copy on SQLite alone, for what does not depend on the database (keys, files)."""
+    return _sqlite_copy(sqlite_corpus, tmp_path)
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Log]:
+    """A copy of the corpus of this test's own: PostgreSQL's made from the corpus as a
+    template (a file copy; no migration, no writes), SQLite's a copy of the file."""
+    if request.param == "sqlite":
+        yield _sqlite_copy(request.getfixturevalue("sqlite_corpus"), tmp_path)
+        return
+    corpus: Log = request.getfixturevalue("pg_corpus")
+    name = f"resplog_test_{secrets.token_hex(6)}"
+    template = make_url(corpus.url).database
+    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    try:
+        yield corpus.copy(make_url(corpus.url).set(database=name).render_as_string(False), tmp_path)
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 async def sql(url: str, statement: str, **params: Any) -> list[Any]:
@@ -335,35 +345,37 @@ async def test_a_checkpoint_whose_signature_does_not_verify_is_refused(log: Log)
     assert result.returncode == 1 and "signature does not verify" in result.stderr
 
 
-async def test_bad_key_and_checkpoint_files_are_one_clear_error(log: Log) -> None:
-    junk = log.tmp / "junk"
+async def test_bad_key_and_checkpoint_files_are_one_clear_error(one_log: Log) -> None:
+    junk = one_log.tmp / "junk"
     junk.write_text("not a key")
     for args in (
         ("checkpoint", "--signing-key", str(junk)),
-        ("checkpoint", "--signing-key", str(log.pub)),
-        ("verify", "--all", "--checkpoint", str(junk), "--public-key", str(log.pub)),
-        ("verify", "--all", "--checkpoint", str(log.checkpoint), "--public-key", str(junk)),
+        ("checkpoint", "--signing-key", str(one_log.pub)),
+        ("verify", "--all", "--checkpoint", str(junk), "--public-key", str(one_log.pub)),
+        ("verify", "--all", "--checkpoint", str(one_log.checkpoint), "--public-key", str(junk)),
     ):
-        result = resplog(*args, "--database-url", log.url)
+        result = resplog(*args, "--database-url", one_log.url)
         assert result.returncode == 1, args
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
-async def test_two_checkpoints_are_consistent_unless_the_later_dropped_a_stream(log: Log) -> None:
-    later = log.tmp / "later.json"
-    await _write(log.url, 1)
-    await _checkpoint(log.url, later, log.key)
-    both = ("--checkpoint", str(log.checkpoint), "--checkpoint", str(later))
-    result = resplog("verify", *both, "--public-key", str(log.pub))
+async def test_two_checkpoints_are_consistent_unless_the_later_dropped_a_stream(
+    one_log: Log,
+) -> None:
+    later = one_log.tmp / "later.json"
+    await _write(one_log.url, 1)
+    await checkpoint_file(one_log.url, later, one_log.key)
+    both = ("--checkpoint", str(one_log.checkpoint), "--checkpoint", str(later))
+    result = resplog("verify", *both, "--public-key", str(one_log.pub))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert log.verify("--checkpoint", str(later)).returncode == 0
-    rid = log.ids[0]
-    await sql(log.url, "DELETE FROM events WHERE stream_id = :s", s=rid)
-    await sql(log.url, "DELETE FROM responses WHERE id = :s", s=rid)
-    dropped = log.tmp / "dropped.json"
-    await _checkpoint(log.url, dropped, log.key)
+    assert one_log.verify("--checkpoint", str(later)).returncode == 0
+    rid = one_log.ids[0]
+    await sql(one_log.url, "DELETE FROM events WHERE stream_id = :s", s=rid)
+    await sql(one_log.url, "DELETE FROM responses WHERE id = :s", s=rid)
+    dropped = one_log.tmp / "dropped.json"
+    await checkpoint_file(one_log.url, dropped, one_log.key)
     result = resplog("verify", "--checkpoint", str(later), "--checkpoint", str(dropped),
-                     "--public-key", str(log.pub))  # fmt: skip
+                     "--public-key", str(one_log.pub))  # fmt: skip
     assert result.returncode == 1
     assert any(rid in line for line in findings(result, "inconsistent")), result.stdout
 
@@ -387,7 +399,8 @@ async def test_an_export_verifies_offline_and_its_edits_do_not(log: Log) -> None
 
 
 @pytest.fixture
-async def exported(log: Log) -> tuple[list[bytes], Any]:
+async def exported(one_log: Log) -> tuple[list[bytes], Any]:
+    log = one_log
     export = log.tmp / "export.jsonl"
     done = resplog("export", "--database-url", log.url)
     assert done.returncode == 0, done.stderr
@@ -432,37 +445,39 @@ def _standalone(proof: Path, checkpoint: Path, pub: Path) -> subprocess.Complete
     )
 
 
-async def test_a_proof_checks_with_the_standalone_verifier_alone(log: Log) -> None:
-    rid = log.ids[1]
-    made = resplog("prove", rid, "--checkpoint", str(log.checkpoint), "--database-url", log.url)
+async def test_a_proof_checks_with_the_standalone_verifier_alone(one_log: Log) -> None:
+    rid = one_log.ids[1]
+    made = resplog(
+        "prove", rid, "--checkpoint", str(one_log.checkpoint), "--database-url", one_log.url
+    )
     assert made.returncode == 0, made.stderr
-    proof = log.tmp / "proof.json"
+    proof = one_log.tmp / "proof.json"
     proof.write_text(made.stdout)
-    checked = _standalone(proof, log.checkpoint, log.pub)
+    checked = _standalone(proof, one_log.checkpoint, one_log.pub)
     assert checked.returncode == 0 and checked.stdout.strip() == "included", checked.stdout
     # Against another checkpoint, another key, or a leaf changed: refused, saying why.
-    later = log.tmp / "later.json"
-    await _write(log.url, 1)
-    await _checkpoint(log.url, later, log.key)
-    other = log.tmp / "other.pem"
+    later = one_log.tmp / "later.json"
+    await _write(one_log.url, 1)
+    await checkpoint_file(one_log.url, later, one_log.key)
+    other = one_log.tmp / "other.pem"
     other.write_bytes(pem(Ed25519PrivateKey.generate())[1])
-    forged = log.tmp / "forged.json"
+    forged = one_log.tmp / "forged.json"
     forged.write_text(made.stdout.replace('"position":', '"position":1', 1))
     for args, why in (
-        ((proof, later, log.pub), "another checkpoint"),
-        ((proof, log.checkpoint, other), "signature"),
-        ((forged, log.checkpoint, log.pub), "not in the checkpoint's tree"),
+        ((proof, later, one_log.pub), "another checkpoint"),
+        ((proof, one_log.checkpoint, other), "signature"),
+        ((forged, one_log.checkpoint, one_log.pub), "not in the checkpoint's tree"),
     ):
         refused = _standalone(*args)
         assert refused.returncode == 1 and why in refused.stdout, refused.stdout
     # A response the checkpoint does not hold (made after it): one clear error.
-    store = await open_store(log.url)
+    store = await open_store(one_log.url)
     try:
-        newer = {h.stream_id for h in await SqlLedger(store).heads()} - set(log.ids)
+        newer = {h.stream_id for h in await SqlLedger(store).heads()} - set(one_log.ids)
     finally:
         await store.close()
     fresh = next(s for s in newer if s.startswith("resp_"))
     missing = resplog(
-        "prove", fresh, "--checkpoint", str(log.checkpoint), "--database-url", log.url
+        "prove", fresh, "--checkpoint", str(one_log.checkpoint), "--database-url", one_log.url
     )
     assert missing.returncode == 1 and "is not in the checkpoint" in missing.stderr

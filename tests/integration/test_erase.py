@@ -34,8 +34,8 @@ from domain.generation import (
 )
 from domain.objects import InputImage, InputMessage, InputText, ResponseObject
 from service.prompts.history import _turn
+from tests.integration.chained import checkpoint_file, pem, resplog
 from tests.integration.streams import new_id, script
-from tests.integration.test_chain import _checkpoint, pem, resplog
 
 SECRETS = {
     "input": "zebra-input-8812",
@@ -135,7 +135,7 @@ async def test_erase_removes_the_content_and_keeps_the_proof(pg: str, tmp_path: 
     key, pub, checkpoint = tmp_path / "k.pem", tmp_path / "p.pem", tmp_path / "cp.json"
     key.write_bytes(private)
     pub.write_bytes(public)
-    await _checkpoint(pg, checkpoint, key)
+    await checkpoint_file(pg, checkpoint, key)
 
     done = resplog("erase", rid, "--reason", "GDPR Art. 17 request #42", "--database-url", pg)
     assert done.returncode == 0, done.stderr
