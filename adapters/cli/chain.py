@@ -15,11 +15,7 @@ from adapters.cli.store import opened, run
 from domain.errors import ResplogError
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-        Ed25519PrivateKey,
-        Ed25519PublicKey,
-    )
-
+    from adapters.sealing.ed25519 import Ed25519Signer, Ed25519Verifier
     from service.audit.signing import Checkpoint
 
 
@@ -30,19 +26,19 @@ def _read(path: str, what: str) -> bytes:
         raise ResplogError(f"cannot read {what} {path!r}: {exc.strerror}") from None
 
 
-def signing_key(path: str) -> Ed25519PrivateKey:
-    from service.audit.signing import private_key
+def signing_key(path: str) -> Ed25519Signer:
+    from adapters.sealing.ed25519 import signer
 
-    return private_key(_read(path, "the signing key"), f"the signing key {path!r}")
-
-
-def public_key(path: str) -> Ed25519PublicKey:
-    from service.audit.signing import public_key as load
-
-    return load(_read(path, "the public key"), f"the public key {path!r}")
+    return signer(_read(path, "the signing key"), f"the signing key {path!r}")
 
 
-def checkpoints(paths: tuple[str, ...], key: Ed25519PublicKey) -> list[Checkpoint]:
+def public_key(path: str) -> Ed25519Verifier:
+    from adapters.sealing.ed25519 import verifier
+
+    return verifier(_read(path, "the public key"), f"the public key {path!r}")
+
+
+def checkpoints(paths: tuple[str, ...], key: Ed25519Verifier) -> list[Checkpoint]:
     from service.audit.signing import read
 
     return [read(_read(p, "the checkpoint"), key, f"the checkpoint {p!r}") for p in paths]

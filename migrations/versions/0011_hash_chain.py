@@ -16,13 +16,12 @@ Create Date: 2026-12-07
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from adapters.store.blobs import put_back, references
-from domain import chain
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -30,6 +29,43 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _PAGE = 2000
+
+# Literal, not imported: a migration describes its revision, forever. The chain as
+# domain/chain.py defines it, and the blob references as adapters/store/blobs.py writes
+# them (a reference is put back as the data URL, a JSON string, or the part, a JSON value).
+_GENESIS = bytes(32)
+_REF = re.compile(r'([{,]"(image_url|file_data|schema|parameters)":)blob:sha256:([0-9a-f]{64})')
+_STRINGS = frozenset({"image_url", "file_data"})
+
+
+def _content(data: bytes, facts: bytes | None) -> bytes:
+    h = hashlib.sha256(b"%d:" % len(data))
+    h.update(data)
+    if facts is None:
+        h.update(b"-")
+    else:
+        h.update(b"%d:" % len(facts))
+        h.update(facts)
+    return h.digest()
+
+
+def _link(previous: bytes, stream_id: str, position: int, type_: str, content: bytes) -> bytes:
+    text = b"%b%b%d\x00%b\x00%b" % (previous, content, position, type_.encode(), stream_id.encode())
+    return hashlib.sha256(text).digest()
+
+
+def put_back(text: str, found: Mapping[str, str]) -> str:
+    def swap(match: re.Match[str]) -> str:
+        body = found.get(match.group(3))
+        if body is None:
+            return match.group(0)
+        return f'{match.group(1)}"{body}"' if match.group(2) in _STRINGS else match.group(1) + body
+
+    return _REF.sub(swap, text)
+
+
+def references(text: str) -> set[str]:
+    return {m.group(3) for m in _REF.finditer(text)} if "blob:sha256:" in text else set()
 
 
 def _resolved(conn: sa.Connection, text: str | None) -> bytes | None:
@@ -58,16 +94,16 @@ def _backfill(conn: sa.Connection) -> None:
     )
     update = sa.text("UPDATE events SET digest = :d WHERE stream_id = :s AND position = :p")
     heads: dict[str, str] = {}
-    previous, at = chain.GENESIS, ("", -1)
+    previous, at = _GENESIS, ("", -1)
     rows = conn.execute(first, {"n": _PAGE}).all()
     while rows:
         changes = []
         for sid, position, type_, data, facts in rows:
             if sid != at[0]:
-                previous = chain.GENESIS
+                previous = _GENESIS
             body = _resolved(conn, data) or b""
-            content = chain.content(body, _resolved(conn, facts))
-            previous = chain.link(previous, sid, position, type_, content)
+            content = _content(body, _resolved(conn, facts))
+            previous = _link(previous, sid, position, type_, content)
             heads[sid] = previous.hex()
             changes.append({"d": heads[sid], "s": sid, "p": position})
             at = (sid, position)

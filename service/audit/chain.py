@@ -17,19 +17,15 @@ What each finding means (docs/guides/auditing.md has the table):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from domain import chain
 from domain.errors import NotFound
-from service.audit.signing import Checkpoint, CheckpointError, Leaf, leaf_hashes, sign
+from service.audit.signing import Checkpoint, CheckpointError, Leaf, Signer, leaf_hashes, sign
 from service.audit.verify import Finding
 from service.audit.verifying import Report
 from service.ports import ChainHead, ChainRow, Ledger
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 Emit = Callable[[Finding], None]
 
@@ -276,7 +272,7 @@ async def leaves(ledger: Ledger) -> list[Leaf]:
     ]
 
 
-async def checkpoint(ledger: Ledger, key: Ed25519PrivateKey, now: float) -> Checkpoint:
+async def checkpoint(ledger: Ledger, key: Signer, now: float) -> Checkpoint:
     return sign(key, await leaves(ledger), now)
 
 
@@ -333,7 +329,7 @@ _leaves = msgspec.json.Decoder(_Leaves)
 
 
 async def keep_checkpointing(
-    ledger: Ledger, key: Ed25519PrivateKey, every: float, clock: Callable[[], float]
+    ledger: Ledger, key: Signer, every: float, clock: Callable[[], float]
 ) -> bool:
     """One step of `serve --checkpoint-every-s`: a checkpoint saved, unless one was saved
     less than half the period ago (by this process or another of the same database, so

@@ -1,6 +1,4 @@
-"""Ed25519 keys and signed checkpoint files (`cryptography`; keys as `openssl genpkey
--algorithm ed25519` writes them, PEM PKCS#8, and their public halves as `openssl pkey
--pubout` writes them).
+"""Signed checkpoint files; the keys (Ed25519) are adapters/sealing/ed25519.py's.
 
 A checkpoint file is JSON: `statement`, the signed text itself (a JSON object: the log's
 name, the format, when, how many streams, the Merkle root, the signing key's id); its
@@ -12,12 +10,9 @@ an Ed25519 library (docs/guides/auditing.md, "Checking a proof by hand")."""
 from __future__ import annotations
 
 import base64
-import hashlib
+from typing import Protocol
 
 import msgspec
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from domain import chain
 from domain.errors import ResplogError
@@ -27,6 +22,22 @@ FORMAT = 1
 
 class CheckpointError(ResplogError):
     """A checkpoint or key that is not one, or does not verify."""
+
+
+class PublicKey(Protocol):
+    """What checks a checkpoint's signature (adapters/sealing/ed25519.py)."""
+
+    key_id: str  # hex SHA-256 of the raw public key
+
+    def verify(self, signature: bytes, message: bytes) -> bool: ...
+
+
+class Signer(Protocol):
+    """What signs a checkpoint (adapters/sealing/ed25519.py)."""
+
+    key_id: str
+
+    def sign(self, message: bytes) -> bytes: ...
 
 
 class Statement(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,47 +73,15 @@ _file = msgspec.json.Decoder(CheckpointFile)
 _statement = msgspec.json.Decoder(Statement)
 
 
-def private_key(pem: bytes, name: str = "the signing key") -> Ed25519PrivateKey:
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as exc:
-        raise CheckpointError(
-            f"{name} is not a PEM private key without a password ({exc})"
-        ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise CheckpointError(f"{name} is a {type(key).__name__}, not an Ed25519 key")
-    return key
-
-
-def public_key(pem: bytes, name: str = "the public key") -> Ed25519PublicKey:
-    try:
-        key = serialization.load_pem_public_key(pem)
-    except (ValueError, TypeError):
-        try:  # the private key will do: its public half is derived
-            return private_key(pem, name).public_key()
-        except CheckpointError:
-            raise CheckpointError(f"{name} is not a PEM public key") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise CheckpointError(f"{name} is a {type(key).__name__}, not an Ed25519 key")
-    return key
-
-
-def key_id(key: Ed25519PublicKey) -> str:
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()
-
-
 def leaf_hashes(leaves: list[Leaf]) -> list[bytes]:
     return [chain.leaf_hash(chain.leaf(s, p, bytes.fromhex(d))) for s, p, d in leaves]
 
 
-def sign(key: Ed25519PrivateKey, leaves: list[Leaf], created_at: float) -> Checkpoint:
+def sign(key: Signer, leaves: list[Leaf], created_at: float) -> Checkpoint:
     """A checkpoint over `leaves` (sorted here by id)."""
     leaves = sorted(leaves)
     root = chain.root(leaf_hashes(leaves)).hex()
-    statement = Statement(
-        created_at=created_at, streams=len(leaves), root=root, key_id=key_id(key.public_key())
-    )
+    statement = Statement(created_at=created_at, streams=len(leaves), root=root, key_id=key.key_id)
     text = msgspec.json.encode(statement)
     signature = base64.b64encode(key.sign(text)).decode()
     body = msgspec.json.encode(
@@ -111,7 +90,7 @@ def sign(key: Ed25519PrivateKey, leaves: list[Leaf], created_at: float) -> Check
     return Checkpoint(statement=statement, leaves=leaves, body=body + b"\n")
 
 
-def read(body: bytes, key: Ed25519PublicKey, name: str = "the checkpoint") -> Checkpoint:
+def read(body: bytes, key: PublicKey, name: str = "the checkpoint") -> Checkpoint:
     """The checkpoint in `body`, its signature checked with `key` and its leaves against
     its root; `CheckpointError` saying which check failed."""
     try:
@@ -122,13 +101,11 @@ def read(body: bytes, key: Ed25519PublicKey, name: str = "the checkpoint") -> Ch
         raise CheckpointError(f"{name} is not a resplog checkpoint ({exc})") from None
     if statement.format != FORMAT:
         raise CheckpointError(f"{name} has format {statement.format}; this resplog reads {FORMAT}")
-    try:
-        key.verify(signature, raw.statement.encode())
-    except InvalidSignature:
+    if not key.verify(signature, raw.statement.encode()):
         raise CheckpointError(
             f"{name}: its signature does not verify with the public key given "
-            f"(signed by key {statement.key_id[:16]}…, given {key_id(key)[:16]}…)"
-        ) from None
+            f"(signed by key {statement.key_id[:16]}…, given {key.key_id[:16]}…)"
+        )
     leaves = [tuple(leaf) for leaf in raw.leaves]
     if chain.root(leaf_hashes(leaves)).hex() != statement.root or len(leaves) != statement.streams:  # type: ignore[arg-type]
         raise CheckpointError(f"{name}: its leaves do not make its signed root")

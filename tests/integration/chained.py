@@ -12,6 +12,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from adapters.sealing.ed25519 import signer
 from adapters.store.factory import open_store
 from adapters.store.ledger import SqlLedger
 from service.audit.chain import checkpoint as make_checkpoint
@@ -39,11 +40,10 @@ def pem(key: Ed25519PrivateKey) -> tuple[bytes, bytes]:
 
 async def checkpoint_file(url: str, path: Path, key: Path) -> None:
     """A checkpoint as `resplog checkpoint` makes it, in this process (quicker)."""
-    signer = serialization.load_pem_private_key(key.read_bytes(), None)  # noqa: ASYNC240
-    assert isinstance(signer, Ed25519PrivateKey)
+    made_by = signer(key.read_bytes())  # noqa: ASYNC240
     store = await open_store(url)
     try:
-        made = await make_checkpoint(SqlLedger(store), signer, time.time())
+        made = await make_checkpoint(SqlLedger(store), made_by, time.time())
     finally:
         await store.close()
     path.write_bytes(made.body)  # noqa: ASYNC240
