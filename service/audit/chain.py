@@ -7,6 +7,7 @@ What each finding means (docs/guides/auditing.md has the table):
   its bytes were edited, or an event was inserted, deleted or moved there.
 - `unchained`: an event without a digest.
 - `head`: the row's head digest or version is not the stream's last event's.
+- `erased`: an event's content was replaced by its digest with no erasure on record.
 - `checkpoint`: the chain recomputed from the bytes differs, at the position a checkpoint
   recorded, from the digest it signed: the stream was rewritten (a fresh chain included).
 - `truncated`: the stream ends before the position a checkpoint recorded.
@@ -44,8 +45,11 @@ class StreamChain:
         wanted: dict[int, list[tuple[str, str]]],
         *,
         check_stored: bool = True,
+        erased: bool | None = None,
     ) -> None:
         self.stream_id = stream_id
+        # Whether the stream has an erasure record (None: unknown, as in an export).
+        self.erased = erased
         self.head = head
         self.wanted = wanted  # position → [(checkpoint name, its digest there)]
         self.check_stored = check_stored  # an export without digests has none to check
@@ -73,6 +77,13 @@ class StreamChain:
             )
         if row.content_digest is not None:  # erased: its bytes are gone, its digest kept
             content = bytes.fromhex(row.content_digest)
+            if self.erased is False and not self.broken:
+                # Bytes replaced and their digest kept, with no erasure on record: an
+                # erasure is the one thing allowed to do that.
+                self.broken = True
+                self._find(
+                    position, "erased", "the event's content was replaced with no erasure on record"
+                )
         else:
             content = chain.content(row.data, row.facts)
         computed = chain.link(self.computed, self.stream_id, position, row.type, content)
@@ -146,6 +157,7 @@ async def check_rows(
     *,
     complete: bool = True,
     check_stored: bool = True,
+    erased: set[str] | None = None,
 ) -> Report:
     """Check every stream of `pages` (in stream, position order); `complete`: they are the
     whole log, so a stream a checkpoint or a row has and the pages do not is reported."""
@@ -179,6 +191,7 @@ async def check_rows(
                     by_id.get(row.stream_id),
                     wanted.get(row.stream_id, {}),
                     check_stored=check_stored,
+                    erased=None if erased is None else row.stream_id in erased,
                 )
             current.feed(row)
             report.events += 1
@@ -219,7 +232,10 @@ async def verify_chain(
         wanted = set(stream_ids)
         heads = [h for h in heads if h.stream_id in wanted]
         checkpoints = [_only(c, wanted) for c in checkpoints]
-    return await check_rows(ledger.rows(stream_ids), heads, checkpoints, emit, complete=True)
+    erased = {e.stream_id for e in await ledger.erasures(stream_ids)}
+    return await check_rows(
+        ledger.rows(stream_ids), heads, checkpoints, emit, complete=True, erased=erased
+    )
 
 
 def _only(checkpoint: Checkpoint, ids: set[str]) -> Checkpoint:
@@ -302,13 +318,13 @@ async def integrity(ledger: Ledger, stream_id: str, head: ChainHead | None) -> I
                 leaf = (position, digest)
                 break
     wanted = {} if leaf is None else {leaf[0]: [("the checkpoint", leaf[1])]}
-    check = StreamChain(stream_id, head, wanted)
+    erasure = next(iter(await ledger.erasures([stream_id])), None)
+    check = StreamChain(stream_id, head, wanted, erased=erasure is not None)
     async for page in ledger.rows([stream_id]):
         for row in page:
             check.feed(row)
     findings = check.finish()
-    broken = [f for f in findings if f.kind in ("chain", "unchained", "head")]
-    erasure = next(iter(await ledger.erasures([stream_id])), None)
+    broken = [f for f in findings if f.kind in ("chain", "unchained", "head", "erased")]
     return Integrity(
         chain="intact" if not broken else broken[0].kind.replace("chain", "broken"),
         broken_at=broken[0].position if broken else None,

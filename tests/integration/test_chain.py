@@ -511,3 +511,24 @@ async def test_the_migration_backfills_the_chain_the_writer_writes(migrated: str
     await downgrade_async(url, "0010")
     await upgrade_async(url)
     assert (await sql(url, query), sorted(await sql(url, heads))) == before
+
+
+async def test_content_replaced_under_a_kept_digest_without_an_erasure_is_named(
+    one_log: Log,
+) -> None:
+    """What erasure alone may do (bytes gone, their digest kept) done by hand is caught."""
+    rid = one_log.ids[0]
+    rows = await sql(
+        one_log.url, "SELECT data, facts FROM events WHERE stream_id = :s AND position = 0", s=rid
+    )
+    kept = chain.content(rows[0][0].encode(), rows[0][1].encode()).hex()
+    await sql(
+        one_log.url,
+        "UPDATE events SET content_digest = :c, facts = replace(facts, 'Hi', 'Yo') "
+        "WHERE stream_id = :s AND position = 0",
+        c=kept,
+        s=rid,
+    )
+    result = one_log.verify()
+    assert result.returncode == 1
+    assert any(f"{rid} @0: erased:" in line for line in findings(result, "erased")), result.stdout
