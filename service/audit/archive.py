@@ -132,12 +132,19 @@ def event_line(
 
 
 def chain_rows(lines: Iterable[bytes]) -> Iterator[ChainRow]:
-    """The events of an export file as the chain sees them, with no other check (offline
-    verification, service/audit/chain.py: what the chain does not cover, `import` checks);
-    `ArchiveError` for a line that is not an export's."""
+    """The events of an export file as the chain sees them (offline verification,
+    service/audit/chain.py), and the file's own counts checked: a file cut short, or one
+    whose streams or events do not add up to its end line (a stream's lines removed),
+    raises `ArchiveError`, as for a line that is not an export's. What the chain does not
+    cover (the fold, the rows), `import` checks."""
+    streams = events = 0
+    ended: End | None = None
     for number, raw in enumerate(lines, 1):
         line = _decode(number, raw)
+        if number == 1 and not isinstance(line, Header):
+            raise ArchiveError("not a resplog export: the first line is not its header")
         if isinstance(line, EventLine):
+            events += 1
             yield ChainRow(
                 line.stream_id,
                 line.position,
@@ -147,8 +154,18 @@ def chain_rows(lines: Iterable[bytes]) -> Iterator[ChainRow]:
                 line.digest,
                 line.content_digest,
             )
-        elif number == 1 and not isinstance(line, Header):
-            raise ArchiveError("not a resplog export: the first line is not its header")
+        elif isinstance(line, ResponseLine | ConversationLine):
+            streams += 1
+        elif isinstance(line, End):
+            ended = line
+    if ended is None:
+        raise ArchiveError("the file is cut short: it does not end with the export's last line")
+    if (streams, events) != (ended.responses + ended.conversations, ended.events):
+        raise ArchiveError(
+            f"the file holds {streams} streams and {events} events, its last line says "
+            f"{ended.responses + ended.conversations} and {ended.events}: lines were removed "
+            "or added"
+        )
 
 
 # --- reading ----------------------------------------------------------------------------------

@@ -397,6 +397,13 @@ async def test_an_export_verifies_offline_and_its_edits_do_not(log: Log) -> None
     result = resplog("verify", "--file", str(edited), *offline)
     assert result.returncode == 1
     assert findings(result, "chain"), result.stdout
+    # A whole stream's lines taken out: the file no longer adds up to its end line.
+    gone = log.ids[0].encode()
+    short = log.tmp / "short.jsonl"
+    kept = [line for line in export.read_bytes().splitlines(keepends=True) if gone not in line]
+    short.write_bytes(b"".join(kept))
+    result = resplog("verify", "--file", str(short), *offline)
+    assert result.returncode == 1 and "lines were removed" in result.stderr, result.stderr
 
 
 @pytest.fixture
