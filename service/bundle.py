@@ -21,6 +21,7 @@ from service.ports import (
     EventStore,
     EventWriter,
     Leases,
+    Ledger,
     Leftovers,
     LogReader,
     ResponseIndex,
@@ -43,6 +44,7 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     collector: Collector
     leftovers: Leftovers
     keys: ApiKeyStore
+    ledger: Ledger
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):

@@ -68,6 +68,8 @@ class ResponseRow(msgspec.Struct, frozen=True, kw_only=True):
     deleted_at: float | None = None
     lease_owner: str | None = None
     lease_expires_at: float | None = None
+    # The digest of the event at `version` (the stream's hash chain, domain/chain.py).
+    head_digest: str | None = None
 
     @property
     def cancel_requested(self) -> bool:
@@ -167,6 +169,7 @@ class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
     previous_response_id: str | None
     snapshot: bytes
     request_facts: bytes | None
+    erased: bool = False  # its content was erased (`resplog erase`): it cannot be continued
 
 
 class ResponseIndex(Protocol):
@@ -692,4 +695,74 @@ class Leftovers(Protocol):
 
     async def sweep_blobs(self, now: float) -> int:
         """Delete the blobs no event refers to (past a grace period); how many."""
+        ...
+
+
+# --- the hash chain, its checkpoints and erasure (service/audit/chain.py, erasing.py) -------
+
+
+class ChainRow(msgspec.Struct, frozen=True):
+    """One event as the chain sees it: its bytes as a reader receives them (blobs put
+    back), its stored digest, and the content digest kept when it was erased."""
+
+    stream_id: str
+    position: int
+    type: str
+    data: bytes
+    facts: bytes | None
+    digest: str | None
+    content_digest: str | None = None  # set only on an erased event
+
+
+class ChainHead(msgspec.Struct, frozen=True):
+    """A stream's row as the chain sees it: its last position and the head digest there."""
+
+    stream_id: str
+    version: int
+    head_digest: str | None
+
+
+class Erasure(msgspec.Struct, frozen=True, kw_only=True):
+    stream_id: str
+    erased_at: float
+    reason: str
+
+
+class SavedCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
+    number: int
+    created_at: float
+    body: bytes  # the checkpoint's file
+
+
+class Ledger(Protocol):
+    """The chain's reads (every event in stream order, every row's head), the checkpoint
+    table, and erasure."""
+
+    async def heads(self) -> list[ChainHead]:
+        """Every response's and conversation's row."""
+        ...
+
+    def rows(self, stream_ids: Sequence[str] | None = None) -> AsyncIterator[list[ChainRow]]:
+        """Every event (or those of the given streams) in (stream, position) order, a page
+        at a time."""
+        ...
+
+    async def save_checkpoint(self, created_at: float, root: str, body: bytes) -> int: ...
+
+    async def latest_checkpoint(self) -> SavedCheckpoint | None: ...
+
+    async def erasures(self, stream_ids: Sequence[str] | None = None) -> list[Erasure]: ...
+
+    async def erase(
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes, bytes | None, str]],
+        erasure: Erasure,
+        snapshot: bytes | None = None,
+        items: Sequence[tuple[str, bytes]] = (),
+        metadata: bytes | None = None,
+    ) -> None:
+        """Replace each (position, data, facts, content digest) of the stream, a response's
+        snapshot, a conversation's items (by id) and metadata, and record the erasure, in
+        one transaction; then delete the blobs nothing refers to any more."""
         ...

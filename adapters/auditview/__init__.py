@@ -13,7 +13,13 @@ commands' use-cases (service/audit/: `responses list`, `conversation`, `show`'s 
   conversation conv_…`);
 - `GET /audit/api/responses/{id}/events`: its events as SSE, live until the terminal one
   (the `/v1` stream's twin, for any owner; every frame a plain `data:` so that a browser's
-  `EventSource.onmessage` sees them all).
+  `EventSource.onmessage` sees them all);
+- `GET /v1/audit/checkpoints/latest`: the latest signed checkpoint `serve
+  --checkpoint-every-s` (or `resplog checkpoint --save`) kept, the file exactly as
+  `resplog verify --checkpoint` reads it, its number in `Resplog-Checkpoint`.
+
+A response's detail carries its `integrity` (service/audit/chain.py): its chain checked,
+the latest checkpoint and whether it holds the response, its erasure.
 
 An ASGI wrapper around the app, like the metrics one: `--audit-view` decides who may look
 (`open`; `key`: `Authorization: Bearer <--audit-key>` or the `resplog_audit` cookie the
@@ -34,6 +40,7 @@ import msgspec
 
 from adapters.http import sse
 from domain.errors import NotFound, ResplogError
+from service.audit.chain import integrity
 from service.audit.conversation import total_usage
 from service.audit.conversations import conversation_turns, list_conversations
 from service.audit.live import follow_events
@@ -41,9 +48,11 @@ from service.audit.records import listed, listing
 from service.audit.responses import list_responses, response_detail
 from service.audit.timeline import durations
 from service.bundle import Bundle
+from service.ports import ChainHead
 
 Access = Literal["open", "key", "off"]
 COOKIE = "resplog_audit"
+CHECKPOINT = "/v1/audit/checkpoints/latest"
 STATUSES = ("queued", "in_progress", "completed", "failed", "incomplete", "cancelled")
 _STATIC = {
     "/audit": ("index.html", "text/html; charset=utf-8"),
@@ -118,7 +127,7 @@ class AuditView:
     def asgi(self, app: Any) -> Any:
         async def middleware(scope: Any, receive: Any, send: Any) -> None:
             path = scope.get("path", "") if scope["type"] == "http" else ""
-            if path != "/audit" and not path.startswith("/audit/"):
+            if path != "/audit" and not path.startswith("/audit/") and path != CHECKPOINT:
                 await app(scope, receive, send)
                 return
             await self._serve(scope, receive, send, path)
@@ -142,6 +151,9 @@ class AuditView:
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         try:
+            if path == CHECKPOINT:
+                await self._checkpoint(send)
+                return
             if path == "/audit/api/responses":
                 await _json(send, await self._list(query))
                 return
@@ -202,10 +214,26 @@ class AuditView:
         last = rows[-1]["id"] if rows else None
         return {"data": rows, "has_more": found.has_more, "last_id": last}
 
+    async def _checkpoint(self, send: Any) -> None:
+        latest = await self.bundle.audit.ledger.latest_checkpoint()
+        if latest is None:
+            raise NotFound("No checkpoint yet: see serve --checkpoint-every-s.")
+        await _answer(
+            send,
+            200,
+            latest.body,
+            "application/json",
+            ((b"resplog-checkpoint", b"%d" % latest.number),),
+        )
+
     async def _one(self, rid: str) -> dict[str, Any]:
         found = await response_detail(self.bundle.audit, rid)
         moments = found.folded.moments
+        record = found.record
+        head = None if record is None else ChainHead(rid, record.version, record.head_digest)
+        state = await integrity(self.bundle.audit.ledger, rid, head)
         return {
+            "integrity": msgspec.to_builtins(state),
             "row": None if found.record is None else listed(found.record),
             "turns": msgspec.to_builtins(found.turns),
             "missing": found.missing,
@@ -258,6 +286,8 @@ async def _disconnected(receive: Any) -> None:
 
 
 def _template(path: str) -> str:
+    if path == CHECKPOINT:
+        return path
     if path in _STATIC or path in ("/audit/api/responses", "/audit/api/conversations"):
         return path
     if _CONV.match(path):
@@ -286,8 +316,15 @@ async def _json(send: Any, value: Any) -> None:
     await _answer(send, 200, msgspec.json.encode(value), "application/json")
 
 
-async def _answer(send: Any, status: int, body: bytes, content_type: str) -> None:
+async def _answer(
+    send: Any,
+    status: int,
+    body: bytes,
+    content_type: str,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
     headers = [
+        *extra,
         (b"content-type", content_type.encode()),
         (b"content-length", b"%d" % len(body)),
         (b"cache-control", b"no-store"),

@@ -4,6 +4,7 @@ each: `responses` (list, show), `events`, `conversation`, `conversations` (list,
 `verify`, `archive` (export, import), `gc`."""
 
 from adapters.cli import archive as _archive  # noqa: F401  (registers the commands)
+from adapters.cli import chain as _chain  # noqa: F401
 from adapters.cli import conversation as _conversation  # noqa: F401
 from adapters.cli import conversations as _conversations  # noqa: F401
 from adapters.cli import events as _events  # noqa: F401

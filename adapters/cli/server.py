@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -143,10 +143,26 @@ def migrate(database_url: str, lock_wait: float, citus: bool, shard_count: int |
     type=click.IntRange(min=0),
     help="The same across all the WebSockets of one API key, per process (0: no bound).",
 )
+@click.option(
+    "--checkpoint-every-s",
+    envvar="RESPLOG_CHECKPOINT_EVERY_S",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Keep a signed checkpoint of the log in the database this often (0: never); "
+    "GET /v1/audit/checkpoints/latest serves the last. Needs --signing-key.",
+)
+@click.option(
+    "--signing-key",
+    envvar="RESPLOG_SIGNING_KEY",
+    metavar="KEY.pem",
+    help="The Ed25519 private key the periodic checkpoints are signed with.",
+)
 @otel_option
 def serve(database_url: str, processes: int, **options: Any) -> None:
     """Run the HTTP API server (and, unless --workers 0, generate background responses)."""
     options["reasoning_events"] = options["reasoning_events"].replace("-", "_")
+    _checkpointing(options.pop("checkpoint_every_s"), options.pop("signing_key"))
     refuse_missing_file(database_url)  # never an empty database file left behind
     access = access_settings(options["host"], options)
     settings = generation_settings(database_url, **options, **access)
@@ -155,6 +171,20 @@ def serve(database_url: str, processes: int, **options: Any) -> None:
         sys.exit(_serve_processes(settings, processes))
     with _sole_server(database_url), listen(settings.host, settings.port) as sock:
         _serve_here(settings, sock)
+
+
+# `serve --checkpoint-every-s`: the period and the key, read once before serving (a bad
+# key is one error line before the port is bound); the processes forked inherit it.
+_CHECKPOINTS: list[tuple[float, Any]] = []
+
+
+def _checkpointing(every: float, key_path: str | None) -> None:
+    if every and key_path is None:
+        raise click.UsageError("--checkpoint-every-s needs --signing-key")
+    if every and key_path is not None:
+        from adapters.cli.chain import signing_key
+
+        _CHECKPOINTS[:] = [(every, signing_key(key_path))]
 
 
 def _serve_here(settings: Settings, sock: socket.socket) -> None:
@@ -298,7 +328,9 @@ async def _serve(
                 sock.getsockname()[1],
                 redact(settings.database_url),
             )
-            await _server(config, signals, on_exit=process.begin_shutdown).serve(sockets=[sock])
+            async with _checkpoints(process.bundle):
+                server = _server(config, signals, on_exit=process.begin_shutdown)
+                await server.serve(sockets=[sock])
     finally:
         if tracer is not None:  # after the drain: the generations' last spans are ended
             tracer.shutdown()
@@ -325,6 +357,30 @@ async def _app(
     audit = AuditView(process.bundle, settings.audit_view, settings.audit_key)
     measured = metrics.asgi(request_log(audit.asgi(app)), settings.metrics, settings.metrics_key)
     return HostCheck([settings.host, *settings.public_hosts]).asgi(measured)
+
+
+@contextlib.asynccontextmanager
+async def _checkpoints(bundle: Any) -> AsyncIterator[None]:
+    """The periodic checkpoint while serving (`--checkpoint-every-s`), if asked for."""
+    if not _CHECKPOINTS:
+        yield
+        return
+    import time
+
+    from service.audit.chain import keep_checkpointing
+    from service.work.periodic import Periodic
+
+    every, key = _CHECKPOINTS[0]
+
+    async def step() -> None:
+        await keep_checkpointing(bundle.audit.ledger, key, every, time.time)
+
+    loop = Periodic("checkpointing the log", step, lambda: every, at_once=True)
+    loop.start()
+    try:
+        yield
+    finally:
+        await loop.stop()
 
 
 def _websocket_options(settings: Settings) -> dict[str, Any]:

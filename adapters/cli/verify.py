@@ -170,6 +170,44 @@ async def _gather(
     return [reports[i] for i in range(len(procs))]
 
 
+def _chain_options(f: Any) -> Any:
+    for option in reversed(
+        (
+            click.option(
+                "--chain",
+                is_flag=True,
+                help="Also check each stream's hash chain: every event's digest, and the "
+                "row's head (implied by --checkpoint and --file).",
+            ),
+            click.option(
+                "--checkpoint",
+                "checkpoint_paths",
+                multiple=True,
+                metavar="FILE",
+                help="A checkpoint (resplog checkpoint) the log must extend: each stream it "
+                "recorded still there, its chain through the recorded digest. Repeatable: "
+                "the checkpoints must also be consistent with each other; given alone "
+                "(no ids, --all or --file), only that is checked.",
+            ),
+            click.option(
+                "--public-key",
+                "key_path",
+                metavar="PUB.pem",
+                help="The Ed25519 public key the checkpoints are signed with (needed with "
+                "--checkpoint).",
+            ),
+            click.option(
+                "--file",
+                "export_path",
+                metavar="EXPORT.jsonl",
+                help="Check an export file's chains (and against --checkpoint) with no database.",
+            ),
+        )
+    ):
+        f = option(f)
+    return f
+
+
 @main.command()
 @database_option
 @click.argument("ids", nargs=-1, metavar="[ID]...")
@@ -191,6 +229,7 @@ async def _gather(
     "(a core each; the database serves them all). The findings are the same; their lines "
     "come in the order they are found.",
 )
+@_chain_options
 @progress_option
 @json_option
 def verify(
@@ -199,42 +238,117 @@ def verify(
     everything: bool,
     stale_after: float,
     jobs: int,
+    chain: bool,
+    checkpoint_paths: tuple[str, ...],
+    key_path: str | None,
+    export_path: str | None,
     progress: bool | None,
     as_json: bool,
 ) -> None:
     """Check the log's invariants: dense positions, one terminal event and it is last, legal
     transitions, the read model equals the fold, the request in the first event; with
-    --all, every conversation's stream against its read model too."""
-    if everything == bool(ids):
+    --all, every conversation's stream against its read model too; with --chain or
+    --checkpoint, the hash chains and the signed checkpoints (docs/guides/auditing.md)."""
+    if checkpoint_paths and key_path is None:
+        raise click.UsageError("--checkpoint needs --public-key")
+    if export_path is not None and (ids or everything):
+        raise click.UsageError("--file checks an export, not the database: no ids nor --all")
+    alone = not ids and not everything and export_path is None
+    if alone and not checkpoint_paths:
         raise click.UsageError("give response ids or --all")
     if jobs > 1 and not everything:
         raise click.UsageError("--jobs is for --all")
     for rid in ids:
         response_id(rid)
     emit: Emit | None = None if as_json else lambda finding: click.echo(finding.line())
+    from adapters.cli.chain import checkpoints, public_key
 
-    async def work() -> Report:
-        async with opened(database_url) as audit:
+    taken = checkpoints(checkpoint_paths, public_key(key_path)) if key_path else []
+    chained = chain or bool(taken)
+    reports: dict[str, Report] = {}
+    if len(taken) > 1 or alone:
+        from service.audit.chain import consistent
 
-            async def parts(bar: Progress) -> Report:
-                return await _parts(audit, database_url, jobs, stale_after, bar, emit)
-
-            return await verify_log(
-                audit,
-                list(dict.fromkeys(ids)),
-                stale_after=stale_after,
-                progress=lambda total: Bar(
-                    "verifying", total, False if len(ids) == 1 else progress
-                ),
-                emit=emit,
-                conversations=everything,
-                parts=parts if jobs > 1 else None,
+        reports["checkpoints"] = consistent(taken, emit)
+    if export_path is not None:
+        reports["chain"] = _offline(export_path, taken, emit)
+    elif not alone:
+        reports.update(
+            run(
+                _online(
+                    database_url, ids, everything, stale_after, jobs, chained, taken, emit, progress
+                )
             )
-
-    report = run(work())
+        )
+    ok = all(r.ok for r in reports.values())
     if as_json:
-        print_json({"ok": report.ok, **msgspec.structs.asdict(report)})
+        print_json(
+            {"ok": ok, **{k: msgspec.structs.asdict(r) for k, r in reports.items()}}
+            if set(reports) != {"log"}
+            else {"ok": ok, **msgspec.structs.asdict(reports["log"])}
+        )
     else:
-        click.echo(summary(report))
-    if not report.ok:
+        for kind, report in reports.items():
+            click.echo(summary(report) if kind == "log" else f"{kind}: {summary(report)}")
+    if not ok:
         raise click.exceptions.Exit(1)
+
+
+async def _online(
+    database_url: str,
+    ids: tuple[str, ...],
+    everything: bool,
+    stale_after: float,
+    jobs: int,
+    chained: bool,
+    taken: list[Any],
+    emit: Emit | None,
+    progress: bool | None,
+) -> dict[str, Report]:
+    reports: dict[str, Report] = {}
+    async with opened(database_url) as audit:
+
+        async def parts(bar: Progress) -> Report:
+            return await _parts(audit, database_url, jobs, stale_after, bar, emit)
+
+        reports["log"] = await verify_log(
+            audit,
+            list(dict.fromkeys(ids)),
+            stale_after=stale_after,
+            progress=lambda total: Bar("verifying", total, False if len(ids) == 1 else progress),
+            emit=emit,
+            conversations=everything,
+            parts=parts if jobs > 1 else None,
+        )
+        if chained:
+            from service.audit.chain import verify_chain
+
+            streams = None if everything else list(dict.fromkeys(ids))
+            reports["chain"] = await verify_chain(audit.ledger, taken, streams, emit)
+    return reports
+
+
+def _offline(path: str, taken: list[Any], emit: Emit | None) -> Report:
+    """An export's chains, and the checkpoints' streams it holds, with no database."""
+    from service.audit.archive import chain_rows
+    from service.audit.chain import check_rows
+
+    try:
+        with open(path, "rb") as lines:
+            rows = list(chain_rows(lines))
+    except OSError as exc:
+        raise ResplogError(f"cannot read the export {path!r}: {exc.strerror}") from None
+    present = {r.stream_id for r in rows}
+    from service.audit.signing import Checkpoint
+
+    held = [
+        Checkpoint(
+            statement=c.statement,
+            leaves=[leaf for leaf in c.leaves if leaf[0] in present],
+            body=c.body,
+        )
+        for c in taken
+    ]
+    pages = [rows]
+    check_stored = all(r.digest is not None for r in rows)
+    return run(check_rows(pages, None, held, emit, complete=False, check_stored=check_stored))

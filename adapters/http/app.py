@@ -176,6 +176,7 @@ def create_app(settings: Settings, *, process: Process | None = None) -> Litesta
             routes.cancel_response,
             routes.delete_response,
             routes.input_items,
+            routes.response_proof,
             routes.list_models,
             routes.retrieve_model,
             routes.health,

@@ -26,6 +26,7 @@ from domain.objects import ResponseObject
 from service import status
 from service.access.admission import Access
 from service.access.quotas import Slot
+from service.audit import chain
 from service.bundle import Bundle
 from service.ports import Batches
 from service.responses import compact as compaction
@@ -290,6 +291,19 @@ async def input_items(
     return await reads.list_input_items(
         bundle, response_id, owner_of(request), after=after, limit=limit, order=order
     )
+
+
+@get(
+    "/v1/responses/{response_id:str}/proof",
+    responses=ERRORS,
+    summary="The inclusion proof of a response in the latest signed checkpoint",
+    description="resplog's own: docs/guides/auditing.md, 'Proofs'.",
+)
+async def response_proof(
+    request: Request[Any, Any, Any], bundle: Bundle, response_id: RespId
+) -> chain.Proof:
+    check_response_id(response_id)
+    return await reads.proof(bundle, response_id, owner_of(request))
 
 
 @get("/v1/models", summary="Models the engine serves")

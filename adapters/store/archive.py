@@ -20,6 +20,7 @@ from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import values_of
 from adapters.store.transient import guarded
+from domain import chain
 from domain.errors import Conflict
 from domain.events import LIFECYCLE_TAGS, LIFECYCLE_TYPES
 from service.ports import Imported, ImportedConversation, StoredEvent
@@ -36,14 +37,34 @@ def _data(event: StoredEvent, found: dict[str, str]) -> str:
     return blobs.extract_parts(data, blobs.large_parts(decoded.response), found)
 
 
+def _chain(events: Sequence[StoredEvent]) -> list[str]:
+    """The digests of a stream's events (whole, from position 0, as imported), as the
+    writer links them (domain/chain.py): a stream imported is chained afresh from its
+    bytes (an erased one's chain is then that of its erased bytes)."""
+    digests: list[str] = []
+    previous = chain.GENESIS
+    for e in events:
+        content = chain.content(e.data, e.facts)
+        previous = chain.link(previous, e.stream_id, e.position, e.type, content)
+        digests.append(previous.hex())
+    return digests
+
+
 @guarded
 async def insert(store: SqlEventStore, streams: Sequence[Imported | ImportedConversation]) -> None:
     """Insert the streams in one transaction; `Conflict` (and nothing written) if any of
     them exists by now. A conversation gets its rows as rebuilt from its events."""
-    rows = [values_of(s.record) for s in streams if isinstance(s, Imported)]
+    digests = {s.events[0].stream_id: _chain(s.events) for s in streams if s.events}
+    heads = {sid: d[-1] for sid, d in digests.items()}
+    rows = [
+        {**values_of(s.record), "head_digest": heads.get(s.record.id)}
+        for s in streams
+        if isinstance(s, Imported)
+    ]
     chats = [s.rebuilt for s in streams if isinstance(s, ImportedConversation)]
     conversations = [
         {
+            "head_digest": heads.get(c.row.id),
             "id": c.row.id,
             "owner": c.row.owner,
             "created_at": c.row.created_at,
@@ -77,6 +98,7 @@ async def insert(store: SqlEventStore, streams: Sequence[Imported | ImportedConv
             else blobs.extract(e.data.decode(), found),
             "facts": None if e.facts is None else blobs.extract(e.facts.decode(), found),
             "recorded_at": e.recorded_at,
+            "digest": digests[e.stream_id][e.position],
         }
         for s in streams
         for e in s.events

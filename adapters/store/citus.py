@@ -153,10 +153,10 @@ _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
 # ids so that Citus routes each to the one shard they are on.
 CLAIM_MOVED = f"""
 UPDATE responses AS r
-SET version = u.version, updated_at = $2,
+SET version = u.version, updated_at = $2, head_digest = u.head,
     lease_expires_at = {_NOW} + $4::float8 + CASE WHEN r.lease_owner IS NOT NULL THEN 0 END
-FROM (SELECT c->>0, (c->>1)::int, (c->>2)::int FROM jsonb_array_elements($1::jsonb) AS c)
-     AS u(id, expected, version)
+FROM (SELECT c->>0, (c->>1)::int, (c->>2)::int, c->>3 FROM jsonb_array_elements($1::jsonb) AS c)
+     AS u(id, expected, version, head)
 WHERE r.id = u.id AND r.version = u.expected
   AND (r.lease_owner IS NULL OR r.lease_owner = $3::text) AND r.id = ANY($5::text[])
 RETURNING r.id
@@ -165,13 +165,14 @@ RETURNING r.id
 CLAIM_LIFECYCLE = f"""
 UPDATE responses AS r
 SET version = u.version, updated_at = u.updated_at, status = u.status,
-    snapshot = u.snapshot, snapshot_version = u.snapshot_version,
+    snapshot = u.snapshot, snapshot_version = u.snapshot_version, head_digest = u.head,
     lease_owner = CASE WHEN u.status IN ({_TERMINAL}) THEN NULL ELSE r.lease_owner END,
     lease_expires_at = {_NOW} + $3::float8
         + CASE WHEN u.status IN ({_TERMINAL}) OR r.lease_owner IS NULL THEN NULL ELSE 0 END
-FROM (SELECT (c->>0)::int, (c->>1)::float8, c->>2, c->>3, (c->>4)::int, c->>5, (c->>6)::int
+FROM (SELECT (c->>0)::int, (c->>1)::float8, c->>2, c->>3, (c->>4)::int, c->>5, (c->>6)::int,
+             c->>7
       FROM jsonb_array_elements($1::jsonb) AS c)
-     AS u(version, updated_at, status, snapshot, snapshot_version, id, expected)
+     AS u(version, updated_at, status, snapshot, snapshot_version, id, expected, head)
 WHERE r.id = u.id AND r.version = u.expected
   AND (r.lease_owner IS NULL OR r.lease_owner = $2::text) AND r.id = ANY($4::text[])
 RETURNING r.id
@@ -179,21 +180,21 @@ RETURNING r.id
 
 _NEW_COLUMNS = (
     "id, owner, status, model, background, store, previous_response_id, created_at, "
-    "updated_at, version, snapshot_version, snapshot, lease_owner, lease_expires_at"
+    "updated_at, version, snapshot_version, snapshot, head_digest, lease_owner, lease_expires_at"
 )
-_EVENT_COLUMNS = "stream_id, position, type, data, facts, recorded_at"
+_EVENT_COLUMNS = "stream_id, position, type, data, facts, recorded_at, digest"
 
 
 def claim_new(rows: int) -> str:
-    """The insert of `rows` new streams' rows (13 parameters each, then the lease's
+    """The insert of `rows` new streams' rows (14 parameters each, then the lease's
     lifetime): a `VALUES` list, which Citus routes, where an insert from a `SELECT` goes
     through the coordinator. A `VALUES` row may hold a volatile function: Citus evaluates
     it before it routes the row."""
-    ttl = f"${13 * rows + 1}::float8"
+    ttl = f"${14 * rows + 1}::float8"
     values = []
     for i in range(rows):
-        p = [f"${13 * i + k}" for k in range(1, 14)]
-        expires = f"CASE WHEN {p[12]}::text IS NOT NULL THEN {_NOW} + {ttl} END"
+        p = [f"${14 * i + k}" for k in range(1, 15)]
+        expires = f"CASE WHEN {p[13]}::text IS NOT NULL THEN {_NOW} + {ttl} END"
         values.append(f"({', '.join(p)}, {expires})")
     return (
         f"INSERT INTO responses ({_NEW_COLUMNS}) VALUES {', '.join(values)} "
@@ -202,8 +203,8 @@ def claim_new(rows: int) -> str:
 
 
 def insert_events(rows: int) -> str:
-    """A multi-row insert of `rows` events (six parameters each)."""
-    values = ("(" + ", ".join(f"${6 * i + k}" for k in range(1, 7)) + ")" for i in range(rows))
+    """A multi-row insert of `rows` events (seven parameters each)."""
+    values = ("(" + ", ".join(f"${7 * i + k}" for k in range(1, 8)) + ")" for i in range(rows))
     return f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES {', '.join(values)}"
 
 

@@ -27,6 +27,7 @@ from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conv
 from adapters.store.tables import events as t_events
 from adapters.store.transient import guarded
+from domain import chain
 from domain.conversations import (
     ConversationEvent,
     ConversationItem,
@@ -314,21 +315,40 @@ async def append(
 ) -> int | None:
     """Append `event` at the conversation's next position (its `sequence_number` is set
     to it); None, with nothing written, if the conversation is gone."""
+    # RETURNING gives the head digest as it was (this statement does not set it): the
+    # previous link of the event appended here, read under the row's lock.
     moved = await conn.execute(
         t_conv.update()
         .where(t_conv.c.id == conversation_id, t_conv.c.deleted_at.is_(None))
         .values(version=t_conv.c.version + 1, updated_at=now)
-        .returning(t_conv.c.version)
+        .returning(t_conv.c.version, t_conv.c.head_digest)
     )
-    position = moved.scalar()
-    if position is None:
+    row = moved.first()
+    if row is None:
         return None
+    position, head = int(row[0]), row[1]
+    return await _write(conn, conversation_id, position, head, event, now)
+
+
+async def _write(
+    conn: AsyncConnection,
+    conversation_id: str,
+    position: int,
+    head: str | None,
+    event: ConversationEvent,
+    now: float,
+) -> int:
+    """The event at `position`, linked to `head` (the previous event's digest), and the
+    row's head digest moved to it."""
     event = msgspec.structs.replace(event, sequence_number=position)
+    wire = msgspec.json.encode(event)
     # Its images and files are stored once (adapters/store/blobs.py), as a request's are.
     found: dict[str, str] = {}
-    data = blobs.extract(msgspec.json.encode(event).decode(), found)
+    data = blobs.extract(wire.decode(), found)
     await blobs.store(conn, found, now)
-    tag = type(event).__struct_config__.tag
+    tag = str(type(event).__struct_config__.tag)
+    previous = chain.GENESIS if position == 0 or head is None else bytes.fromhex(head)
+    digest = chain.link(previous, conversation_id, position, tag, chain.content(wire, None))
     await conn.execute(
         t_events.insert().values(
             stream_id=conversation_id,
@@ -337,9 +357,13 @@ async def append(
             data=data,
             facts=None,
             recorded_at=now,
+            digest=digest.hex(),
         )
     )
-    return int(position)
+    await conn.execute(
+        t_conv.update().where(t_conv.c.id == conversation_id).values(head_digest=digest.hex())
+    )
+    return position
 
 
 async def join(

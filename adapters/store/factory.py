@@ -10,6 +10,7 @@ from adapters.store.archive import SqlArchive
 from adapters.store.conversations import SqlConversations
 from adapters.store.gc import SqlGc
 from adapters.store.keys import SqlApiKeyStore
+from adapters.store.ledger import SqlLedger
 from adapters.store.multihost import racing_connect
 from adapters.store.pooler import POLL_WITHOUT_DOORBELL, keeps_session, probe_connect
 from adapters.store.postgres import PostgresEventStore
@@ -117,6 +118,7 @@ def audit_ports(store: SqlEventStore) -> Audit:
         collector=gc,
         leftovers=gc,
         keys=SqlApiKeyStore(store),
+        ledger=SqlLedger(store),
     )
 
 

@@ -51,7 +51,16 @@ _STORAGE = (
 # pruning of the hot row's old versions) a tenth as long. Every read of the log is by
 # stream, through the primary key, whatever the statistics say.
 _STATISTICS = 10
-_COLUMNS = ("stream_id", "position", "type", "data", "facts", "recorded_at")
+_COLUMNS = (
+    "stream_id",
+    "position",
+    "type",
+    "data",
+    "facts",
+    "recorded_at",
+    "digest",
+    "content_digest",
+)
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
 
 

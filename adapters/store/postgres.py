@@ -73,10 +73,10 @@ _DAYS_EVERY = 3600.0
 _CLAIM_NEW = """
 INSERT INTO responses (id, owner, status, model, background, store, previous_response_id,
                        created_at, updated_at, version, snapshot_version, snapshot,
-                       lease_owner, lease_expires_at)
+                       head_digest, lease_owner, lease_expires_at)
 SELECT r->>0, r->>1, r->>2, r->>3, (r->>4)::bool, (r->>5)::bool, r->>6, (r->>7)::float8,
-       (r->>8)::float8, (r->>9)::int, (r->>10)::int, r->>11, r->>12,
-       CASE WHEN r->>12 IS NOT NULL
+       (r->>8)::float8, (r->>9)::int, (r->>10)::int, r->>11, r->>12, r->>13,
+       CASE WHEN r->>13 IS NOT NULL
             THEN extract(epoch FROM clock_timestamp())::float8 + $2::float8 END
 FROM jsonb_array_elements($1::jsonb) AS r
 ON CONFLICT (id) DO NOTHING
@@ -94,11 +94,11 @@ RETURNING id
 # `lease_expires_at` is in no index, so the update stays a HOT one.
 _CLAIM_MOVED = """
 UPDATE responses AS r
-SET version = u.version, updated_at = $2,
+SET version = u.version, updated_at = $2, head_digest = u.head,
     lease_expires_at = CASE WHEN r.lease_owner IS NOT NULL
         THEN extract(epoch FROM clock_timestamp())::float8 + $4::float8 END
-FROM (SELECT c->>0, (c->>1)::int, (c->>2)::int FROM jsonb_array_elements($1::jsonb) AS c)
-     AS u(id, expected, version)
+FROM (SELECT c->>0, (c->>1)::int, (c->>2)::int, c->>3 FROM jsonb_array_elements($1::jsonb) AS c)
+     AS u(id, expected, version, head)
 WHERE r.id = u.id AND r.version = u.expected
   AND (r.lease_owner IS NULL OR r.lease_owner = $3::text)
 RETURNING r.id
@@ -107,21 +107,23 @@ RETURNING r.id
 _CLAIM_LIFECYCLE = """
 UPDATE responses AS r
 SET version = u.version, updated_at = u.updated_at, status = u.status,
-    snapshot = u.snapshot, snapshot_version = u.snapshot_version,
+    snapshot = u.snapshot, snapshot_version = u.snapshot_version, head_digest = u.head,
     lease_owner = CASE WHEN u.status IN ({terminal}) THEN NULL ELSE r.lease_owner END,
     lease_expires_at = CASE WHEN u.status IN ({terminal}) OR r.lease_owner IS NULL THEN NULL
         ELSE extract(epoch FROM clock_timestamp())::float8 + $3::float8 END
-FROM (SELECT (c->>0)::int, (c->>1)::float8, c->>2, c->>3, (c->>4)::int, c->>5, (c->>6)::int
+FROM (SELECT (c->>0)::int, (c->>1)::float8, c->>2, c->>3, (c->>4)::int, c->>5, (c->>6)::int,
+             c->>7
       FROM jsonb_array_elements($1::jsonb) AS c)
-     AS u(version, updated_at, status, snapshot, snapshot_version, id, expected)
+     AS u(version, updated_at, status, snapshot, snapshot_version, id, expected, head)
 WHERE r.id = u.id AND r.version = u.expected
   AND (r.lease_owner IS NULL OR r.lease_owner = $2::text)
 RETURNING r.id
 """.format(terminal=", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES)))
 
 _INSERT_UNNEST = """
-INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
-SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::float8[])
+INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest)
+SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::float8[],
+                     $7::text[])
 """
 
 
@@ -155,7 +157,7 @@ _KINDS = ("new", "moved", "changed")  # the CTE of each of `_CLAIMS`, in that or
 def commit_one(kinds: tuple[bool, bool, bool]) -> str:
     """The flush as one statement, for a flush of these kinds of claims (new, moved,
     changed streams): only those CTEs, their parameters first, in `_CLAIMS`' order, then
-    the events' six columns, the channel and the payload. A kind no batch is costs
+    the events' seven columns, the channel and the payload. A kind no batch is costs
     nothing: a flush of deltas alone, the most common, binds 12 parameters instead of 17
     and runs one CTE instead of three. At most seven statements, each prepared once per
     connection."""
@@ -166,22 +168,23 @@ def commit_one(kinds: tuple[bool, bool, bool]) -> str:
             ctes.append(f"{kind} AS ({_shifted(sql, used)})")
             used += max(int(n) for n in re.findall(r"\$(\d+)", sql))
     won = " UNION ALL ".join(f"SELECT id FROM {k}" for k, p in zip(_KINDS, kinds, strict=True) if p)
-    e = [f"${used + i}" for i in range(1, 9)]
+    e = [f"${used + i}" for i in range(1, 10)]
     return f"""
 WITH {", ".join(ctes)},
 won AS ({won}),
 inserted AS (
-    INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
+    INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest)
     SELECT * FROM unnest(string_to_array({e[0]}::text, chr(31)),
                          translate({e[1]}::text, '[]', '{{}}')::int[],
                          string_to_array({e[2]}::text, chr(31)),
                          string_to_array({e[3]}::text, chr(31)),
                          string_to_array({e[4]}::text, chr(31), chr(30)),
-                         {e[5]}::float8[])
-         AS e(stream_id, position, type, data, facts, at)
+                         {e[5]}::float8[],
+                         string_to_array({e[6]}::text, chr(31)))
+         AS e(stream_id, position, type, data, facts, at, digest)
     WHERE e.stream_id IN (SELECT id FROM won)
 )
-SELECT id, pg_notify({e[6]}::text, {e[7]}::text) FROM won
+SELECT id, pg_notify({e[7]}::text, {e[8]}::text) FROM won
 """
 
 
@@ -260,8 +263,8 @@ def _relation_gone(exc: BaseException) -> bool:
 _STATUS_VERSION = "SELECT status, version FROM responses WHERE id = $1"
 
 _INSERT_MANY = """
-INSERT INTO events (stream_id, position, type, data, facts, recorded_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 """
 
 
@@ -545,7 +548,7 @@ class PostgresEventStore(SqlEventStore):
             if b.expected_version == -1:
                 new.append((*row_insert(b, now), me if leased(b) else None))
             elif b.lifecycle is None:
-                moved.append((b.stream_id, b.expected_version, b.last))
+                moved.append((b.stream_id, b.expected_version, b.last, b.head))
             else:
                 changed.append(row_change(b, now))
         return (
@@ -560,17 +563,17 @@ class PostgresEventStore(SqlEventStore):
         """`_claim` on Citus: the statements of `citus.py`, which name their streams."""
         me, ttl = self.settings.lease_owner, self.settings.lease_ttl
         new: list[tuple[object, ...]] = []
-        moved: list[tuple[str, int, int]] = []
+        moved: list[tuple[str, int, int, str | None]] = []
         changed: list[tuple[object, ...]] = []
         for b in batches:
             if b.expected_version == -1:
                 new.append((*row_insert(b, now), me if leased(b) else None))
             elif b.lifecycle is None:
-                moved.append((b.stream_id, b.expected_version, b.last))
+                moved.append((b.stream_id, b.expected_version, b.last, b.head))
             else:
                 changed.append(row_change(b, now))
         won: set[str] = set()
-        for part in _parts(new, citus.MAX_ROWS // 14):
+        for part in _parts(new, citus.MAX_ROWS // 15):
             sql = citus.claim_new(len(part))
             won.update(r[0] for r in await conn.exec_driver_sql(sql, (*citus.rows_of(part), ttl)))
         if moved:
@@ -656,6 +659,7 @@ class PostgresEventStore(SqlEventStore):
         holds the separator (never one in JSON), for the flush to go as arrays instead."""
         rows = [(b.stream_id, *row) for b in batches for row in b.rows]
         sids, positions, types, data, facts, at = _columns(rows, 6)
+        digests = [d for b in batches for d in b.digests]
         texts = [_joined(sids), _joined(types), _joined(data), _joined(facts, nulls=True)]
         if None in texts:
             return None
@@ -664,7 +668,8 @@ class PostgresEventStore(SqlEventStore):
         for claim in claims:
             if claim is not None:  # some batch of this kind: else `commit_one` leaves its CTE out
                 params.extend(claim)
-        params += (texts[0], _json(positions).decode(), *texts[1:], at, CHANNEL)
+        params += (texts[0], _json(positions).decode(), *texts[1:], at, _SEP.join(digests))
+        params.append(CHANNEL)
         params.append(doorbell_payload(self.origin, [b.stream_id for b in batches]))
         new, moved, changed = (claim is not None for claim in claims)
         statement = commit_one((new, moved, changed))
@@ -673,22 +678,21 @@ class PostgresEventStore(SqlEventStore):
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         if not batches:
             return
+        rows = [
+            (b.stream_id, *row, digest)
+            for b in batches
+            for row, digest in zip(b.rows, b.digests, strict=True)
+        ]
         if self.citus:  # a `VALUES` list, which Citus routes to the shard
-            rows = [(b.stream_id, *row) for b in batches for row in b.rows]
-            for part in _parts(rows, citus.MAX_ROWS // 6):
+            for part in _parts(rows, citus.MAX_ROWS // 7):
                 await conn.exec_driver_sql(
                     citus.insert_events(len(part)), tuple(citus.rows_of(part))
                 )
             return
         if self.settings.pg_insert == "executemany":
-            rows = [(b.stream_id, *row) for b in batches for row in b.rows]
             await conn.exec_driver_sql(_INSERT_MANY, rows)
             return
-        sids: list[str] = []
-        for b in batches:
-            sids.extend([b.stream_id] * len(b.rows))
-        columns = zip(*(row for b in batches for row in b.rows), strict=True)
-        await conn.exec_driver_sql(_INSERT_UNNEST, (sids, *map(list, columns)))
+        await conn.exec_driver_sql(_INSERT_UNNEST, tuple(map(list, zip(*rows, strict=True))))
 
     @guarded
     async def ring_work(self) -> None:

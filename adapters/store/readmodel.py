@@ -90,7 +90,14 @@ class ReadModel:
         )
         walk = walk.union_all(step)
         query = (
-            sa.select(walk.c.id, r.status, r.previous_response_id, r.snapshot, e.facts)
+            sa.select(
+                walk.c.id,
+                r.status,
+                r.previous_response_id,
+                r.snapshot,
+                e.facts,
+                e.content_digest.is_not(None),
+            )
             .join(t_responses, r.id == walk.c.id)
             .outerjoin(
                 t_events,
@@ -117,8 +124,9 @@ class ReadModel:
                 previous_response_id=previous,
                 snapshot=snapshot.encode(),
                 request_facts=None if facts is None else blobs.put_back(facts, found).encode(),
+                erased=bool(erased),
             )
-            for rid, status, previous, snapshot, facts in rows
+            for rid, status, previous, snapshot, facts, erased in rows
         ]
 
     async def _chain_by_turns(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:

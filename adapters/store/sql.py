@@ -10,7 +10,8 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import AsyncGenerator, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, TypeVar
 
@@ -25,12 +26,13 @@ from adapters.store.bells import Bells
 from adapters.store.conversations import join
 from adapters.store.hub import Hub, Subscription
 from adapters.store.readmodel import ReadModel
-from adapters.store.rows import Append, encode_append, merge
+from adapters.store.rows import Append, chained, encode_append, merge
 from adapters.store.settings import StoreSettings
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
 from adapters.store.tail import each, follow
 from adapters.store.transient import STATEMENT_ERRORS, guarded, is_transient, store_error
+from domain import chain
 from domain.errors import Conflict
 from domain.events import TERMINAL_TAGS, AnyEvent
 from domain.objects import TERMINAL_STATUSES, InputItem, OutputItem
@@ -42,6 +44,9 @@ log = logging.getLogger(__name__)
 _Tail = TypeVar("_Tail", bound=AsyncGenerator[Any, None])
 
 Failures = dict[str, BaseException]
+# How many streams' last digests a store keeps (`_chain`): those of the streams it is
+# writing, which is far fewer; an evicted one costs one read of its row when next appended.
+_CHAIN_STREAMS = 50_000
 # A page read's parameters: (stream, after, limit, max_bytes).
 _PageParams = tuple[str, int, int, int]
 
@@ -146,6 +151,9 @@ class SqlEventStore(ReadModel):
         # The page reads under way, by their parameters: readers of the same page join
         # one (`_joined_page`).
         self._reading: dict[_PageParams, asyncio.Future[Sequence[Any]]] = {}
+        # The last (position, digest) this process committed on each stream it writes: the
+        # next append links to it without reading the row (`_chained`).
+        self._chain: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -427,6 +435,7 @@ class SqlEventStore(ReadModel):
         """
         if len({b.stream_id for b in batches}) != len(batches):
             raise ValueError("one batch per stream per commit")
+        batches = await self._chained(batches)
         now = time.time()
         try:
             failed, done = await self._commit_together(batches, now, recheck)
@@ -437,8 +446,53 @@ class SqlEventStore(ReadModel):
             failed, done = await self._commit_isolated(batches, now, recheck)
         committed = {b.stream_id: b.events for b in batches if b.stream_id not in failed}
         committed.update(done)
+        self._remember(batches, {**failed, **done})
         self.hub.publish(committed)
         return failed
+
+    async def _chained(self, batches: Sequence[Append]) -> list[Append]:
+        """Each batch with its events' digests, linked to the stream's last digest: this
+        process's own last commit on the stream where it made it, else the row's head,
+        read in one query for all such streams. A head read for a version the stream has
+        since left is harmless: the batch's guard misses and nothing is written."""
+        known: dict[str, bytes] = {}
+        unknown: list[str] = []
+        for b in batches:
+            if b.expected_version == -1:
+                known[b.stream_id] = chain.GENESIS
+                continue
+            mine = self._chain.get(b.stream_id)
+            if mine is not None and mine[0] == b.expected_version:
+                known[b.stream_id] = mine[1]
+            else:
+                unknown.append(b.stream_id)
+        if unknown:
+            known.update(await self._heads_of(unknown))
+        return [chained(b, known.get(b.stream_id, chain.GENESIS)) for b in batches]
+
+    async def _heads_of(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The head digests of these responses' rows."""
+        c = t_responses.c
+        async with self.statements.connect() as conn:
+            rows = await conn.execute(sa.select(c.id, c.head_digest).where(c.id.in_(ids)))
+            return {sid: bytes.fromhex(digest) for sid, digest in rows if digest is not None}
+
+    def _remember(self, batches: Sequence[Append], failed: Mapping[str, object]) -> None:
+        """Keep each committed stream's last digest for its next append; forget a failed
+        one (its next append reads the row), an ended one (nothing more follows) and one a
+        retry found already written (its digests were linked by the earlier attempt, from
+        a previous digest this one may have read after that attempt moved the row)."""
+        cache = self._chain
+        for b in batches:
+            if b.stream_id in failed or (
+                b.lifecycle is not None and b.lifecycle.status in TERMINAL_STATUSES
+            ):
+                cache.pop(b.stream_id, None)
+            elif b.head is not None:
+                cache[b.stream_id] = (b.last, bytes.fromhex(b.head))
+                cache.move_to_end(b.stream_id)
+        while len(cache) > _CHAIN_STREAMS:
+            cache.popitem(last=False)
 
     async def _commit_together(
         self, batches: Sequence[Append], now: float, recheck: bool

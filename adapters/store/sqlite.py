@@ -29,26 +29,27 @@ _WRITE = "resplog_write"
 _CHUNK = 500  # ids per IN (...) list, far below SQLite's bound-parameter limit
 
 _INSERT_EVENTS = (
-    "INSERT INTO events (stream_id, position, type, data, facts, recorded_at) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_ROW = (
     "INSERT INTO responses (id, owner, status, model, background, store, "
     "previous_response_id, created_at, updated_at, version, snapshot_version, snapshot, "
-    "lease_owner, lease_expires_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "head_digest, lease_owner, lease_expires_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATUSES))
 # Numbered parameters: the status (?3) also decides whether a terminal event releases the
-# lease, and any other append of the owner extends it to ?8, as on PostgreSQL (postgres.py,
+# lease, and any other append of the owner extends it to ?9, as on PostgreSQL (postgres.py,
 # `_CLAIM_MOVED`). The guard itself (version and lease owner) was checked under the write
 # lock.
 _UPDATE_ROW = (
     "UPDATE responses SET version = ?1, updated_at = ?2, status = coalesce(?3, status), "
     "snapshot = coalesce(?4, snapshot), snapshot_version = coalesce(?5, snapshot_version), "
+    "head_digest = ?8, "
     f"lease_owner = CASE WHEN ?3 IN ({_TERMINAL}) THEN NULL ELSE lease_owner END, "
     f"lease_expires_at = CASE WHEN ?3 IN ({_TERMINAL}) OR lease_owner IS NULL THEN NULL "
-    "ELSE ?8 END "
+    "ELSE ?9 END "
     "WHERE id = ?6 AND version = ?7"
 )
 
@@ -150,6 +151,10 @@ class SqliteEventStore(SqlEventStore):
         return heads
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
-        rows = [(b.stream_id, *row) for b in batches for row in b.rows]
+        rows = [
+            (b.stream_id, *row, digest)
+            for b in batches
+            for row, digest in zip(b.rows, b.digests, strict=True)
+        ]
         if rows:
             await conn.exec_driver_sql(_INSERT_EVENTS, rows)

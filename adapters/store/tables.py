@@ -31,6 +31,12 @@ events = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
     sa.Column("facts", sa.Text, nullable=True),
     sa.Column("recorded_at", sa.Double, nullable=False),
+    # The event's link in its stream's hash chain (hex; `domain/chain.py`), written with it
+    # (migration 0011 backfilled the older ones). `content_digest` is NULL until the event
+    # is erased: the content digest is then kept here, the bytes being gone, so the link
+    # can still be checked (adapters/store/erase.py).
+    sa.Column("digest", sa.Text, nullable=True),
+    sa.Column("content_digest", sa.Text, nullable=True),
 )
 
 # On PostgreSQL `events` is partitioned by the day its streams began (migration 0008,
@@ -72,6 +78,8 @@ responses = sa.Table(
     sa.Column("deleted_at", sa.Double, nullable=True),
     sa.Column("lease_owner", sa.Text, nullable=True),
     sa.Column("lease_expires_at", sa.Double, nullable=True),
+    # The digest of the stream's last event (`version`), moved with it by every append.
+    sa.Column("head_digest", sa.Text, nullable=True),
     sa.Index("ix_responses_owner_created", "owner", "created_at", "id"),
     sa.Index("ix_responses_created", "created_at", "id"),
     sa.Index("ix_responses_status_created", "status", "created_at", "id"),
@@ -145,6 +153,7 @@ conversations = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("metadata", sa.Text, nullable=False),
     sa.Column("deleted_at", sa.Double, nullable=True),
+    sa.Column("head_digest", sa.Text, nullable=True),  # as `responses.head_digest`
     sa.Index("ix_conversations_owner_created", "owner", "created_at", "id"),
 )
 
@@ -176,4 +185,25 @@ blobs = sa.Table(
     sa.Column("size", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("used_at", sa.Double, nullable=False),
+)
+
+
+# Signed checkpoints of the log (`serve --checkpoint-every-s`; service/audit/checkpoint.py):
+# the checkpoint's file as `resplog checkpoint` writes it, kept whole.
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("root", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
+# The erasures (`resplog erase`): which stream, when and why; never what was erased.
+erasures = sa.Table(
+    "erasures",
+    metadata,
+    sa.Column("stream_id", sa.Text, primary_key=True),
+    sa.Column("erased_at", sa.Double, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
 )

@@ -35,7 +35,7 @@ from domain.reasons import CancelReason
 from service.audit.conversation_check import check_conversation, rebuild
 from service.audit.records import FLAGS, flags_of
 from service.audit.verify import StreamCheck
-from service.ports import Imported, ImportedConversation, ResponseRow, StoredEvent
+from service.ports import ChainRow, Imported, ImportedConversation, ResponseRow, StoredEvent
 
 FORMAT = 2
 READS = (1, 2)  # the formats this version imports
@@ -68,6 +68,11 @@ class EventLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag
     data: str
     facts: str | None
     recorded_at: float
+    # The event's link in its stream's hash chain (domain/chain.py); absent from files
+    # written before it existed. `content_digest` only on an erased event, whose bytes
+    # are gone: the chain links that instead.
+    digest: str | None = None
+    content_digest: str | None = None
 
 
 class ConversationLine(
@@ -109,7 +114,9 @@ def response_line(record: ResponseRow, events: int) -> bytes:
     return _line(ResponseLine(id=record.id, events=events, **flags_of(record)))
 
 
-def event_line(stored: StoredEvent) -> bytes:
+def event_line(
+    stored: StoredEvent, digest: str | None = None, content_digest: str | None = None
+) -> bytes:
     return _line(
         EventLine(
             stream_id=stored.stream_id,
@@ -118,8 +125,47 @@ def event_line(stored: StoredEvent) -> bytes:
             data=stored.data.decode(),
             facts=None if stored.facts is None else stored.facts.decode(),
             recorded_at=stored.recorded_at,
+            digest=digest,
+            content_digest=content_digest,
         )
     )
+
+
+def chain_rows(lines: Iterable[bytes]) -> Iterator[ChainRow]:
+    """The events of an export file as the chain sees them (offline verification,
+    service/audit/chain.py), and the file's own counts checked: a file cut short, or one
+    whose streams or events do not add up to its end line (a stream's lines removed),
+    raises `ArchiveError`, as for a line that is not an export's. What the chain does not
+    cover (the fold, the rows), `import` checks."""
+    streams = events = 0
+    ended: End | None = None
+    for number, raw in enumerate(lines, 1):
+        line = _decode(number, raw)
+        if number == 1 and not isinstance(line, Header):
+            raise ArchiveError("not a resplog export: the first line is not its header")
+        if isinstance(line, EventLine):
+            events += 1
+            yield ChainRow(
+                line.stream_id,
+                line.position,
+                line.type,
+                line.data.encode(),
+                None if line.facts is None else line.facts.encode(),
+                line.digest,
+                line.content_digest,
+            )
+        elif isinstance(line, ResponseLine | ConversationLine):
+            streams += 1
+        elif isinstance(line, End):
+            ended = line
+    if ended is None:
+        raise ArchiveError("the file is cut short: it does not end with the export's last line")
+    if (streams, events) != (ended.responses + ended.conversations, ended.events):
+        raise ArchiveError(
+            f"the file holds {streams} streams and {events} events, its last line says "
+            f"{ended.responses + ended.conversations} and {ended.events}: lines were removed "
+            "or added"
+        )
 
 
 # --- reading ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from domain import chain
 from domain.errors import ResplogError
 from domain.objects import TERMINAL_STATUSES
 from service.audit import archive
@@ -55,6 +56,7 @@ async def export_log(
     """Write the export of the selected streams; a damaged stream stops it before the
     file's end line, so the file is one that `import` refuses as cut short, and the error
     names the stream."""
+    link = _Linker(await _kept(audit))
     skipped = await audit.scan.count(filters.selection(RUNNING))
     total = await audit.scan.count(filters.selection(ENDED))
     responses = events = 0
@@ -73,7 +75,7 @@ async def export_log(
             else:
                 assert checked is not None
                 checked.feed(item)
-                write(archive.event_line(item))
+                write(link.line(item))
                 events += 1
                 bar.event()
         if checked is not None:
@@ -81,7 +83,7 @@ async def export_log(
         bar.done()
     conversations = 0
     for cid in await audit.conversations.ids():
-        n = await _export_conversation(audit, cid, filters, write)
+        n = await _export_conversation(audit, cid, filters, write, link)
         if n is not None:
             conversations += 1
             events += n
@@ -92,7 +94,7 @@ async def export_log(
 
 
 async def _export_conversation(
-    audit: Audit, cid: str, filters: Filters, write: Write
+    audit: Audit, cid: str, filters: Filters, write: Write, link: _Linker
 ) -> int | None:
     """One conversation's stream, checked as `verify` checks it (a damaged one stops the
     export, as for a response); None if the filters leave it out."""
@@ -113,8 +115,41 @@ async def _export_conversation(
         )
     write(archive.conversation_line(cid, len(events)))
     for stored in events:
-        write(archive.event_line(stored))
+        write(link.line(stored))
     return len(events)
+
+
+async def _kept(audit: Audit) -> dict[tuple[str, int], str]:
+    """The content digests of the erased events (their bytes are gone: the chain links
+    these), by (stream, position)."""
+    erased = [e.stream_id for e in await audit.ledger.erasures()]
+    kept: dict[tuple[str, int], str] = {}
+    if erased:
+        async for page in audit.ledger.rows(erased):
+            for row in page:
+                if row.content_digest is not None:
+                    kept[(row.stream_id, row.position)] = row.content_digest
+    return kept
+
+
+class _Linker:
+    """Each exported event's line with its digest, the stream's chain recomputed from the
+    bytes written (domain/chain.py), so that the file can be checked against a checkpoint
+    with no database (`resplog verify --file`)."""
+
+    def __init__(self, kept: dict[tuple[str, int], str]) -> None:
+        self.kept = kept
+        self.previous = chain.GENESIS
+
+    def line(self, stored: StoredEvent) -> bytes:
+        if stored.position == 0:
+            self.previous = chain.GENESIS
+        kept = self.kept.get((stored.stream_id, stored.position))
+        content = bytes.fromhex(kept) if kept else chain.content(stored.data, stored.facts)
+        self.previous = chain.link(
+            self.previous, stored.stream_id, stored.position, stored.type, content
+        )
+        return archive.event_line(stored, self.previous.hex(), kept)
 
 
 class _Checked:

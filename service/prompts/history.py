@@ -105,6 +105,13 @@ def _turn(link: ChainLink, previous_id: str) -> Turn:
         )
     if link.request_facts is None:
         raise _previous_not_found(previous_id)
+    if link.erased:
+        raise InvalidRequest(
+            f"Previous response '{link.response_id}' was erased: its content is gone, so the "
+            "conversation cannot be continued from it.",
+            param="previous_response_id",
+            code="previous_response_erased",
+        )
     answer = _answer.decode(link.snapshot)
     asked = _asked.decode(link.request_facts)
     # MCP tool lists its client passed back: set aside, shown to no model, but in the

@@ -16,6 +16,7 @@ from domain.events import RequestFacts, ResponseCreated
 from domain.fold.replay import project, replay
 from domain.objects import InputItem, ResponseObject
 from domain.state import ResponseState
+from service.audit import chain
 from service.bundle import Bundle
 from service.ports import Batches, ResponseRow
 from service.wire.set_aside import SET_ASIDE
@@ -175,3 +176,10 @@ async def list_input_items(
         last_id=_id(page[-1]) if page else None,
         has_more=len(items) > limit,
     )
+
+
+async def proof(svc: Bundle, response_id: str, owner: str) -> chain.Proof:
+    """The inclusion proof of the owner's response in the latest checkpoint (the owner
+    checks that the log holds its response as it was when the checkpoint was signed)."""
+    await check_visible(svc, response_id, owner)
+    return await chain.prove(svc.audit.ledger, response_id)

@@ -167,6 +167,7 @@ async function openResponse(id) {
   $("d-durations").textContent =
     "queue wait " + secs(d.queue_wait) + " · time to first delta " + secs(d.time_to_first_token) +
     " · generation " + secs(d.generation) + " · total " + secs(d.total);
+  $("d-integrity").textContent = integrityText(view.integrity);
   drawTurns(view);
   const liveBox = $("d-live");
   liveBox.hidden = true;
@@ -238,6 +239,17 @@ function entryNode(entry, side) {
   return node;
 }
 
+// The response's hash chain, the latest checkpoint and its erasure (docs/audit.md).
+function integrityText(state) {
+  if (!state) return "";
+  const parts = [state.broken_at != null ? "chain " + state.chain + " at " + state.broken_at : "chain " + state.chain];
+  if (state.checkpoint == null) parts.push("no checkpoint yet");
+  else if (state.in_checkpoint == null) parts.push("not in checkpoint " + state.checkpoint);
+  else parts.push((state.in_checkpoint ? "included in" : "DIFFERS from") + " checkpoint " + state.checkpoint);
+  if (state.erased_at != null) parts.push("erased " + iso(state.erased_at) + " (" + state.erased_because + ")");
+  return parts.join(" · ");
+}
+
 function usageText(usage) {
   if (!usage) return "usage: -";
   return "usage: " + usage.input_tokens + " in, " + usage.output_tokens + " out, " + usage.total_tokens + " total";
@@ -281,6 +293,7 @@ async function openConversation(id) {
   $("d-live").hidden = true;
   $("timeline").replaceChildren(el("p", "A conversation: open one of its responses for its timeline."));
   $("d-durations").textContent = "";
+  $("d-integrity").textContent = "";
   drawTurns(view);
 }
 
