@@ -10,9 +10,9 @@ serve` (scripted engine, streaming creates one after another: wall time per crea
 server's CPU per create). `verify` builds one log of E events on this tree, checkpoints it,
 and times `resplog verify --all` beside `resplog verify --all --checkpoint` on it.
 
-    .venv/bin/python bench/chain_bench.py
-    .venv/bin/python bench/chain_bench.py --phases verify --verify-events 1000000
-    .venv/bin/python bench/chain_bench.py --streams 20 --seconds 3 --creates 50 --rounds 2
+    .venv/bin/python bench/digest_bench.py
+    .venv/bin/python bench/digest_bench.py --phases verify --verify-events 1000000
+    .venv/bin/python bench/digest_bench.py --streams 20 --seconds 3 --creates 50 --rounds 2
 """
 
 from __future__ import annotations
