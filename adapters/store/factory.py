@@ -16,6 +16,7 @@ from adapters.store.sql import SqlEventStore
 from adapters.store.sqlite import SqliteEventStore
 from adapters.store.transient import boundary
 from adapters.store.urls import async_url, is_postgres
+from adapters.store.webhooks import SqlWebhooks
 from adapters.store.writer import GroupCommitWriter
 from service.bundle import Audit
 from service.ports import EventStore, EventWriter, ResponseIndex
@@ -60,6 +61,7 @@ def audit_ports(store: SqlEventStore) -> Audit:
         collector=gc,
         leftovers=gc,
         keys=SqlApiKeyStore(store),
+        webhooks=SqlWebhooks(store),
     )
 
 
