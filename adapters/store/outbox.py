@@ -2,8 +2,8 @@
 
 `enqueue` is called by the store in the transaction that appends events
 (`SqlEventStore._write`): a response that ends there (its terminal event is in the batch)
-and was a background one gets one delivery per enabled endpoint of its owner that hears its
-event type (tables.py `webhook_deliveries`), committed with the terminal event or not at
+and was a background one gets one delivery per endpoint of its owner that hears its event
+type (a disabled one too: its deliveries wait, within their max age, until it is enabled) (tables.py `webhook_deliveries`), committed with the terminal event or not at
 all, so a crash can lose none. A flush with no background response ending runs nothing.
 """
 
@@ -30,8 +30,16 @@ _ENQUEUE = (
     "status, attempts, next_attempt_at) "
     "SELECT e.id, r.id, r.owner, :event_type, :now, 'pending', 0, :now "
     "FROM responses r JOIN webhook_endpoints e ON e.owner = r.owner "
-    "WHERE r.id = :rid AND e.status = 'enabled' AND e.events LIKE :pattern"
+    "WHERE r.id = :rid AND e.status <> 'removed' AND e.events LIKE :pattern"
 )
+
+
+def ends_background(batch: Append) -> bool:
+    """Whether `batch` ends a background response (so it may make deliveries)."""
+    life = batch.lifecycle
+    if life is None or life.status not in TERMINAL_STATUSES:
+        return False
+    return _background.decode(life.snapshot).background
 
 
 async def enqueue(
@@ -41,9 +49,7 @@ async def enqueue(
     ended = []
     for batch in batches:
         life = batch.lifecycle
-        if life is None or life.status not in TERMINAL_STATUSES:
-            continue
-        if not _background.decode(life.snapshot).background:
+        if life is None or not ends_background(batch):
             continue
         kind = f"response.{life.status}"
         ended.append(
