@@ -192,11 +192,11 @@ def status(url: str, endpoint_id: str | None = None) -> list[tuple[str, int]]:
     database: a test waits on this, not on the CLI, which takes a second or so to start."""
     where = "" if endpoint_id is None else f" WHERE endpoint_id = '{endpoint_id}'"
     sql = f"SELECT status, attempts FROM webhook_deliveries{where} ORDER BY event_at"
-    return [(str(s), int(str(n))) for s, n in _rows(url, sql)]
+    return [(str(s), int(str(n))) for s, n in rows(url, sql)]
 
 
 def endpoint_status(url: str, endpoint_id: str) -> str:
-    return str(_rows(url, f"SELECT status FROM webhook_endpoints WHERE id = '{endpoint_id}'")[0][0])
+    return str(rows(url, f"SELECT status FROM webhook_endpoints WHERE id = '{endpoint_id}'")[0][0])
 
 
 def attempts_recorded(url: str, endpoint_id: str) -> int:
@@ -205,10 +205,10 @@ def attempts_recorded(url: str, endpoint_id: str) -> int:
         "SELECT count(*) FROM webhook_attempts "
         f"WHERE endpoint_id = '{endpoint_id}' AND outcome <> 'in_flight'"
     )
-    return int(str(_rows(url, sql)[0][0]))
+    return int(str(rows(url, sql)[0][0]))
 
 
-def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
+def rows(url: str, sql: str) -> list[tuple[object, ...]]:
     if url.startswith("sqlite"):
         with sqlite3.connect(url.split("///", 1)[1]) as db:
             return [tuple(r) for r in db.execute(sql).fetchall()]
