@@ -18,6 +18,7 @@ defaults (`--webhook-backoff-s 5`, `--webhook-concurrency 16`) but `--webhook-po
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ import openai
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
 from bench.harness import Table, database_arguments, median, parser, pct, serving
-from tests.e2e.webhooks_kit import KEY, Receiver, add_direct, rows, webhooks
+from tests.e2e.webhooks_kit import KEY, Received, Receiver, add_direct, rows, webhooks
 
 
 def create(base_url: str, n: int, threads: int = 8) -> list[str]:
@@ -41,27 +42,47 @@ def create(base_url: str, n: int, threads: int = 8) -> list[str]:
         return list(pool.map(one, range(n)))
 
 
-def latencies(
-    url: str, endpoint_id: str, receiver: Receiver, secret: str
-) -> tuple[list[float], int]:
-    """(seconds from each delivered event to its first POST, how many verified distinct)."""
-    verify = openai.OpenAI(api_key="unused", webhook_secret=secret)
-    first: dict[str, float] = {}
-    for got in list(receiver.got):
-        event = verify.webhooks.unwrap(got.body, got.headers)
-        first.setdefault(event.data.id, got.at)
+class Verifying:
+    """A receiver's answers: each POST verified with openai-python's `unwrap` as it comes
+    (its timestamp is checked against now), the first accepted one of each response kept."""
+
+    def __init__(self, fails_until: float = 0.0) -> None:
+        self.secret = ""
+        self.fails_until = fails_until
+        self.accepted: dict[str, float] = {}
+        self.refused = 0
+        self._client = openai.OpenAI(api_key="unused")  # unwrap needs no connection
+
+    def answer(self, got: Received) -> int:
+        try:
+            self._client.webhooks.unwrap(got.body, got.headers, secret=self.secret)
+        except openai.InvalidWebhookSignatureError:
+            self.refused += 1
+            return 400
+        if time.monotonic() < self.fails_until:
+            return 500
+        self.accepted.setdefault(json.loads(got.body)["data"]["id"], got.at)
+        return 200
+
+
+def latencies(url: str, endpoint_id: str, verifying: Verifying) -> list[float]:
+    """Seconds from each delivery's terminal event to the first accepted POST of it."""
     sql = (
         f"SELECT response_id, event_at FROM webhook_deliveries WHERE endpoint_id = '{endpoint_id}'"
     )
     made = {str(r): float(str(at)) for r, at in rows(url, sql)}
-    return [first[r] - at for r, at in made.items() if r in first], len(first)
+    return [verifying.accepted[r] - at for r, at in made.items() if r in verifying.accepted]
 
 
-def wait(receivers: list[tuple[Receiver, int]], deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if all(len({g.headers["webhook-id"] for g in r.got}) >= n for r, n in receivers):
-            return
+def wait(verifying: list[Verifying], n: int, deadline: float) -> None:
+    while time.monotonic() < deadline and any(len(v.accepted) < n for v in verifying):
         time.sleep(0.5)
+
+
+def endpoint(url: str, v: Verifying, **receiver: float) -> tuple[Receiver, str]:
+    r = Receiver(answer=v.answer, **receiver).start()  # type: ignore[arg-type]
+    endpoint_id, v.secret = add_direct(url, r.url)
+    return r, endpoint_id
 
 
 def main() -> None:
@@ -75,47 +96,51 @@ def main() -> None:
     args = p.parse_args()
     n = args.responses
     began = time.monotonic()
-    fast = Receiver().start()
-    alone = Receiver().start()
-    others = [Receiver().start(), Receiver().start()]
-    slow = Receiver(delay_s=args.slow_s).start()
-    fails_until = [float("inf")]  # set when the three endpoints are added
-    failing = Receiver(answer=lambda _: 500 if time.monotonic() < fails_until[0] else 200)
-    failing.start()
     flags = (
         *("--reasoning-key", KEY, "--webhook-hosts", "127.0.0.1/32"),
         *("--webhook-poll-s", str(args.poll_s)),
     )
+    receivers: list[Receiver] = []
     try:
         with serving(*flags, sqlite=args.sqlite, admin_url=args.database_url) as server:
             url = server.database_url
             # The baseline: three fast receivers.
-            alone_id, alone_secret = add_direct(url, alone.url)
-            gone = [add_direct(url, r.url)[0] for r in others]
+            three = [Verifying() for _ in range(3)]
+            made = [endpoint(url, v) for v in three]
+            receivers += [r for r, _ in made]
             create(server.base_url, n)
-            wait([(r, n) for r in (alone, *others)], time.monotonic() + args.give_up_s)
-            for endpoint_id in (alone_id, *gone):
+            wait(three, n, time.monotonic() + args.give_up_s)
+            base = latencies(url, made[0][1], three[0])
+            for _, endpoint_id in made:
                 assert webhooks("remove", endpoint_id, url=url).returncode == 0
-            # The three together.
-            fast_id, fast_secret = add_direct(url, fast.url)
-            slow_id, slow_secret = add_direct(url, slow.url)
-            failing_id, failing_secret = add_direct(url, failing.url)
-            fails_until[0] = time.monotonic() + args.fail_s
+            # Fast, slow and failing.
+            fast, slow, failing = Verifying(), Verifying(), Verifying()
+            made = [
+                endpoint(url, fast),
+                endpoint(url, slow, delay_s=args.slow_s),
+                endpoint(url, failing),
+            ]
+            receivers += [r for r, _ in made]
+            failing.fails_until = time.monotonic() + args.fail_s
             t0 = time.monotonic()
             create(server.base_url, n)
             created_s = time.monotonic() - t0
-            wait([(fast, n), (slow, n), (failing, n)], time.monotonic() + args.give_up_s)
+            wait([fast, slow, failing], n, time.monotonic() + args.give_up_s)
             figures = {
-                "alone": latencies(url, alone_id, alone, alone_secret),
-                "fast": latencies(url, fast_id, fast, fast_secret),
-                "slow": latencies(url, slow_id, slow, slow_secret),
-                "failing": latencies(url, failing_id, failing, failing_secret),
+                name: latencies(url, endpoint_id, v)
+                for name, v, (_, endpoint_id) in zip(
+                    ("fast", "slow", "failing"), (fast, slow, failing), made, strict=True
+                )
             }
+            got = {"fast": len(fast.accepted), "slow": len(slow.accepted)}
+            got["failing"] = len(failing.accepted)
+            failing_id = made[2][1]
             attempts = rows(
                 url, f"SELECT count(*) FROM webhook_attempts WHERE endpoint_id = '{failing_id}'"
             )
+            refused = sum(v.refused for v in (*three, fast, slow, failing))
     finally:
-        for r in (fast, alone, slow, failing, *others):
+        for r in receivers:
             r.stop()
     kind = "SQLite" if args.sqlite else "PostgreSQL"
     table = Table(
@@ -124,9 +149,8 @@ def main() -> None:
         f"{time.monotonic() - began:.0f} s in all",
         "s",
     )
-    base, _ = figures["alone"]
     for name in ("fast", "slow", "failing"):
-        lat, got = figures[name]
+        lat = figures[name]
         table.add(f"{name}: latency p50", median(lat), "among fast ones, p50", median(base))
         if name == "slow":
             table.add(f"{name}: latency p99", pct(lat, 99), "its answer time", args.slow_s)
@@ -134,7 +158,8 @@ def main() -> None:
             table.add(f"{name}: latency p99", pct(lat, 99), "its failing time", args.fail_s)
         else:
             table.add(f"{name}: latency p99", pct(lat, 99), "among fast ones, p99", pct(base, 99))
-        table.add(f"{name}: lost", n - got, "responses", n)
+        table.add(f"{name}: lost", n - got[name], "responses", n)
+    table.add("signatures refused", refused)
     table.add("failing: attempts made", float(str(attempts[0][0])), "deliveries", n)
     table.print()
 

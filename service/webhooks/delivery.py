@@ -161,9 +161,11 @@ class Deliverer:
         d = claimed.delivery
         started = self._clock()
         opened = [s for s in (open_secret(self._sealer, b) for b in claimed.secrets) if s]
-        if not opened:
+        latency = 0.0
+        if started - d.event_at >= self.max_age_s:  # waited out its age (endpoint disabled)
+            sent = Sent(None, "not sent: older than --webhook-max-age-h")
+        elif not opened:
             sent = Sent(None, "the endpoint's secret does not open here (another --reasoning-key?)")
-            latency = 0.0
         else:
             body = body_of(d)
             headers = headers_of(d, opened, body, int(started))
