@@ -257,9 +257,13 @@ async def running_process(
         try:
             yield process
         finally:
-            if deliverer is not None:
-                await deliverer.stop()
-            await background.drain(settings.shutdown_grace_s)
+            if deliverer is not None:  # its attempts in flight get the grace period too
+                await asyncio.gather(
+                    deliverer.stop(settings.shutdown_grace_s),
+                    background.drain(settings.shutdown_grace_s),
+                )
+            else:
+                await background.drain(settings.shutdown_grace_s)
 
 
 def webhook_deliverer(settings: Settings, bundle: Bundle) -> Deliverer | None:

@@ -2,9 +2,10 @@
 
 `enqueue` is called by the store in the transaction that appends events
 (`SqlEventStore._write`): a response that ends there (its terminal event is in the batch)
-and was a background one gets one delivery per endpoint of its owner that hears its event
-type (a disabled one too: its deliveries wait, within their max age, until it is enabled) (tables.py `webhook_deliveries`), committed with the terminal event or not at
-all, so a crash can lose none. A flush with no background response ending runs nothing.
+and was a background one gets one delivery (tables.py `webhook_deliveries`) per endpoint
+of its owner that hears its event type, a disabled one too (its deliveries wait, within
+their max age, until it is enabled), committed with the terminal event or not at all, so a
+crash can lose none. A flush with no background response ending runs nothing.
 """
 
 from __future__ import annotations

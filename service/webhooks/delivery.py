@@ -109,10 +109,13 @@ class Deliverer:
     def start(self) -> None:
         self._loop.start()
 
-    async def stop(self) -> None:
-        """Stop taking deliveries and end the attempts in flight: their leases lapse and
-        another process (or this one, restarted) attempts them again."""
+    async def stop(self, grace_s: float = 0.0) -> None:
+        """Stop taking deliveries; let the attempts in flight finish within `grace_s`, and
+        end the rest: their leases lapse and another process (or this one, restarted)
+        attempts them again, under the same webhook-id."""
         await self._loop.stop()
+        if self._tasks and grace_s > 0:
+            await asyncio.wait(list(self._tasks), timeout=grace_s)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
