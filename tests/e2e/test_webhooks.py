@@ -6,7 +6,7 @@ SDK's verification is tests/clients/test_webhooks_node.py.
 One server on SQLite serves every test but the takeover (each test acts as an owner of its
 own, with an API key, so that its endpoints hear only its responses); the takeover after
 `kill -9` runs two processes on PostgreSQL. Retries are fast (`--webhook-backoff-s 0.1`),
-a delivery expires 2 s after its event and an endpoint failing for 3 s is disabled.
+a delivery expires 4 s after its event and an endpoint failing for 5 s is disabled.
 """
 
 from __future__ import annotations
@@ -39,10 +39,13 @@ from tests.e2e.webhooks_kit import (
     wait_for,
     webhooks,
 )
+from tests.e2e.webhooks_kit import (
+    set_status as set_endpoint,
+)
 
 SLOW = {"scripted_delay_ms": "25", "scripted_tokens": "400"}
-MAX_AGE_S = 2.0
-DISABLE_AFTER_S = 3.0
+MAX_AGE_S = 4.0
+DISABLE_AFTER_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +216,7 @@ def test_failing_endpoint_is_disabled_with_a_reason_and_enabled_again(served: Se
     try:
         endpoint_id, secret = add_direct(url, receiver.url, owner=owner)
         made = []
-        # A delivery expires after 2 s: new ones keep the endpoint failing for 3 s.
+        # A delivery expires after 4 s: new ones keep the endpoint failing for 5 s.
         deadline = time.monotonic() + 20
         while endpoint_status(url, endpoint_id) != "disabled":
             assert time.monotonic() < deadline
@@ -226,16 +229,20 @@ def test_failing_endpoint_is_disabled_with_a_reason_and_enabled_again(served: Se
         time.sleep(0.5)
         assert len(receiver.got) == count  # nothing is sent to a disabled endpoint
         failing = False
-        assert webhooks("enable", endpoint_id, url=url).returncode == 0
+        set_endpoint(url, endpoint_id, "enabled")
         # What waited within its max age is delivered once enabled.
         wait_for(lambda: any(unwrap(client, g, secret).data.id == late.id for g in receiver.got))
-        # Disabled by hand: held until enabled again.
+        # Disabled by hand (the CLI): held until enabled again.
         assert webhooks("disable", endpoint_id, url=url).returncode == 0
         held = client.responses.create(model="scripted", input="hi", background=True)
         time.sleep(0.5)
         assert all(unwrap(client, g, secret).data.id != held.id for g in receiver.got)
-        assert webhooks("enable", endpoint_id, url=url).returncode == 0
+        set_endpoint(url, endpoint_id, "enabled")
         wait_for(lambda: any(unwrap(client, g, secret).data.id == held.id for g in receiver.got))
+        enabled = webhooks("enable", endpoint_id, url=url)  # the CLI's, once
+        assert (
+            enabled.returncode == 0 and f"enabled webhook endpoint {endpoint_id}" in enabled.stdout
+        )
         # Removed: nothing more, gone from the list, not to be enabled.
         assert webhooks("remove", endpoint_id, url=url).returncode == 0
         assert endpoint_id not in webhooks("list", url=url).stdout

@@ -163,6 +163,18 @@ def add_direct(
     return asyncio.run(_on_store(url, work))
 
 
+def set_status(url: str, endpoint_id: str, status: str) -> None:
+    """`webhooks enable|disable` through the use-case, in this process (for the steps a
+    test must make quickly; the CLI's own are tested too)."""
+    from adapters.store.webhooks import SqlWebhooks
+    from service.webhooks.manage import set_status as change
+
+    async def work(store: Any) -> None:
+        await change(SqlWebhooks(store), endpoint_id, status)  # type: ignore[arg-type]
+
+    asyncio.run(_on_store(url, work))
+
+
 def api_key(url: str, owner: str) -> str:
     """A new API key of `owner` (through the use-case, in this process)."""
     from adapters.store.keys import SqlApiKeyStore
