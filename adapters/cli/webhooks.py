@@ -121,14 +121,20 @@ def _builtins(value: Any) -> Any:
 @database_option
 @click.option("--owner", default=None, help="Only this owner's endpoints.")
 @click.option("--removed", is_flag=True, help="Show removed endpoints too.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON array (never the secrets).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON array, each endpoint with its record of changes (never the secrets).",
+)
 def list_endpoints(database_url: str, owner: str | None, removed: bool, as_json: bool) -> None:
     """List the endpoints, oldest first: id, owner, URL, events, created, failing since,
     status."""
-    found = _run(database_url, lambda store: uc.list_endpoints(store, owner, removed=removed))
-    if as_json:
-        click.echo(json.dumps(_builtins(found), indent=2))
+    if as_json:  # each endpoint with its record (added, disabled and why, enabled, ...)
+        records = _run(database_url, lambda store: uc.endpoint_records(store, owner, removed))
+        click.echo(json.dumps(_builtins(records), indent=2))
         return
+    found = _run(database_url, lambda store: uc.list_endpoints(store, owner, removed=removed))
     print_columns(
         ["ID", "OWNER", "URL", "EVENTS", "CREATED", "FAILING SINCE", "STATUS"],
         list(map(_row, found)),

@@ -18,6 +18,7 @@ from service.webhooks.model import (
     Attempt,
     Delivery,
     Endpoint,
+    EndpointChange,
     EndpointStatus,
     WebhookStore,
 )
@@ -105,6 +106,20 @@ async def list_endpoints(
 ) -> list[Endpoint]:
     found = await store.endpoints(owner)
     return [e for e in found if removed or e.status != "removed"]
+
+
+class EndpointRecord(msgspec.Struct, frozen=True):
+    """An endpoint with its record: every change, in order."""
+
+    endpoint: Endpoint
+    record: list[EndpointChange]
+
+
+async def endpoint_records(
+    store: WebhookStore, owner: str | None, removed: bool = False
+) -> list[EndpointRecord]:
+    found = await list_endpoints(store, owner, removed=removed)
+    return [EndpointRecord(e, await store.changes(e.id)) for e in found]
 
 
 async def _known(store: WebhookStore, endpoint_id: str) -> Endpoint:

@@ -12,6 +12,7 @@ a delivery expires 4 s after its event and an endpoint failing for 5 s is disabl
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import time
@@ -202,7 +203,7 @@ def test_an_owner_hears_only_its_own_responses(served: Server) -> None:
         time.sleep(0.3)
         assert len(first_receiver.got) == 1 and len(second_receiver.got) == 1
         mine = webhooks("list", "--owner", a, "--json", url=served.database_url).stdout
-        assert a in mine and b not in mine
+        assert [e["endpoint"]["owner"] for e in json.loads(mine)] == [a]
     finally:
         first_receiver.stop()
         second_receiver.stop()
@@ -224,6 +225,9 @@ def test_failing_endpoint_is_disabled_with_a_reason_and_enabled_again(served: Se
             time.sleep(0.5)
         listed = webhooks("list", "--owner", owner, url=url).stdout
         assert "disabled: every attempt failed since" in listed, listed
+        record = json.loads(webhooks("list", "--owner", owner, "--json", url=url).stdout)
+        assert [c["action"] for c in record[0]["record"]] == ["added", "disabled"]
+        assert "--webhook-disable-after-h" in record[0]["record"][1]["detail"]
         count = len(receiver.got)
         late = client.responses.create(model="scripted", input="hi", background=True)
         time.sleep(0.5)
