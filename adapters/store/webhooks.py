@@ -12,6 +12,7 @@ each other's rows, and lease times on the database's clock there.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -66,6 +67,7 @@ def _attempt(row: Any) -> Attempt:
     return Attempt(**{name: m[name] for name in Attempt.__struct_fields__})
 
 
+_STATUS = {"delivered": "delivered", "retry": "pending", "expired": "expired"}
 _ABANDONED = "the process making it stopped before it was recorded (its lease lapsed)"
 _ENDPOINT_COLUMNS = [c for c in t_end.c if c.name not in ("secret_sealed", "previous_sealed")]
 _DELIVERY_COLUMNS = [t_del.c[name] for name in Delivery.__struct_fields__]
@@ -291,55 +293,72 @@ class SqlWebhooks:
     async def record(
         self, claimed: Claimed, attempt: Attempt, next_attempt_at: float | None
     ) -> bool:
-        d = claimed.delivery
-        status = {"delivered": "delivered", "retry": "pending", "expired": "expired"}[
-            attempt.outcome
-        ]
-        ended = attempt.started_at + attempt.latency_s
+        return (await self.record_many([(claimed, attempt, next_attempt_at)]))[0]
+
+    async def record_many(
+        self, records: Sequence[tuple[Claimed, Attempt, float | None]]
+    ) -> list[bool]:
+        """`record` of several attempts in one transaction (one commit for all: the
+        deliverer groups the attempts that end while a record is being written)."""
+        recorded: list[bool] = []
+        failing: dict[str, float | None] = {}  # endpoint -> first failure (None: delivered)
         async with self._store.begin_write() as conn:
-            done = await conn.execute(
-                sa.update(t_del)
-                .where(
-                    t_del.c.endpoint_id == d.endpoint_id,
-                    t_del.c.response_id == d.response_id,
-                    t_del.c.lease_owner == self.owner,
-                    t_del.c.status == "pending",
-                    t_del.c.attempts == attempt.number,
+            for claimed, attempt, next_attempt_at in records:
+                d = claimed.delivery
+                status = _STATUS[attempt.outcome]
+                ended = attempt.started_at + attempt.latency_s
+                done = await conn.execute(
+                    sa.update(t_del)
+                    .where(
+                        t_del.c.endpoint_id == d.endpoint_id,
+                        t_del.c.response_id == d.response_id,
+                        t_del.c.lease_owner == self.owner,
+                        t_del.c.status == "pending",
+                        t_del.c.attempts == attempt.number,
+                    )
+                    .values(
+                        status=status,
+                        next_attempt_at=ended if next_attempt_at is None else next_attempt_at,
+                        delivered_at=ended if status == "delivered" else None,
+                        last_error=attempt.error,
+                        lease_owner=None,
+                        lease_expires_at=None,
+                    )
                 )
-                .values(
-                    status=status,
-                    next_attempt_at=next_attempt_at if next_attempt_at is not None else ended,
-                    delivered_at=ended if status == "delivered" else None,
-                    last_error=attempt.error,
-                    lease_owner=None,
-                    lease_expires_at=None,
+                recorded.append(done.rowcount > 0)
+                if done.rowcount == 0:
+                    continue
+                await conn.execute(
+                    sa.update(t_att)
+                    .where(
+                        t_att.c.endpoint_id == d.endpoint_id,
+                        t_att.c.response_id == d.response_id,
+                        t_att.c.number == attempt.number,
+                    )
+                    .values(
+                        started_at=attempt.started_at,
+                        latency_s=attempt.latency_s,
+                        status_code=attempt.status_code,
+                        outcome=attempt.outcome,
+                        error=attempt.error,
+                    )
                 )
-            )
-            if done.rowcount == 0:
-                return False
-            await conn.execute(
-                sa.update(t_att)
-                .where(
-                    t_att.c.endpoint_id == d.endpoint_id,
-                    t_att.c.response_id == d.response_id,
-                    t_att.c.number == attempt.number,
-                )
-                .values(
-                    started_at=attempt.started_at,
-                    latency_s=attempt.latency_s,
-                    status_code=attempt.status_code,
-                    outcome=attempt.outcome,
-                    error=attempt.error,
-                )
-            )
-            where = t_end.c.id == d.endpoint_id
-            if attempt.outcome == "delivered":
-                stmt = sa.update(t_end).where(where, t_end.c.failing_since.is_not(None))
-                await conn.execute(stmt.values(failing_since=None))
-            else:
-                stmt = sa.update(t_end).where(where, t_end.c.failing_since.is_(None))
-                await conn.execute(stmt.values(failing_since=attempt.started_at))
-        return True
+                if attempt.outcome == "delivered":
+                    failing[d.endpoint_id] = None
+                elif d.endpoint_id not in failing or failing[d.endpoint_id] is not None:
+                    earlier = failing.get(d.endpoint_id)
+                    failing[d.endpoint_id] = min(attempt.started_at, earlier or attempt.started_at)
+            # An endpoint delivered to is not failing; one that only failed is, since its
+            # first failure (if it was not already).
+            for endpoint_id, since in failing.items():
+                where = t_end.c.id == endpoint_id
+                if since is None:
+                    stmt = sa.update(t_end).where(where, t_end.c.failing_since.is_not(None))
+                    await conn.execute(stmt.values(failing_since=None))
+                else:
+                    stmt = sa.update(t_end).where(where, t_end.c.failing_since.is_(None))
+                    await conn.execute(stmt.values(failing_since=since))
+        return recorded
 
     async def deliveries(
         self, *, endpoint_id: str | None, response_id: str | None, owner: str | None, limit: int

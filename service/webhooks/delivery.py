@@ -102,6 +102,9 @@ class Deliverer:
         self.observer: WebhookObserver = _Nobody()
         self.attempted = 0  # attempts made so far (tests, benchmarks)
         self._gauged = -_GAUGE_EVERY_S
+        Record = tuple[Claimed, Attempt, float | None, asyncio.Future[bool]]
+        self._records: list[Record] = []  # attempts ended, waiting to be recorded
+        self._recording: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
         self._loop.kick()
@@ -120,6 +123,8 @@ class Deliverer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._recording is not None:  # what ended is recorded before the process goes
+            await asyncio.gather(self._recording, return_exceptions=True)
         await self._sender.aclose()
 
     async def pass_once(self) -> int:
@@ -198,7 +203,7 @@ class Deliverer:
             error=sent.error,
             worker=self.worker,
         )
-        if not await self._store.record(claimed, attempt, next_at):
+        if not await self._record(claimed, attempt, next_at):
             log.info(
                 "lease on webhook %s lapsed mid-attempt; its taker's record stands", d.webhook_id
             )
@@ -206,6 +211,29 @@ class Deliverer:
         self.observer.webhook_attempted(outcome)
         if outcome != "delivered":
             await self._maybe_disable(d.endpoint_id, now)
+
+    async def _record(self, claimed: Claimed, attempt: Attempt, next_at: float | None) -> bool:
+        """Record an attempt, with those that end while a record is being written: one
+        transaction (one commit) for them all."""
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._records.append((claimed, attempt, next_at, waiter))
+        if self._recording is None or self._recording.done():
+            self._recording = asyncio.create_task(self._write_records(), name="resplog-records")
+        return await waiter
+
+    async def _write_records(self) -> None:
+        while self._records:
+            batch, self._records = self._records, []
+            try:
+                done = await self._store.record_many([(c, a, n) for c, a, n, _ in batch])
+            except Exception as exc:  # the attempts' leases lapse: they are made again
+                for *_, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+                continue
+            for (*_, waiter), ok in zip(batch, done, strict=True):
+                if not waiter.done():
+                    waiter.set_result(ok)
 
     async def _maybe_disable(self, endpoint_id: str, now: float) -> None:
         endpoint = await self._store.endpoint(endpoint_id)

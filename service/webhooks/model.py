@@ -6,6 +6,7 @@ endpoint) and the ports the use-cases and the deliverer need: the store of all o
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 import msgspec
@@ -160,6 +161,12 @@ class WebhookStore(Protocol):
         (`next_attempt_at`: when a retry is due), releasing the lease; False (nothing
         written) when the lease was taken over meanwhile. A delivered attempt clears the
         endpoint's `failing_since`; a failed one sets it if unset."""
+        ...
+
+    async def record_many(
+        self, records: Sequence[tuple[Claimed, Attempt, float | None]]
+    ) -> list[bool]:
+        """`record` of several attempts, in one transaction."""
         ...
 
     async def deliveries(
