@@ -32,6 +32,7 @@ from service.reasoning.sealing import SealedReasoning
 from service.reasoning.summaries import ReasoningSummaries
 from service.settings import Settings
 from service.tools.mcploop import ToolLimits, ToolLoop
+from service.webhooks.delivery import Deliverer, WebhookObserver
 from service.work.background import Background
 from service.work.leases import LeaseKeeper
 from service.work.runner import Runner
@@ -170,7 +171,7 @@ async def open_bundle(
         yield bundle
 
 
-class Measures(LogObserver, WorkObserver, Protocol):
+class Measures(LogObserver, WorkObserver, WebhookObserver, Protocol):
     """A process's metrics: told of its flushes and its background work, and reading the
     leases it holds and the tails it has open."""
 
@@ -182,8 +183,15 @@ class Measures(LogObserver, WorkObserver, Protocol):
 class Process:
     """A running process: its bundle, and how to begin its orderly stop."""
 
-    def __init__(self, bundle: Bundle, background: Background, grace_s: float) -> None:
+    def __init__(
+        self,
+        bundle: Bundle,
+        background: Background,
+        grace_s: float,
+        deliverer: Deliverer | None = None,
+    ) -> None:
         self.bundle = bundle
+        self.deliverer = deliverer
         self._background = background
         self._grace_s = grace_s
         self._loop = asyncio.get_running_loop()
@@ -205,6 +213,8 @@ class Process:
         """Count this process's work in `metrics` (adapters/metrics)."""
         self.observe_log(metrics)
         self.observe_work(metrics)
+        if self.deliverer is not None:
+            self.deliverer.observer = metrics
         metrics.watch(self.leases_held, self.live_tails, self.bundle.engine.models)
 
     def trace(self, tracer: Tracer) -> None:
@@ -247,13 +257,48 @@ async def running_process(
         background = Background(
             bundle, lease_ttl=settings.lease_ttl_s, claim_poll_s=settings.claim_poll_s
         )
-        process = Process(bundle, background, settings.shutdown_grace_s)
+        deliverer = webhook_deliverer(settings, bundle)
+        process = Process(bundle, background, settings.shutdown_grace_s, deliverer)
         attach(process)  # before the start-up sweep and the first claims, which it counts
         await background.start()
+        if deliverer is not None:
+            deliverer.start()
         try:
             yield process
         finally:
-            await background.drain(settings.shutdown_grace_s)
+            if deliverer is not None:  # its attempts in flight get the grace period too
+                await asyncio.gather(
+                    deliverer.stop(settings.shutdown_grace_s),
+                    background.drain(settings.shutdown_grace_s),
+                )
+            else:
+                await background.drain(settings.shutdown_grace_s)
+
+
+def webhook_deliverer(settings: Settings, bundle: Bundle) -> Deliverer | None:
+    """This process's deliverer of webhooks (service/webhooks/delivery.py), leasing as
+    the process's generations do; None where the store keeps no webhooks."""
+    from adapters.tools.hosts import HostPolicy
+    from adapters.webhooks.sender import HttpSender
+
+    store = bundle.audit.webhooks
+    if store is None or not isinstance(bundle.store, SqlEventStore):
+        return None
+    return Deliverer(
+        store,
+        HttpSender(
+            HostPolicy.parse(settings.webhook_hosts), connections=settings.webhook_concurrency
+        ),
+        bundle.sealer,
+        worker=bundle.store.settings.lease_owner or process_identity(),
+        backoff_s=settings.webhook_backoff_s,
+        max_age_s=settings.webhook_max_age_h * 3600,
+        timeout_s=settings.webhook_timeout_s,
+        lease_s=settings.lease_ttl_s,
+        disable_after_s=settings.webhook_disable_after_h * 3600,
+        per_endpoint=settings.webhook_concurrency,
+        poll_s=settings.webhook_poll_s,
+    )
 
 
 async def build_engine(settings: Settings) -> Engine:

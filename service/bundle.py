@@ -28,6 +28,7 @@ from service.ports import (
     StreamScan,
 )
 from service.reasoning.sealing import Sealer
+from service.webhooks.model import WebhookStore
 from service.work.leases import LeaseKeeper
 from service.work.runner import Runner
 
@@ -45,6 +46,8 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     leftovers: Leftovers
     keys: ApiKeyStore
     ledger: Ledger
+    # Webhook endpoints, deliveries and attempts (service/webhooks/); None: not kept here.
+    webhooks: WebhookStore | None = None
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):

@@ -53,6 +53,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Where a request's MCP servers may be (adapters/tools/hosts.py): `public` addresses,
     # networks, host names, or `any`.
     mcp_hosts: str = "public"
+    # Webhooks (service/webhooks/delivery.py): where endpoints may be (the rule of
+    # `mcp_hosts`), the first retry's delay, how long a delivery is retried, one attempt's
+    # bound, how long an endpoint may fail before it is disabled, attempts in flight per
+    # endpoint in this process.
+    webhook_hosts: str = "public"
+    webhook_backoff_s: float = 5.0
+    webhook_max_age_h: float = 72.0
+    webhook_timeout_s: float = 10.0
+    webhook_disable_after_h: float = 72.0
+    webhook_concurrency: int = 16
+    webhook_poll_s: float = 1.0  # how often due deliveries are looked for
     # The MCP server that runs gpt-oss's built-ins (`browser.*`, `python`); sglang only.
     tool_server: str | None = None
     # PostgreSQL: seconds to connect, and the most one statement may take (a frozen

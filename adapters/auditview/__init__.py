@@ -49,6 +49,7 @@ from service.audit.responses import list_responses, response_detail
 from service.audit.timeline import durations
 from service.bundle import Bundle
 from service.ports import ChainHead
+from service.webhooks.manage import delivery_records
 
 Access = Literal["open", "key", "off"]
 COOKIE = "resplog_audit"
@@ -241,7 +242,16 @@ class AuditView:
             "moments": msgspec.to_builtins(moments),
             "durations": msgspec.to_builtins(durations(moments)),
             "events": msgspec.to_builtins(found.events),
+            "webhooks": await self._webhooks(rid),
         }
+
+    async def _webhooks(self, rid: str) -> list[Any]:
+        """The response's webhook deliveries, each with every attempt (never a secret)."""
+        store = self.bundle.audit.webhooks
+        if store is None:
+            return []
+        found = await delivery_records(store, response_id=rid)
+        return [msgspec.to_builtins(r) for r in found]
 
     async def _conversation(self, cid: str) -> dict[str, Any]:
         turns = await conversation_turns(self.bundle.audit, cid)

@@ -244,6 +244,67 @@ _OPTIONS = [
         "listing or call (docs/mcp.md).",
     ),
     click.option(
+        "--webhook-hosts",
+        envvar="RESPLOG_WEBHOOK_HOSTS",
+        default="public",
+        show_default=True,
+        metavar="ENTRY,...",
+        help="Where webhook endpoints may be, as --mcp-hosts says (public, networks, host "
+        "names, domains, or any); an endpoint elsewhere is a failed attempt "
+        "(docs/webhooks.md).",
+    ),
+    click.option(
+        "--webhook-backoff-s",
+        envvar="RESPLOG_WEBHOOK_BACKOFF_S",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(min=0.001),
+        help="Webhooks: the wait before the first retry; each next one doubles (with jitter, "
+        "at most an hour).",
+    ),
+    click.option(
+        "--webhook-max-age-h",
+        envvar="RESPLOG_WEBHOOK_MAX_AGE_H",
+        default=72.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="Webhooks: a delivery is retried until it is this old, then given up (expired).",
+    ),
+    click.option(
+        "--webhook-timeout-s",
+        envvar="RESPLOG_WEBHOOK_TIMEOUT_S",
+        default=10.0,
+        show_default=True,
+        type=click.FloatRange(min=0.01),
+        help="Webhooks: the most one attempt (connect, send, answer) may take.",
+    ),
+    click.option(
+        "--webhook-disable-after-h",
+        envvar="RESPLOG_WEBHOOK_DISABLE_AFTER_H",
+        default=72.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="Webhooks: an endpoint whose every attempt failed for this long is disabled "
+        "(with a record saying why) until `resplog webhooks enable`.",
+    ),
+    click.option(
+        "--webhook-concurrency",
+        envvar="RESPLOG_WEBHOOK_CONCURRENCY",
+        default=16,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="Webhooks: attempts in flight at once to one endpoint, per process.",
+    ),
+    click.option(
+        "--webhook-poll-s",
+        envvar="RESPLOG_WEBHOOK_POLL_S",
+        default=1.0,
+        show_default=True,
+        type=click.FloatRange(min=0.01),
+        help="Webhooks: how often each process looks for due deliveries (a delivery waits "
+        "up to this long after its response ends, or its retry falls due).",
+    ),
+    click.option(
         "--tool-server",
         envvar="RESPLOG_TOOL_SERVER",
         default=None,
@@ -284,6 +345,10 @@ def generation_settings(database_url: str, **options: Any) -> Settings:
         HostPolicy.parse(options.get("mcp_hosts") or "public")
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--mcp-hosts") from exc
+    try:
+        HostPolicy.parse(options.get("webhook_hosts") or "public")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--webhook-hosts") from exc
     try:
         AesGcmSealer.from_setting(options.get("reasoning_key"))
     except ValueError as exc:  # never echo the value: it is a secret

@@ -236,6 +236,21 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.webhooks = Counter(
+            "resplog_webhook_deliveries",
+            "Webhook attempts by outcome: delivered, retry (failed, tried again), expired "
+            "(failed past --webhook-max-age-h: given up).",
+            ["outcome"],
+            registry=r,
+        )
+        self.webhook_oldest = Gauge(
+            "resplog_webhook_oldest_pending_seconds",
+            "Age of the oldest webhook delivery still pending (to an enabled endpoint).",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        for outcome in ("delivered", "retry", "expired"):
+            self.webhooks.labels(outcome)
         for kind in ("sse", "websocket"):
             self.connections.labels(kind).set(0)
         self.sse = self.connections.labels("sse")  # every stream's, kept (see `_child`)
@@ -287,6 +302,12 @@ class Metrics:
 
     def swept(self, action: str) -> None:
         self.sweeps.labels(action).inc()
+
+    def webhook_attempted(self, outcome: str) -> None:
+        self.webhooks.labels(outcome).inc()
+
+    def webhook_pending(self, oldest_age_s: float) -> None:
+        self.webhook_oldest.set(oldest_age_s)
 
     def engine_failed(self, code: str) -> None:
         # The codes are literals of the engine adapters; anything else is not a label.

@@ -20,6 +20,7 @@ from adapters.store.sql import SqlEventStore
 from adapters.store.sqlite import SqliteEventStore
 from adapters.store.transient import boundary
 from adapters.store.urls import async_url, asyncpg_dsn, is_postgres
+from adapters.store.webhooks import SqlWebhooks
 from adapters.store.writer import GroupCommitWriter
 from service.bundle import Audit
 from service.ports import EventStore, EventWriter, ResponseIndex
@@ -119,6 +120,7 @@ def audit_ports(store: SqlEventStore) -> Audit:
         leftovers=gc,
         keys=SqlApiKeyStore(store),
         ledger=SqlLedger(store),
+        webhooks=SqlWebhooks(store),
     )
 
 

@@ -26,7 +26,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from adapters.store import blobs, citus, partitions
+from adapters.store import blobs, citus, outbox, partitions
 from adapters.store.bells import CANCEL_CHANNEL, WORK_CHANNEL, cancel_payload
 from adapters.store.catchup import CatchUp
 from adapters.store.listener import CHANNEL, LISTEN_CONNECT_TIMEOUT, Listener, doorbell_payload
@@ -309,8 +309,9 @@ _json = msgspec.json.Encoder().encode
 
 
 def _needs_more(batch: Append) -> bool:
-    """Whether a batch needs more than `commit_one` does (blobs, a conversation to join)."""
-    return bool(batch.blobs) or joining(batch) is not None
+    """Whether a batch needs more than `commit_one` does (blobs, a conversation to join,
+    webhooks to make: outbox.py)."""
+    return bool(batch.blobs) or joining(batch) is not None or outbox.ends_background(batch)
 
 
 def _disconnect_if_lost(context: ExceptionContext) -> None:

@@ -21,7 +21,7 @@ import sqlalchemy.exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.store import blobs, migrate, partitions
+from adapters.store import blobs, migrate, outbox, partitions
 from adapters.store.bells import Bells
 from adapters.store.conversations import join
 from adapters.store.hub import Hub, Subscription
@@ -536,6 +536,7 @@ class SqlEventStore(ReadModel):
         await blobs.store(conn, {k: v for b in mine for k, v in b.blobs.items()}, now)
         await self._insert_events(conn, mine)
         await self._join_conversations(conn, mine, now)
+        await outbox.enqueue(conn, mine, now, self.dialect)
         return failed, done
 
     async def _join_conversations(

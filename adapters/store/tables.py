@@ -207,3 +207,80 @@ erasures = sa.Table(
     sa.Column("erased_at", sa.Double, nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
 )
+
+# Webhooks (service/webhooks/, migration 0012). An owner's endpoints: the URL, the event
+# types it hears (`events`, comma-framed: `,response.completed,response.failed,`, so that one
+# `LIKE` tells whether it hears a type, the same on both databases), its signing secret and,
+# for the grace period of a rotation, the one before it, both sealed under the server's key
+# (adapters/sealing/aesgcm.py, as the headers of `mcp` tools are). A removed endpoint keeps
+# its row (`status` removed): its deliveries and their attempts still name it.
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("events", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("secret_sealed", sa.Text, nullable=False),
+    sa.Column("previous_sealed", sa.Text, nullable=True),
+    sa.Column("previous_until", sa.Double, nullable=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    # Since when every attempt to it has failed (None: its last attempt succeeded).
+    sa.Column("failing_since", sa.Double, nullable=True),
+    sa.Column("disabled_reason", sa.Text, nullable=True),
+    sa.Index("ix_webhook_endpoints_owner", "owner", "status"),
+)
+
+# What happened to each endpoint, in order: added, disabled (by whom, why), enabled,
+# secret rotated, removed. Never updated or deleted.
+webhook_endpoint_log = sa.Table(
+    "webhook_endpoint_log",
+    metadata,
+    sa.Column("endpoint_id", sa.Text, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("detail", sa.Text, nullable=True),
+)
+
+# One delivery per endpoint and response, inserted in the transaction that appends the
+# response's terminal event (adapters/store/webhooks.py `enqueue`), so none is lost between
+# the two. `status`: pending, delivered, or expired (it failed until `--webhook-max-age-h`).
+# A pending one is leased to the process attempting it (`lease_owner`, `lease_expires_at`),
+# like a background response's row; the lease covers one attempt.
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("endpoint_id", sa.Text, primary_key=True),
+    sa.Column("response_id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("event_type", sa.Text, nullable=False),
+    sa.Column("event_at", sa.Double, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", sa.Double, nullable=False),
+    sa.Column("delivered_at", sa.Double, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("lease_owner", sa.Text, nullable=True),
+    sa.Column("lease_expires_at", sa.Double, nullable=True),
+    sa.Index("ix_webhook_deliveries_due", "status", "endpoint_id", "next_attempt_at"),
+    sa.Index("ix_webhook_deliveries_response", "response_id"),
+)
+
+# Every attempt of every delivery: when, by which process, the HTTP status (None: no answer),
+# how long it took, and what went wrong.
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    metadata,
+    sa.Column("endpoint_id", sa.Text, primary_key=True),
+    sa.Column("response_id", sa.Text, primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("latency_s", sa.Double, nullable=False),
+    sa.Column("status_code", sa.Integer, nullable=True),
+    sa.Column("outcome", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("worker", sa.Text, nullable=False),
+)

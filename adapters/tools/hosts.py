@@ -176,10 +176,15 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         policy: HostPolicy,
         inner: httpcore2.AsyncNetworkBackend | None = None,
         resolve: Resolve = anyio.getaddrinfo,
+        *,
+        what: str = "the MCP server",
+        setting: str = "--mcp-hosts",
     ) -> None:
         self._policy = policy
         self._inner = inner or httpcore2.AnyIOBackend()
         self._resolve = resolve
+        self._what = what  # what is refused, and the setting that says where it may be
+        self._setting = setting
 
     # httpcore's interface, `timeout` included: the caller bounds the whole call.
     async def connect_tcp(
@@ -199,8 +204,8 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         addresses = await resolved(host, port, self._resolve)
         if self._policy.refuses(host, addresses):
             raise HostRefused(
-                f"the MCP server's host {host} is not one this server may reach "
-                "(its operator's --mcp-hosts)"
+                f"{self._what}'s host {host} is not one this server may reach "
+                f"(its operator's {self._setting})"
             )
         return addresses[0]
 
@@ -210,7 +215,7 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         timeout: float | None = None,  # noqa: ASYNC109
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        raise HostRefused("an MCP server on a Unix socket is not one this server may reach")
+        raise HostRefused(f"{self._what} on a Unix socket is not one this server may reach")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)

@@ -34,6 +34,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters/metrics": INNER | {"prometheus_client", "adapters.metrics", "adapters.http.watch"},
     # The `mcp` client, and the HTTP stack under it where a connection is made (hosts.py).
     "adapters/tools": INNER | {"mcp", "httpx2", "httpcore2", "anyio", "adapters.tools"},
+    # Webhooks: one signed POST, under the host rule of the tools (hosts.py).
+    "adapters/webhooks": INNER
+    | {"httpx2", "httpcore2", "adapters.webhooks"}
+    | {"adapters.tools.hosts"},
     # Tracing (the optional `otel` extra): only this package imports opentelemetry. The
     # status of a request that got no response comes from the edge's watch module.
     "adapters/otel": INNER | {"opentelemetry", "adapters.otel", "adapters.http.watch"},
@@ -52,7 +56,7 @@ ROOTS: dict[str, frozenset[str]] = {
     "adapters/http/app.py": frozenset({"adapters.wiring"}),
     "adapters/wiring.py": INNER
     | {"adapters.store", "adapters.engines", "adapters.http", "adapters.sealing"}
-    | {"adapters.tools"},
+    | {"adapters.tools", "adapters.webhooks"},
 }
 
 DRIVERS = ("sqlalchemy", "asyncpg", "aiosqlite", "sqlite3")

@@ -169,6 +169,7 @@ async function openResponse(id) {
     " · generation " + secs(d.generation) + " · total " + secs(d.total);
   $("d-integrity").textContent = integrityText(view.integrity);
   drawTurns(view);
+  drawWebhooks(view);
   const liveBox = $("d-live");
   liveBox.hidden = true;
   if (UNFINISHED.has(row.status)) follow(id);
@@ -272,6 +273,33 @@ function drawTurns(view) {
     section.append(el("p", usageText(turn.usage), "usage"));
     box.append(section);
   });
+}
+
+function drawWebhooks(view) {
+  // Each webhook delivery of the response, with every attempt: when, status, latency, error.
+  const box = $("webhooks");
+  box.replaceChildren();
+  const found = view.webhooks || [];
+  box.hidden = !found.length;
+  if (!found.length) return;
+  box.append(el("h3", "Webhooks"));
+  for (const record of found) {
+    const d = record.delivery;
+    const section = el("div", null, "webhook");
+    section.append(el("h4", d.event_type + " → " + d.endpoint_id + " · " + d.status + " · webhook-id " + record.webhook_id));
+    const table = el("table");
+    const head = el("tr");
+    for (const name of ["#", "started", "status", "latency", "outcome", "process", "error"]) head.append(el("th", name));
+    table.append(head);
+    for (const a of record.attempts) {
+      const row = el("tr", null, "attempt attempt-" + a.outcome);
+      for (const value of [a.number, iso(a.started_at), a.status_code == null ? "-" : a.status_code,
+        secs(a.latency_s), a.outcome, a.worker, a.error || "-"]) row.append(el("td", value));
+      table.append(row);
+    }
+    section.append(table);
+    box.append(section);
+  }
 }
 
 async function openConversation(id) {
