@@ -1,7 +1,9 @@
 """Server-sent events and JSON Lines over a tail of the log.
 
 Each SSE event is `event: <type>\\ndata: <stored JSON>\\n\\n`, the stored bytes as they
-are, so a live stream and any later replay are byte-identical. The tail hands its events
+are, so a live stream and any later replay are byte-identical; on OpenAI's own routes a
+delta event also carries OpenAI's `obfuscation` pad unless the client turned it off
+(`OBFUSCATED`: the one field that is not the log's). The tail hands its events
 over in the batches they arrive in (what the commits handed over, a page read), and a batch
 goes out together (one syscall per write is the dominant cost of a busy stream), in writes
 of at most `MAX_WRITE` bytes, so a client that stops reading pins little memory. A frame
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import NamedTuple
 
@@ -41,18 +44,21 @@ class Last(bytes):
 
 
 class Framing(NamedTuple):
-    """How an event goes on the wire: `head(event)`, its stored JSON, then `tail`."""
+    """How an event goes on the wire: `head(event)`, its stored JSON (or `body(event)`, the
+    stored JSON with a field of the wire's own), then `tail`."""
 
     head: Callable[[StoredEvent], bytes]
     tail: bytes
+    body: Callable[[StoredEvent], bytes] | None = None
 
     def whole(self, event: StoredEvent) -> bytes:
-        return self.head(event) + event.data + self.tail
+        data = event.data if self.body is None else self.body(event)
+        return self.head(event) + data + self.tail
 
     def pieces(self, event: StoredEvent, cap: int = MAX_WRITE) -> Iterator[bytes]:
         """A large event in writes of at most `cap` bytes, cut from its stored JSON without
         copying it whole first (a stalled client pins the event, not a second copy)."""
-        view = memoryview(event.data)
+        view = memoryview(event.data if self.body is None else self.body(event))
         yield self.head(event)
         for start in range(0, len(view), cap):
             yield bytes(view[start : start + cap])
@@ -61,6 +67,31 @@ class Framing(NamedTuple):
 
 SSE = Framing(lambda e: b"event: " + e.type.encode() + b"\ndata: ", b"\n\n")
 JSONL = Framing(lambda e: b"", b"\n")
+
+# OpenAI's stream obfuscation (openai-python `types/responses/response_create_params.py`
+# `StreamOptions.include_obfuscation`, `response_retrieve_params.py`; the field itself is
+# `obfuscation` on the delta events, `response_shell_call_command_delta_event.py`): random
+# characters on every delta event, so that the size of an encrypted event does not tell an
+# observer of the traffic the size of the text it carries. Here the pad brings the event's
+# JSON to a multiple of `_PAD_TO` bytes and adds 0 or `_PAD_TO` more, at random: the size
+# an observer sees says the text's length only to within 32 bytes, and not which of two
+# sizes. URL-safe base64 of random bytes: letters, digits, `-` and `_`, none of which JSON
+# escapes. The pad is the wire's, not the log's: never stored, a new one on each delivery.
+_PAD_TO = 32
+_PAD_FIELD = b',"obfuscation":"'
+
+
+def _padded(event: StoredEvent) -> bytes:
+    data = event.data
+    if not event.type.endswith(".delta") or data[-1:] != b"}":
+        return data
+    bare = len(data) + len(_PAD_FIELD) + 1  # the field, its closing quote, without a pad
+    size = 1 + (-(bare + 1)) % _PAD_TO + _PAD_TO * secrets.randbelow(2)
+    pad = secrets.token_urlsafe(size)[:size].encode()
+    return data[:-1] + _PAD_FIELD + pad + b'"}'
+
+
+OBFUSCATED = SSE._replace(body=_padded)
 
 
 def sse_frame(event: StoredEvent) -> bytes:
