@@ -23,6 +23,7 @@ from service.ports import (
     Leases,
     Leftovers,
     LogReader,
+    Prompts,
     ResponseIndex,
     StreamScan,
 )
@@ -43,6 +44,7 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     collector: Collector
     leftovers: Leftovers
     keys: ApiKeyStore
+    prompts: Prompts
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,6 +60,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     keys: ApiKeyStore
     engine: Engine
     conversations: Conversations
+    prompts: Prompts
     runner: Runner
     keeper: LeaseKeeper
     audit: Audit

@@ -10,6 +10,7 @@ from adapters.store.conversations import SqlConversations
 from adapters.store.gc import SqlGc
 from adapters.store.keys import SqlApiKeyStore
 from adapters.store.postgres import PostgresEventStore
+from adapters.store.prompts import SqlPrompts
 from adapters.store.scan import LogScan
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
@@ -49,7 +50,8 @@ async def open_store(url: str, **settings: Any) -> SqlEventStore:
 
 
 def audit_ports(store: SqlEventStore) -> Audit:
-    """The audit's ports over `store`: its scans, archive, conversations, gc and keys."""
+    """The audit's ports over `store`: its scans, archive, conversations, gc, keys and
+    prompt templates."""
     scan, gc = LogScan(store), SqlGc(store)
     return Audit(
         store=store,
@@ -60,6 +62,7 @@ def audit_ports(store: SqlEventStore) -> Audit:
         collector=gc,
         leftovers=gc,
         keys=SqlApiKeyStore(store),
+        prompts=SqlPrompts(store),
     )
 
 
