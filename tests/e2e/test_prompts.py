@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from adapters.cli import main
-from tests.e2e.conftest import RESPLOG, Server
+from tests.e2e.conftest import Server
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 60).decode()
 NOTES = "data:text/plain;base64," + base64.b64encode(b"hello, notes").decode()
@@ -140,7 +140,7 @@ def test_an_unknown_template_version_or_variable_is_openais_400(
     owner's template is an unknown one."""
     pid, _ = add(server, "--instructions", "{{who}} asks about {{what}}.")
     theirs, _ = add(server, "--instructions", "Hidden.", "--owner", "someone-else")
-    before = client.responses.create(model="scripted", input="x")
+    before = server.count_rows("responses")
     for prompt, param, message in BAD_PROMPTS:
         named = {k: v.format(pid=pid, theirs=theirs) if k == "id" else v for k, v in prompt.items()}
         with pytest.raises(openai.BadRequestError) as caught:
@@ -148,23 +148,7 @@ def test_an_unknown_template_version_or_variable_is_openais_400(
         error = caught.value.body
         assert isinstance(error, dict) and error["param"] == param, prompt
         assert message in error["message"]
-    after = client.responses.create(model="scripted", input="y")
-    listed = subprocess.run(
-        [
-            RESPLOG,
-            "responses",
-            "list",
-            "--json",
-            "--limit",
-            "2",
-            "--database-url",
-            server.database_url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert {r["id"] for r in json.loads(listed.stdout)["data"]} == {after.id, before.id}
+    assert server.count_rows("responses") == before
 
 
 def test_prompts_cli_lists_and_shows_versions_by_owner(server: Server, tmp_path: Path) -> None:
