@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,21 @@ def test_a_create_uses_the_latest_version_or_the_one_it_names(
     assert created.response.prompt.version == "1"
     items = client.responses.input_items.list(r.id, order="asc").data
     assert [i.content[0].text for i in items] == ["Topic: cats", "go"]  # type: ignore[union-attr]
+    queued = client.responses.create(
+        model="scripted",
+        prompt={"id": pid, "variables": variables},
+        background=True,
+        metadata=TRANSCRIPT,
+    )
+    deadline = time.monotonic() + 30
+    while (bg := client.responses.retrieve(queued.id)).status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # A worker builds its prompt from the log: the template as the create recorded it.
+    assert (bg.output_text, bg.instructions) == ("user: Topic: cats", "Be terse, always.")
+    db = ["--database-url", server.database_url]
+    checked = CliRunner().invoke(main, ["verify", r.id, old.id, bg.id, *db])
+    assert checked.exit_code == 0, checked.output  # the fold of each log is its response
 
 
 def test_image_and_file_variables_take_their_placeholders_place_in_a_message(
