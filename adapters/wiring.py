@@ -22,6 +22,7 @@ from adapters.store.factory import audit_ports, open_store
 from adapters.store.keys import SqlApiKeyStore
 from adapters.store.leases import SqlLeases
 from adapters.store.migrate import NotMigrated
+from adapters.store.prompts import SqlPrompts
 from adapters.store.sql import SqlEventStore
 from adapters.store.writer import GroupCommitWriter
 from domain.errors import InvalidRequest, StoreError
@@ -144,6 +145,7 @@ def assemble(settings: Settings, database: SqlDatabase, engine: Engine) -> Bundl
         keys=database.keys,
         engine=engine,
         conversations=SqlConversations(database.store),
+        prompts=SqlPrompts(database.store),
         runner=runner,
         keeper=keeper,
         audit=audit_ports(database.store),

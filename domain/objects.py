@@ -581,6 +581,16 @@ class ConversationRef(_Obj, frozen=True, kw_only=True):
     id: str
 
 
+class PromptRef(_Obj, frozen=True, kw_only=True):
+    """The prompt template a response was made from (openai-python `Response.prompt`,
+    `types/responses/response_prompt.py`): its id, the version used (the latest when the
+    request named none) and the variables as the request gave them."""
+
+    id: str
+    variables: dict[str, str | InputText | InputImage | InputFile] | None = None
+    version: str | None = None
+
+
 class ResponseObject(_Obj, frozen=True, kw_only=True):
     """The OpenAI `Response` object: what `GET /v1/responses/{id}` returns."""
 
@@ -630,6 +640,9 @@ class ResponseObject(_Obj, frozen=True, kw_only=True):
     # Echoed when the client sent it (openai-python `Response.prompt_cache_retention`); no
     # engine here keeps a prompt cache that long, so it is not acted on.
     prompt_cache_retention: str | msgspec.UnsetType = msgspec.UNSET
+    # Left out unless the request named a prompt template (domain/templates.py), so the
+    # objects of other responses keep their bytes.
+    prompt: PromptRef | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def terminal(self) -> bool:

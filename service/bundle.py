@@ -24,6 +24,7 @@ from service.ports import (
     Ledger,
     Leftovers,
     LogReader,
+    Prompts,
     ResponseIndex,
     StreamScan,
 )
@@ -46,6 +47,7 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     leftovers: Leftovers
     keys: ApiKeyStore
     ledger: Ledger
+    prompts: Prompts
     # Webhook endpoints, deliveries and attempts (service/webhooks/); None: not kept here.
     webhooks: WebhookStore | None = None
 
@@ -63,6 +65,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     keys: ApiKeyStore
     engine: Engine
     conversations: Conversations
+    prompts: Prompts
     runner: Runner
     keeper: LeaseKeeper
     audit: Audit

@@ -18,6 +18,7 @@ from domain.events import TERMINAL_TAGS, AnyEvent, decode
 from domain.generation import AnyDelta, Prompt
 from domain.objects import TERMINAL_STATUSES
 from domain.reasons import CancelReason
+from domain.templates import PromptTemplate
 
 
 class StoredEvent(msgspec.Struct, frozen=True, weakref=True):
@@ -398,6 +399,49 @@ class Conversations(Protocol):
         ...
 
     async def delete_item(self, conversation_id: str, item_id: str, now: float) -> bool: ...
+
+
+class PromptVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """One version of a prompt template (domain/templates.py), with whose it is."""
+
+    id: str
+    owner: str
+    version: int
+    created_at: float  # when this version was added
+    template: PromptTemplate
+
+
+class PromptSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A prompt template's row: its owner, its latest version, when it began and when its
+    latest version was added."""
+
+    id: str
+    owner: str
+    version: int
+    created_at: float
+    updated_at: float
+
+
+class Prompts(Protocol):
+    """Prompt templates, each a stream of versions in the log (`pmpt_…`) with a row of its
+    own; the same on PostgreSQL and SQLite."""
+
+    async def add(
+        self, prompt_id: str, owner: str, template: PromptTemplate, now: float
+    ) -> int | None:
+        """Append `template` as the next version of `prompt_id` (its first creates it) and
+        return that version; None, with nothing written, if another owner has the id."""
+        ...
+
+    async def get(self, prompt_id: str) -> PromptSummary | None: ...
+
+    async def version(self, prompt_id: str, version: int) -> PromptVersion | None:
+        """That version (1 is the first), or None if the template has none such."""
+        ...
+
+    async def summaries(self, owner: str | None, limit: int) -> list[PromptSummary]:
+        """Templates newest first (by their latest version), only `owner`'s if given."""
+        ...
 
 
 class ApiKey(msgspec.Struct, frozen=True, kw_only=True):

@@ -35,7 +35,7 @@ from service.responses import modes, reads, stopping, tokens
 from service.settings import Settings
 from service.wire.decode import parse_compact_body, parse_create_body, parse_input_tokens_body
 from service.wire.errors import ErrorBody
-from service.wire.extras import with_client_headers
+from service.wire.extras import obfuscated, with_client_headers
 from service.wire.ids import RESPONSE_ID, check_response_id
 
 JSON = "application/json"
@@ -97,9 +97,11 @@ async def json_body(request: Request[Any, Any, Any]) -> bytes:
         raise ClientLeft from exc
 
 
-def _json(body: bytes | msgspec.Struct, status: int = 200) -> Response[Any]:
+def _json(
+    body: bytes | msgspec.Struct, status: int = 200, headers: dict[str, str] | None = None
+) -> Response[Any]:
     data = body if isinstance(body, bytes) else msgspec.json.encode(body)
-    return Response(data, status_code=status, media_type=JSON)
+    return Response(data, status_code=status, media_type=JSON, headers=headers)
 
 
 def _stream(
@@ -122,9 +124,13 @@ def _sse(
     settings: Settings,
     *,
     created: bool = False,
+    obfuscation: bool = True,
 ) -> EventStream:
-    """An SSE stream of `events`; `created`: a create's (see `_stream`)."""
-    return _stream(frames(events, keepalive_s=settings.keepalive_s), slot, created=created)
+    """An SSE stream of `events`, its delta events padded unless `obfuscation` is off (as
+    OpenAI's: adapters/http/sse.py `OBFUSCATED`); `created`: a create's (see `_stream`)."""
+    framing = sse.OBFUSCATED if obfuscation else sse.SSE
+    body = frames(events, keepalive_s=settings.keepalive_s, framing=framing)
+    return _stream(body, slot, created=created)
 
 
 @post(
@@ -146,9 +152,12 @@ async def create_response(
         except BaseException:
             slot.release()
             raise
-        return _sse(events, slot, settings, created=True)  # type: ignore[return-value]
+        return _sse(  # type: ignore[return-value]
+            events, slot, settings, created=True, obfuscation=obfuscated(req)
+        )
     if req.background:
-        return _json((await responses.create_response(bundle, req, owner)).response)
+        queued = (await responses.create_response(bundle, req, owner)).response
+        return _json(queued, headers=_polled(queued.terminal))
     gone = partial(_disconnected, request)
     return _json(await modes.create_and_wait(bundle, req, owner, client_gone=gone))
 
@@ -182,10 +191,25 @@ async def retrieve_response(
     check_response_id(response_id)
     owner = owner_of(request)
     if not stream:
-        return _json(await reads.retrieve_raw(bundle, response_id, owner))
+        found = await reads.retrieve_polled(bundle, response_id, owner)
+        return _json(found.body, headers=_polled(not found.unfinished))
     after = _after(starting_after)
     events = await reads.read_events(bundle, response_id, owner, after=after)
-    return _sse(events, _open_stream(request, access), settings)  # type: ignore[return-value]
+    slot = _open_stream(request, access)
+    return _sse(  # type: ignore[return-value]
+        events, slot, settings, obfuscation=include_obfuscation is not False
+    )
+
+
+# How soon a client polling a background response should ask again (OpenAI's
+# `openai-poll-after-ms` header, which openai-python's pollers read: `lib/_assistants_runs.py`,
+# `lib/_vector_stores.py`, `resources/videos.py`, 1000 ms where there is none). Sent on a
+# response that has not ended, by the create of a background one and by a retrieve.
+POLL_AFTER_MS = "500"
+
+
+def _polled(ended: bool) -> dict[str, str] | None:
+    return None if ended else {"openai-poll-after-ms": POLL_AFTER_MS}
 
 
 @get(

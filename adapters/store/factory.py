@@ -14,6 +14,7 @@ from adapters.store.ledger import SqlLedger
 from adapters.store.multihost import racing_connect
 from adapters.store.pooler import POLL_WITHOUT_DOORBELL, keeps_session, probe_connect
 from adapters.store.postgres import PostgresEventStore
+from adapters.store.prompts import SqlPrompts
 from adapters.store.scan import LogScan
 from adapters.store.settings import StoreSettings
 from adapters.store.sql import SqlEventStore
@@ -108,7 +109,8 @@ async def _routed(url: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def audit_ports(store: SqlEventStore) -> Audit:
-    """The audit's ports over `store`: its scans, archive, conversations, gc and keys."""
+    """The audit's ports over `store`: its scans, archive, conversations, gc, keys and
+    prompt templates."""
     scan, gc = LogScan(store), SqlGc(store)
     return Audit(
         store=store,
@@ -121,6 +123,7 @@ def audit_ports(store: SqlEventStore) -> Audit:
         keys=SqlApiKeyStore(store),
         ledger=SqlLedger(store),
         webhooks=SqlWebhooks(store),
+        prompts=SqlPrompts(store),
     )
 
 

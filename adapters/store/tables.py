@@ -171,6 +171,23 @@ conversation_items = sa.Table(
 )
 
 
+# A prompt template (domain/templates.py) is a stream of the log like a conversation: its
+# versions are `prompt.version.added` rows of `events` under its id (`pmpt_…`), version N at
+# position N - 1, and this is its read model, written in the same transaction: who owns it
+# and its latest version (`version`, the append guard, as a conversation's). Nothing is
+# ever deleted: a response names the version it used, which must stay readable.
+prompts = sa.Table(
+    "prompts",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("owner", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Index("ix_prompts_owner_updated", "owner", "updated_at", "id"),
+)
+
+
 # The images and files of requests (`input_image` data URLs, `input_file` file data) over a
 # few KiB, stored once whatever the number of requests that carry them (a `store: false`
 # client resends its whole history each turn). The key is the SHA-256 (hex) of `data`, the

@@ -148,6 +148,8 @@ def summarising(
         store=True,
         metadata={MARK: "1"},
         conversation=msgspec.UNSET,
+        # The template is in the instructions and input already (service/prompts/template.py).
+        prompt=msgspec.UNSET,
     )
     ask = InputMessage(id="", role="user", content=[InputText(text=ASK)])
     # Not the request's own extras: a summarising response never compacts in its turn.

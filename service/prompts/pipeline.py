@@ -2,11 +2,11 @@
 once each, in order, for a create, a token count or a compaction (`Purpose`), into one
 frozen `Prepared`.
 
-The order is the refusals' order: what a request continues (its history) and what its
-references name are read first, so that the seal and the input checks judge the input as
-the engine would be given it; all of them, and the tools stage, run before the compaction,
-whose summarising response is the first thing written; the window is fitted last, to the
-prompt the compaction left.
+The order is the refusals' order: the prompt template a request names is read into it
+first (template.py); what it continues (its history) and what its references name next,
+so that the seal and the input checks judge the input as the engine would be given it;
+all of them, and the tools stage, run before the compaction, whose summarising response is
+the first thing written; the window is fitted last, to the prompt the compaction left.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from service.prompts.history import history_for
 from service.prompts.item_ids import assign_ids
 from service.prompts.references import resolve_with_aside
 from service.prompts.seal import check_sealed
+from service.prompts.template import with_template
 from service.prompts.tools import check_tools
 from service.prompts.window import fit
 from service.wire.create_request import CreateRequest
@@ -68,6 +69,7 @@ async def prepare_prompt(
     compaction's own summarising response excepted: `summarise`, a create's only).
     `history`: the conversation before the input when the caller already holds it (a
     WebSocket connection's cache of its last response); else it is read from the log."""
+    req = await with_template(svc, req, owner)
     response = req.response
     if purpose is Purpose.COUNT:
         response = msgspec.structs.replace(response, id=UNSTORED)

@@ -63,7 +63,8 @@ async def create_response(
         svc, req, owner, Purpose.CREATE, history=history, summarise=_summary
     )
     rid = rid or new_response_id(svc.clock())
-    response = msgspec.structs.replace(req.response, id=rid, created_at=int(svc.clock()))
+    # The prepared response: its prompt template's (service/prompts/template.py) read in.
+    response = msgspec.structs.replace(prepared.response, id=rid, created_at=int(svc.clock()))
     extra = aside_ids(rid, prepared.extra)
     if req.secrets:
         extra = {**extra, "mcp_headers_sealed": _sealed_headers(svc, req.secrets)}

@@ -69,10 +69,23 @@ async def retrieve(svc: Bundle, response_id: str, owner: str) -> ResponseObject:
 
 async def retrieve_raw(svc: Bundle, response_id: str, owner: str) -> bytes:
     """Like `retrieve`, as JSON bytes; a finished response is served from its row as is."""
+    return (await retrieve_polled(svc, response_id, owner)).body
+
+
+class Retrieved(msgspec.Struct, frozen=True):
+    """A response as JSON bytes, and whether it has yet to end (a poller asks again)."""
+
+    body: bytes
+    unfinished: bool
+
+
+async def retrieve_polled(svc: Bundle, response_id: str, owner: str) -> Retrieved:
+    """`retrieve_raw`, saying whether the response has ended."""
     row = await visible_row(svc, response_id, owner)
     if row.status in UNFINISHED:
-        return msgspec.json.encode(project(await load_state(svc, response_id)))
-    return row.snapshot
+        response = project(await load_state(svc, response_id))
+        return Retrieved(msgspec.json.encode(response), not response.terminal)
+    return Retrieved(row.snapshot, False)
 
 
 async def read_events(

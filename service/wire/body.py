@@ -12,6 +12,7 @@ from service.wire.extras import extra_facts
 from service.wire.ids import check_conversation_id, check_response_id
 from service.wire.items import read_input
 from service.wire.limits import Limits, check_text, short
+from service.wire.prompt import read_prompt
 from service.wire.request import ConversationParam, CreateResponseBody
 from service.wire.text import read_reasoning, read_text
 from service.wire.tool_choice import read_tool_choice
@@ -33,7 +34,7 @@ def to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
             param="model",
             code="invalid_value",
         )
-    if p.input is None and p.previous_response_id is None:
+    if p.input is None and p.previous_response_id is None and p.prompt is None:
         raise InvalidRequest(
             "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
         )
@@ -57,6 +58,7 @@ def to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
     check_text("instructions", p.instructions, limits)
     tools = read_tools(p.tools or [], limits)
     items = read_input(p.input, limits)
+    prompt = read_prompt(p.prompt, limits)
     response = ResponseObject(
         id="",  # given by the use-case, with created_at
         created_at=0,
@@ -89,6 +91,9 @@ def to_request(p: CreateResponseBody, limits: Limits) -> CreateRequest:
         prompt_cache_retention=(
             msgspec.UNSET if p.prompt_cache_retention is None else p.prompt_cache_retention
         ),
+        # Its template's version, instructions and messages are read into the request
+        # before it is recorded (service/prompts/template.py).
+        prompt=msgspec.UNSET if prompt is None else prompt,
     )
     return CreateRequest(
         response=response,

@@ -18,7 +18,12 @@ from service.wire.rejection import rejection
 from service.wire.request import CreateResponseBody
 from service.wire.set_aside import SET_ASIDE, set_aside_items
 from service.wire.tags import tag_easy_messages, wrap_hosted, wrap_set_aside
-from service.wire.unsupported import IGNORED_FIELDS, refuse_unsupported, take_defaults_only
+from service.wire.unsupported import (
+    IGNORED_FIELDS,
+    check_moderation,
+    refuse_unsupported,
+    take_defaults_only,
+)
 
 _json = msgspec.json.Decoder()
 
@@ -107,6 +112,7 @@ def read_object(body: bytes, limits: Limits) -> dict[str, Any]:
 
 def _parse(raw: dict[str, Any], limits: Limits) -> CreateRequest:
     refuse_unsupported(raw)
+    check_moderation(raw.get("moderation"))
     ignored = {k: raw.pop(k) for k in IGNORED_FIELDS if raw.get(k) is not None}
     ignored |= take_defaults_only(raw)
     acted = {

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from domain.errors import InvalidRequest
 from domain.tools import not_offered
 from service.wire.create_request import CreateRequest
 from service.wire.limits import Limits, check_size
@@ -20,6 +21,8 @@ def extra_facts(
     """What the request's facts keep for audit beside the echoed response: parameters not
     echoed, and the hosted tools the model was not offered."""
     check_size("client_metadata", p.client_metadata, limits)
+    check_size("stream_options", p.stream_options, limits)
+    _check_obfuscation(p.stream_options)
     return {
         k: v
         for k, v in (
@@ -30,6 +33,22 @@ def extra_facts(
         )
         if v is not None
     }
+
+
+def _check_obfuscation(options: dict[str, Any] | None) -> None:
+    value = (options or {}).get("include_obfuscation")
+    if value is not None and not isinstance(value, bool):
+        raise InvalidRequest(
+            "Invalid type for 'stream_options.include_obfuscation': expected a boolean.",
+            param="stream_options.include_obfuscation",
+            code="invalid_type",
+        )
+
+
+def obfuscated(req: CreateRequest) -> bool:
+    """Whether the request's stream carries OpenAI's `obfuscation` pads (adapters/http/sse.py
+    `OBFUSCATED`): yes unless `stream_options.include_obfuscation` is false, as OpenAI's."""
+    return (req.extra.get("stream_options") or {}).get("include_obfuscation") is not False
 
 
 # Request headers agent clients send that say which session or thread a request belongs to

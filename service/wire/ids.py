@@ -1,4 +1,4 @@
-"""The shapes a response or conversation id sent by a client must have."""
+"""The shapes a response, conversation or prompt template id sent by a client must have."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from domain.errors import InvalidRequest
 
 RESPONSE_ID = r"^resp_[A-Za-z0-9_-]{1,128}$"
 CONVERSATION_ID = r"^conv_[A-Za-z0-9_-]{1,128}$"
+PROMPT_ID = r"^pmpt_[A-Za-z0-9_-]{1,128}$"
 
 
 def check_conversation_id(value: str, *, param: str = "conversation_id") -> str:
@@ -26,6 +27,17 @@ def check_response_id(value: str, *, param: str = "response_id") -> str:
     if not re.fullmatch(RESPONSE_ID, value):
         raise InvalidRequest(
             f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'resp'.",
+            param=param,
+            code="invalid_value",
+        )
+    return value
+
+
+def check_prompt_id(value: str, *, param: str = "prompt.id") -> str:
+    """`value`, if it has a prompt template id's shape; else OpenAI's 400 naming `param`."""
+    if not re.fullmatch(PROMPT_ID, value):
+        raise InvalidRequest(
+            f"Invalid '{param}': '{value[:80]}'. Expected an ID that begins with 'pmpt'.",
             param=param,
             code="invalid_value",
         )

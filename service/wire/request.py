@@ -375,6 +375,16 @@ class ConversationParam(_Strict, frozen=True, kw_only=True):
     id: str
 
 
+class PromptParam(_Strict, frozen=True, kw_only=True):
+    """openai-python `ResponsePromptParam` (`types/responses/response_prompt_param.py`): a
+    prompt template's id, its version (the latest if none), and values for its variables,
+    each text or an `input_text`, `input_image` or `input_file` part."""
+
+    id: str
+    version: str | None = None
+    variables: dict[str, str | InputTextParam | InputImageParam | InputFileParam] | None = None
+
+
 class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     """The body of `POST /v1/responses`. Fields OpenAI has that resplog does not support
     are refused with a 400 naming them, never silently dropped."""
@@ -384,6 +394,7 @@ class CreateResponseBody(_Strict, frozen=True, kw_only=True):
     instructions: str | None = None
     previous_response_id: str | None = None
     conversation: str | ConversationParam | None = None
+    prompt: PromptParam | None = None
     tools: list[ToolParam] | None = None
     tool_choice: ToolChoiceParam | None = None
     parallel_tool_calls: bool | None = None

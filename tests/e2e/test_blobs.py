@@ -23,6 +23,11 @@ import pytest
 
 from tests.e2e.conftest import RESPLOG, Server
 
+# Stream obfuscation off (adapters/http/sse.py `OBFUSCATED`), so that live and replay are the
+# log's bytes as they are: each delivery would pad its delta events anew.
+UNPADDED = {"stream_options": {"include_obfuscation": False}}
+REPLAY = {"stream": "true", "include_obfuscation": "false"}
+
 
 def _image() -> str:
     """A data URL of 24 KiB of fresh bytes: unique to the test, over the inline threshold."""
@@ -115,11 +120,11 @@ def test_input_items_and_the_replayed_log_are_byte_identical_to_what_was_sent(
     server: Server,
 ) -> None:
     image = _image()
-    body = {"model": "scripted", "input": [_ask(image, "look")], "stream": True}
+    body = {"model": "scripted", "input": [_ask(image, "look")], "stream": True, **UNPADDED}
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         live = http.post("/v1/responses", json=body).text
         rid = json.loads(live.split("data: ", 2)[1].split("\n", 1)[0])["response"]["id"]
-        replay = http.get(f"/v1/responses/{rid}", params={"stream": "true"}).text
+        replay = http.get(f"/v1/responses/{rid}", params=REPLAY).text
         items = http.get(f"/v1/responses/{rid}/input_items").json()
     assert replay == live
     assert items["data"][0]["content"][1]["image_url"] == image
@@ -219,12 +224,18 @@ def test_a_large_json_schema_is_stored_once_across_the_lifecycle_events(
     encoded = msgspec.json.encode(schema)
     assert 16384 < len(encoded) < 65536
     fmt = {"type": "json_schema", "name": "big", "schema": schema}
-    body = {"model": "scripted", "input": "fill it", "text": {"format": fmt}, "stream": True}
+    body = {
+        "model": "scripted",
+        "input": "fill it",
+        "text": {"format": fmt},
+        "stream": True,
+        **UNPADDED,
+    }
     blobs_before = server.count_rows("blobs")
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         live = http.post("/v1/responses", json=body).text
         rid = json.loads(live.split("data: ", 2)[1].split("\n", 1)[0])["response"]["id"]
-        replay = http.get(f"/v1/responses/{rid}", params={"stream": "true"}).text
+        replay = http.get(f"/v1/responses/{rid}", params=REPLAY).text
         events = http.get(f"/v1/responses/{rid}/events").text
         got = http.get(f"/v1/responses/{rid}").json()
     assert replay == live and live.count(encoded.decode()) == 3  # created, in_progress, done

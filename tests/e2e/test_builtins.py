@@ -89,6 +89,7 @@ def test_browser_and_python_run_through_the_tool_server_as_openai_items(
                 input="Look it up and compute. [fake:builtin_loop]",
                 tools=BUILTINS,  # type: ignore[arg-type]
                 stream=True,
+                stream_options={"include_obfuscation": False},  # the log's events as they are
             )
         )
     final = live[-1].response  # type: ignore[union-attr]
@@ -224,7 +225,7 @@ def _killed_mid_python(
         while (final := client.responses.retrieve(r.id)).status in ("queued", "in_progress"):
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        live = list(client.responses.retrieve(r.id, stream=True))
+        live = list(client.responses.retrieve(r.id, stream=True, include_obfuscation=False))
         replay = _sse(httpx.get(f"{api.base_url}/v1/responses/{r.id}/events").text)
         assert replay == [e.to_dict() for e in live]
         assert fold_check(url).status[r.id] == final.status

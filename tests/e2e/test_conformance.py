@@ -70,6 +70,23 @@ SDK_EXCEPTIONS: dict[tuple[str, str], str] = {
         "SDK's event models (`ResponseTextDeltaEvent.Logprob`) leave it out, allowing extras"
     ),
     ("LogprobTopLogprob", "bytes"): "as for `Logprob`: the schema's `TopLogProb` requires it",
+    # OpenAI's stream obfuscation pad (adapters/http/sse.py), on by default: the Open
+    # Responses schema declares `obfuscation` on the text, reasoning, reasoning summary and
+    # function-call argument deltas; the SDK (3.63) only on
+    # `ResponseShellCallCommandDeltaEvent`, and its other event models allow extra fields.
+    **{
+        (event, "obfuscation"): "OpenAI's obfuscation pad on delta events"
+        for event in (
+            "ResponseTextDeltaEvent",
+            "ResponseReasoningTextDeltaEvent",
+            "ResponseReasoningSummaryTextDeltaEvent",
+            "ResponseFunctionCallArgumentsDeltaEvent",
+            "ResponseRefusalDeltaEvent",
+            "ResponseCustomToolCallInputDeltaEvent",
+            "ResponseMcpCallArgumentsDeltaEvent",
+            "ResponseCodeInterpreterCallCodeDeltaEvent",
+        )
+    },
 }
 
 _stream_event: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseStreamEvent)

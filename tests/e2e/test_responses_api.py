@@ -17,6 +17,7 @@ import pytest
 from openai.types.responses import Response, ResponseIncompleteEvent
 
 from tests.e2e.conftest import Server
+from tests.e2e.test_agent_wire import facts
 from tests.e2e.test_metrics import scrape, value
 
 SLOW = {"scripted_delay_ms": "20", "scripted_tokens": "400"}
@@ -73,9 +74,15 @@ def test_streaming_create_yields_dense_sequence_numbers_ending_completed(
 
 
 def test_live_stream_bytes_equal_the_replay_bytes(http: httpx.Client) -> None:
-    with http.stream(
-        "POST", "/v1/responses", json={"model": "scripted", "input": "same bytes", "stream": True}
-    ) as live:
+    """With obfuscation off (`stream_options.include_obfuscation: false`, and the
+    resume's `include_obfuscation=false`), every route gives the log's bytes as they are."""
+    body = {
+        "model": "scripted",
+        "input": "same bytes",
+        "stream": True,
+        "stream_options": {"include_obfuscation": False},
+    }
+    with http.stream("POST", "/v1/responses", json=body) as live:
         assert live.headers["content-type"].startswith("text/event-stream")
         raw = live.read()
     assert raw.endswith(b"data: [DONE]\n\n")
@@ -83,7 +90,9 @@ def test_live_stream_bytes_equal_the_replay_bytes(http: httpx.Client) -> None:
     rid = events[0][1]["response"]["id"]
     assert [p["sequence_number"] for _, p in events] == list(range(len(events)))
     replay = http.get(f"/v1/responses/{rid}/events").content
-    resumed = http.get(f"/v1/responses/{rid}", params={"stream": "true"}).content
+    resumed = http.get(
+        f"/v1/responses/{rid}", params={"stream": "true", "include_obfuscation": "false"}
+    ).content
     assert without_keepalives(raw) == without_keepalives(replay) == without_keepalives(resumed)
     jsonl = http.get(f"/v1/responses/{rid}/events", params={"format": "jsonl"}).content
     assert [json.loads(line) for line in jsonl.splitlines()] == [p for _, p in events]
@@ -91,6 +100,81 @@ def test_live_stream_bytes_equal_the_replay_bytes(http: httpx.Client) -> None:
         f"/v1/responses/{rid}/events", headers={"Accept": "application/x-ndjson"}
     ).content
     assert by_accept == jsonl
+
+
+def test_delta_events_carry_obfuscation_unless_turned_off(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """As OpenAI's: every delta event of a stream (create or resume) has a random
+    `obfuscation` pad by default; none with `include_obfuscation` false; the log and
+    `/events` never hold one."""
+    events = list(client.responses.create(model="scripted", input="pad me", stream=True))
+    deltas = [e for e in events if e.type.endswith(".delta")]
+    assert deltas and all(isinstance(getattr(e, "obfuscation", None), str) for e in deltas)
+    assert not any("obfuscation" in e.model_dump() for e in events if e not in deltas)
+    rid = events[0].response.id  # type: ignore[union-attr]
+    resumed = sse_events(http.get(f"/v1/responses/{rid}", params={"stream": "true"}).content)
+    pads = [p["obfuscation"] for t, p in resumed if t.endswith(".delta")]
+    assert len(pads) == len(deltas) and pads != [e.obfuscation for e in deltas]  # type: ignore[attr-defined]
+    assert b"obfuscation" not in http.get(f"/v1/responses/{rid}/events").content
+    off = client.responses.create(
+        model="scripted",
+        input="no pad",
+        stream=True,
+        stream_options={"include_obfuscation": False},
+    )
+    assert not any("obfuscation" in e.model_dump() for e in off)
+    plain = http.get(
+        f"/v1/responses/{rid}", params={"stream": "true", "include_obfuscation": "false"}
+    )
+    assert b"obfuscation" not in plain.content
+    bad = http.post(
+        "/v1/responses",
+        json={
+            "model": "scripted",
+            "input": "x",
+            "stream": True,
+            "stream_options": {"include_obfuscation": "no"},
+        },
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "stream_options.include_obfuscation"
+
+
+def test_background_responses_carry_a_poll_hint_until_they_end(client: openai.OpenAI) -> None:
+    """OpenAI's `openai-poll-after-ms` on a background create and on a retrieve of a
+    response that has not ended; none once it has."""
+    raw = client.responses.with_raw_response.create(
+        model="scripted", input="poll me", background=True, metadata=SLOW
+    )
+    assert int(raw.headers["openai-poll-after-ms"]) > 0
+    rid = raw.parse().id
+    running = client.responses.with_raw_response.retrieve(rid)
+    assert running.parse().status in ("queued", "in_progress")
+    assert int(running.headers["openai-poll-after-ms"]) > 0
+    client.responses.cancel(rid)
+    wait_terminal(client, rid)
+    assert "openai-poll-after-ms" not in client.responses.with_raw_response.retrieve(rid).headers
+    plain = client.responses.with_raw_response.create(model="scripted", input="now")
+    assert "openai-poll-after-ms" not in plain.headers
+
+
+def test_moderation_is_accepted_and_recorded_as_not_applied(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """`moderation` is taken (no moderation model here): the response has no results, and
+    the request's facts keep the setting under `ignored`."""
+    r = client.responses.create(
+        model="scripted",
+        input="moderate me",
+        moderation={"model": "omni-moderation-latest", "policy": {"input": {"mode": "block"}}},
+        safety_identifier="user-7",
+    )
+    assert r.status == "completed" and r.moderation is None
+    assert r.safety_identifier == "user-7"
+    assert facts(server, r.id)["extra"]["ignored"] == {
+        "moderation": {"model": "omni-moderation-latest", "policy": {"input": {"mode": "block"}}}
+    }
 
 
 def test_sdk_stream_helper_and_resume_by_response_id(client: openai.OpenAI) -> None:

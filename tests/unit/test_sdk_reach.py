@@ -38,7 +38,6 @@ from service.wire.limits import Limits
 # The refusals the docs give (docs/api.md, "Refused with 400"; docs/mcp.md;
 # docs/conversations.md), as the start of their messages.
 REFUSALS = {
-    "prompt templates, moderation": r"Unsupported parameter: '(prompt|moderation)'",
     "image context compression; an access program but the standard one": (
         r"Unsupported value for '(image\.context_compression|access_programs\.cyber)'"
     ),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import pytest
@@ -13,6 +15,8 @@ from adapters.http.sse import (
     JSONL,
     KEEPALIVE,
     MAX_WRITE,
+    OBFUSCATED,
+    SSE,
     Last,
     frames,
     jsonl_line,
@@ -243,3 +247,26 @@ async def test_the_events_before_a_tails_error_are_written_before_it_is_raised()
     with pytest.raises(RuntimeError, match="the log jumps"):
         await drain()
     assert b"".join(written) == sse_frame(event(0)) + sse_frame(event(1))
+
+
+def test_obfuscation_pads_delta_events_only_to_a_multiple_of_32_bytes_at_random() -> None:
+    """OpenAI's `obfuscation` field: on a delta event, random URL-safe characters that bring
+    its JSON to a multiple of 32 bytes, a new pad each time; other events as stored."""
+    pads = set()
+    for size in range(0, 70):
+        delta = event(1, pad=size)
+        frame = OBFUSCATED.whole(delta)
+        head, _, data = frame.removesuffix(b"\n\n").partition(b"data: ")
+        assert head == b"event: response.output_text.delta\n"
+        payload = json.loads(data)
+        assert len(data) % 32 == 0 and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", payload["obfuscation"])
+        assert {k: v for k, v in payload.items() if k != "obfuscation"} == json.loads(delta.data)
+        pads.add(payload["obfuscation"])
+    assert len(pads) == 70
+    lengths = {
+        len(json.loads(OBFUSCATED.whole(event(1)).split(b"data: ")[1])["obfuscation"])
+        for _ in range(64)
+    }
+    assert len(lengths) == 2  # the bucket's fill, or that and 32 more
+    done = event(2, kind="response.output_text.done")
+    assert OBFUSCATED.whole(done) == SSE.whole(done)

@@ -419,6 +419,28 @@ def test_hints_resplog_does_not_act_on_are_accepted_and_kept_in_the_facts() -> N
     with pytest.raises(InvalidRequest) as early:
         parse(input=[{"type": "compaction_trigger"}, {"role": "user", "content": "hi"}])
     assert early.value.param == "input[0]"
+    moderation = {"model": "omni-moderation-latest", "policy": {"input": {"mode": "block"}}}
+    assert parse(moderation=moderation).extra["ignored"] == {"moderation": moderation}
+
+
+@pytest.mark.parametrize(
+    ("moderation", "param", "code"),
+    [
+        ("omni", "moderation", "invalid_type"),
+        ({}, "moderation.model", "missing_required_parameter"),
+        ({"model": "m", "mode": "x"}, "moderation.mode", "unknown_parameter"),
+        (
+            {"model": "m", "policy": {"input": {"mode": "warn"}}},
+            "moderation.policy.input.mode",
+            "invalid_value",
+        ),
+        ({"model": "m", "policy": {"output": "block"}}, "moderation.policy.output", "invalid_type"),
+    ],
+)
+def test_moderation_is_refused_only_in_a_shape_openai_refuses(
+    moderation: object, param: str, code: str
+) -> None:
+    """`moderation` is kept, not run; its shape is openai-python's `Moderation`."""
     with pytest.raises(InvalidRequest) as caught:
-        parse(moderation={"model": "omni"})
-    assert caught.value.code == "unsupported_parameter"
+        parse(moderation=moderation)
+    assert (caught.value.param, caught.value.code) == (param, code)

@@ -92,11 +92,11 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
     ),
     ("body_not_object", b"[1, 2]", None, "invalid_json", "The request body must be a JSON object."),
     (
-        "unsupported_field",
-        {"prompt": {"id": "pmpt_1"}},
-        "prompt",
-        "unsupported_parameter",
-        "Unsupported parameter: 'prompt': prompt templates are not supported.",
+        "prompt_without_id",
+        {"prompt": {"version": "1"}},
+        "prompt.id",
+        "missing_required_parameter",
+        "Missing required parameter: 'prompt.id'.",
     ),
     (
         "conversation_and_previous_response",
@@ -114,11 +114,12 @@ BAD: list[tuple[str, dict[str, Any] | bytes, str | None, str, str]] = [
         "Invalid 'conversation': 'resp_1'. Expected an ID that begins with 'conv'.",
     ),
     (
-        "unsupported_prompt",
-        {"prompt": {"id": "p"}},
-        "prompt",
+        "prompt_variable_file_id",
+        {"prompt": {"id": "pmpt_1", "variables": {"doc": {"type": "input_file", "file_id": "f"}}}},
+        "prompt.variables.doc.file_id",
         "unsupported_parameter",
-        "Unsupported parameter: 'prompt': prompt templates are not supported.",
+        "Invalid 'prompt.variables.doc.file_id': this server has no Files API; send the bytes "
+        "inline (a data URL in image_url or file_data).",
     ),
     (
         "image_compression_required",
