@@ -11,6 +11,7 @@ needs (`bench/chain_bench.py` measures both).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,15 +106,58 @@ def _turn(link: ChainLink, previous_id: str) -> Turn:
         )
     if link.request_facts is None:
         raise _previous_not_found(previous_id)
-    answer = _answer.decode(link.snapshot)
-    asked = _asked.decode(link.request_facts)
+    return DECODED.turn(link.response_id, link.snapshot, link.request_facts)
+
+
+def _decode(response_id: str, snapshot: bytes, facts: bytes) -> Turn:
+    answer = _answer.decode(snapshot)
+    asked = _asked.decode(facts)
     # MCP tool lists its client passed back: set aside, shown to no model, but in the
     # context of every later turn (service/tools/mcploop.py `listed_before`).
     aside = sorted(asked.extra.aside, key=lambda a: a.at)
     return Turn(
-        response_id=link.response_id,
+        response_id=response_id,
         instructions=answer.instructions,
         input=asked.input,
         output=answer.output,
         listed=lists_sent(a.item for a in aside),
     )
+
+
+class Decoded:
+    """The turns decoded lately, by the bytes they were decoded from: a continuation of a
+    long chain reads every earlier turn's final object and request facts each time, and
+    decoding them into typed items was a third of its CPU at turn 1,000 (`bench/chain_bench.py`).
+    Keyed by the stored bytes themselves, not the id alone: a turn whose content changed
+    (`resplog erase`, in any process) is decoded afresh, so what is served is always what
+    the log holds now; the chain's walk still checks each turn's visibility every time.
+    At most `max_bytes` of source bytes, least recently used dropped first; a turn of more
+    than `max_one` bytes is not kept. Turns are immutable (their lists never changed in
+    place by any stage), so one may be shared by every prompt it is part of."""
+
+    def __init__(self, max_bytes: int = 8 * 2**20, max_one: int = 256 * 1024) -> None:
+        self._turns: OrderedDict[tuple[str, bytes, bytes], Turn] = OrderedDict()
+        self._bytes = 0
+        self._max_bytes, self._max_one = max_bytes, max_one
+
+    def turn(self, response_id: str, snapshot: bytes, facts: bytes) -> Turn:
+        key = (response_id, snapshot, facts)
+        found = self._turns.get(key)
+        if found is not None:
+            self._turns.move_to_end(key)
+            return found
+        turn = _decode(response_id, snapshot, facts)
+        size = len(snapshot) + len(facts)
+        if size <= self._max_one:
+            self._turns[key] = turn
+            self._bytes += size
+            while self._bytes > self._max_bytes:
+                (_, old_snapshot, old_facts), _ = self._turns.popitem(last=False)
+                self._bytes -= len(old_snapshot) + len(old_facts)
+        return turn
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+
+DECODED = Decoded()
