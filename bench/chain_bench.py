@@ -6,7 +6,8 @@ an answer) on a fresh PostgreSQL database (or SQLite); at each of `--at` the med
 `--samples` creates that continue the chain's last response (siblings, so the chain itself
 grows by one a turn), and the history read alone (`load_history`), each beside turn 1's.
 With `--profile TURN`: a cProfile (CPU time) of the creates at that turn, its top functions
-by their own time and this repository's by their cumulative time. The target: turn 1,000 within 1.3x of turn 1. Prints milliseconds; not a test.
+by their own time and this repository's by their cumulative time. The target: turn 1,000
+within 1.3x of turn 1. Prints milliseconds; not a test.
 
     .venv/bin/python bench/chain_bench.py                    # PostgreSQL (a fresh database)
     .venv/bin/python bench/chain_bench.py --sqlite
@@ -27,8 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script, too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
 from adapters.store.migrate import upgrade_async
 from adapters.wiring import open_bundle
@@ -41,6 +41,7 @@ from service.wire.decode import parse_create_body
 from service.wire.limits import Limits
 
 OWNER = "bench"
+HERE = str(Path(__file__).resolve().parents[1])
 
 
 def body(previous: str | None) -> bytes:
@@ -96,7 +97,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
             if profile is not None:
                 stats = pstats.Stats(profile)
                 stats.sort_stats("tottime").print_stats(25)
-                stats.sort_stats("cumulative").print_stats(str(ROOT), 40)  # this repo's
+                stats.sort_stats("cumulative").print_stats(HERE, 40)  # this repository's
         print(f"  {args.turns:,} turns in {time.perf_counter() - started:.0f} s")
     creates.print()
     history.print()
