@@ -4,7 +4,8 @@ turn 500 and turn 1,000 (the longest chain a create may continue).
 A chain of `--turns` plain creates through the service (scripted engine, no delay, 24 tokens
 an answer) on a fresh PostgreSQL database (or SQLite); at each of `--at` the median of
 `--samples` creates that continue the chain's last response (siblings, so the chain itself
-grows by one a turn), and the history read alone (`load_history`), each beside turn 1's.
+grows by one a turn), wall and CPU time, and the history read alone (`load_history`), each
+beside turn 1's.
 With `--profile TURN`: a cProfile (CPU time) of the creates at that turn, its top functions
 by their own time and this repository's by their cumulative time. The target: turn 1,000
 within 1.3x of turn 1. Prints milliseconds; not a test.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import os
 import pstats
 import statistics
@@ -57,17 +59,20 @@ async def create(svc: Bundle, previous: str | None) -> str:
 
 async def median_ms(
     samples: int, call: Callable[[], Awaitable[object]], profile: cProfile.Profile | None = None
-) -> float:
-    times = []
+) -> tuple[float, float]:
+    """The median wall time of `call` and the median CPU time of this process meanwhile
+    (ms): on a shared machine the CPU is the steadier figure."""
+    times, cpu = [], []
     for _ in range(samples):
         if profile is not None:
             profile.enable()
-        start = time.perf_counter()
+        start, on_cpu = time.perf_counter(), time.process_time()
         await call()
         times.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - on_cpu) * 1000)
         if profile is not None:
             profile.disable()
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(cpu)
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
@@ -75,8 +80,9 @@ async def run(url: str, args: argparse.Namespace) -> None:
     settings = Settings(database_url=url, scripted_delay_ms=0, workers=0)
     at = sorted({int(n) for n in args.at.split(",")})
     creates = Table(f"a create continuing turn N (median of {args.samples})", "ms")
+    cpu = Table(f"the CPU of a create continuing turn N (median of {args.samples})", "ms")
     history = Table(f"the history read alone (median of {args.samples})", "ms")
-    first: tuple[float, float] | None = None
+    first: tuple[float, float, float] | None = None
     async with open_bundle(settings) as svc:
         last: str | None = None
         started = time.perf_counter()
@@ -85,21 +91,29 @@ async def run(url: str, args: argparse.Namespace) -> None:
             if turn not in at:
                 continue
             profile = cProfile.Profile(time.process_time) if turn == args.profile else None
-            made = await median_ms(args.samples, lambda parent=last: create(svc, parent), profile)
-            read = await median_ms(
-                args.samples, lambda parent=last: load_history(svc, parent, OWNER)
+            made, on_cpu = await median_ms(
+                args.samples, functools.partial(create, svc, last), profile
             )
-            print(f"  turn {turn:,}: create {made:.2f} ms, history {read:.2f} ms", flush=True)
+            read, _ = await median_ms(
+                args.samples, functools.partial(load_history, svc, last, OWNER)
+            )
+            print(
+                f"  turn {turn:,}: create {made:.2f} ms ({on_cpu:.2f} ms CPU), "
+                f"history {read:.2f} ms",
+                flush=True,
+            )
             if first is None:
-                first = (made, read)
+                first = (made, on_cpu, read)
             creates.add(f"turn {turn:,}", made, f"turn {at[0]:,}", first[0])
-            history.add(f"turn {turn:,}", read, f"turn {at[0]:,}", first[1])
+            cpu.add(f"turn {turn:,}", on_cpu, f"turn {at[0]:,}", first[1])
+            history.add(f"turn {turn:,}", read, f"turn {at[0]:,}", first[2])
             if profile is not None:
                 stats = pstats.Stats(profile)
                 stats.sort_stats("tottime").print_stats(25)
                 stats.sort_stats("cumulative").print_stats(HERE, 40)  # this repository's
         print(f"  {args.turns:,} turns in {time.perf_counter() - started:.0f} s")
     creates.print()
+    cpu.print()
     history.print()
 
 
