@@ -6,13 +6,12 @@ A continuation needs, for every earlier turn, what was sent (the input items in 
 facts of the turn's first event) and what came back (the final object's output). The read
 model walks the chain in one recursive query (`ResponseIndex.chain`), so a create at turn
 500 makes one round trip, not a thousand; each link is decoded into only the fields a turn
-needs, once while its stored bytes stay the same (`Decoded`). `bench/chain_bench.py`
-measures a create and the history read at turns 1, 500 and 1,000.
+needs. `bench/chain_bench.py` measures a create and the history read at turns 1, 500 and
+1,000.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,58 +106,15 @@ def _turn(link: ChainLink, previous_id: str) -> Turn:
         )
     if link.request_facts is None:
         raise _previous_not_found(previous_id)
-    return DECODED.turn(link.response_id, link.snapshot, link.request_facts)
-
-
-def _decode(response_id: str, snapshot: bytes, facts: bytes) -> Turn:
-    answer = _answer.decode(snapshot)
-    asked = _asked.decode(facts)
+    answer = _answer.decode(link.snapshot)
+    asked = _asked.decode(link.request_facts)
     # MCP tool lists its client passed back: set aside, shown to no model, but in the
     # context of every later turn (service/tools/mcploop.py `listed_before`).
     aside = sorted(asked.extra.aside, key=lambda a: a.at)
     return Turn(
-        response_id=response_id,
+        response_id=link.response_id,
         instructions=answer.instructions,
         input=asked.input,
         output=answer.output,
         listed=lists_sent(a.item for a in aside),
     )
-
-
-class Decoded:
-    """The turns decoded lately, by the bytes they were decoded from: a continuation of a
-    long chain reads every earlier turn's final object and request facts each time, and
-    decoding them into typed items was a third of its CPU at turn 1,000 (`bench/chain_bench.py`).
-    Keyed by the stored bytes themselves, not the id alone: a turn whose content changed
-    (`resplog erase`, in any process) is decoded afresh, so what is served is always what
-    the log holds now; the chain's walk still checks each turn's visibility every time.
-    At most `max_bytes` of source bytes, least recently used dropped first; a turn of more
-    than `max_one` bytes is not kept. Turns are immutable (their lists never changed in
-    place by any stage), so one may be shared by every prompt it is part of."""
-
-    def __init__(self, max_bytes: int = 8 * 2**20, max_one: int = 256 * 1024) -> None:
-        self._turns: OrderedDict[tuple[str, bytes, bytes], Turn] = OrderedDict()
-        self._bytes = 0
-        self._max_bytes, self._max_one = max_bytes, max_one
-
-    def turn(self, response_id: str, snapshot: bytes, facts: bytes) -> Turn:
-        key = (response_id, snapshot, facts)
-        found = self._turns.get(key)
-        if found is not None:
-            self._turns.move_to_end(key)
-            return found
-        turn = _decode(response_id, snapshot, facts)
-        size = len(snapshot) + len(facts)
-        if size <= self._max_one:
-            self._turns[key] = turn
-            self._bytes += size
-            while self._bytes > self._max_bytes:
-                (_, old_snapshot, old_facts), _ = self._turns.popitem(last=False)
-                self._bytes -= len(old_snapshot) + len(old_facts)
-        return turn
-
-    def __len__(self) -> int:
-        return len(self._turns)
-
-
-DECODED = Decoded()
