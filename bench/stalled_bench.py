@@ -9,10 +9,14 @@ liveness probe makes them) with no other client: the baseline. Then `--readers` 
 connections ask for that response's replay (`GET /v1/responses/{id}/events`) with a tiny
 receive buffer and never read a byte, and, as soon as they have all sent their requests,
 the same probes again. Prints the first probe, and the p50, p99 and longest of all of
-them, beside the baseline's.
+them, and the server's CPU meanwhile (its readers' work included), beside the baseline's.
 
     .venv/bin/python bench/stalled_bench.py --readers 256 --load 300
     .venv/bin/python bench/stalled_bench.py --readers 32 --load 50 --probes 50 --sqlite
+    git worktree add /tmp/before HEAD~1
+    .venv/bin/python bench/stalled_bench.py --tree /tmp/before --tree .
+
+With `--tree` (repeatable): the same cases on each checkout's code, one after another.
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
 
-from bench.harness import Table, database_arguments, median, parser, pct, serving
+from bench.harness import (
+    Table,
+    database_arguments,
+    median,
+    parser,
+    pct,
+    serving,
+)
 
 
 async def load(base: str, creates: int, concurrency: int = 32) -> None:
@@ -48,6 +59,13 @@ async def load(base: str, creates: int, concurrency: int = 32) -> None:
                         pass
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds so far of process `pid`, its exited threads included (a SQLite store's
+    connection threads come and go), in the kernel's 10 ms ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def big_response(base: str, instructions_mib: float) -> tuple[str, int]:
@@ -96,21 +114,26 @@ def never_reading(base: str, path: str) -> socket.socket:
     return sock
 
 
-def run(base: str, creates: int, readers: int, n: int, instructions_mib: float) -> Table:
+def run(
+    base: str, pid: int, creates: int, readers: int, n: int, instructions_mib: float, label: str
+) -> Table:
     if creates:
         t0 = time.perf_counter()
         asyncio.run(load(base, creates))
         print(f"  load: {creates} streaming creates in {time.perf_counter() - t0:.1f} s")
     rid, size = big_response(base, instructions_mib)
     print(f"  one response of {size / 2**20:.1f} MiB replayed")
+    cpu = process_cpu(pid)
     idle = probes(base, n)
+    idle_cpu, cpu = process_cpu(pid) - cpu, process_cpu(pid)
     sockets = [never_reading(base, f"/v1/responses/{rid}/events") for _ in range(readers)]
     try:
         stalled = probes(base, n)
+        stalled_cpu = process_cpu(pid) - cpu
     finally:
         for sock in sockets:
             sock.close()
-    title = f"`/health` (ms), {readers} stalled readers, " + (
+    title = f"`/health` (ms), {label}{readers} stalled readers, " + (
         f"after {creates} creates" if creates else "a fresh server"
     )
     table = Table(title, "ms")
@@ -119,6 +142,7 @@ def run(base: str, creates: int, readers: int, n: int, instructions_mib: float) 
     table.add("p50", median(stalled), base_name, median(idle))
     table.add("p99", pct(stalled, 99), base_name, pct(idle, 99))
     table.add("max", max(stalled), base_name, max(idle))
+    table.add("server CPU meanwhile", stalled_cpu * 1e3, base_name, idle_cpu * 1e3)
     return table
 
 
@@ -132,16 +156,34 @@ def main() -> None:
     p.add_argument(
         "--cases", default="fresh,loaded", help="fresh: no load first; loaded: `--load` first"
     )
+    p.add_argument(
+        "--tree",
+        action="append",
+        type=Path,
+        help="a checkout whose code the server runs (repeatable; default: this one)",
+    )
     args = p.parse_args()
     chars = str(int(args.instructions_mib * 2**20) + 1024)
     # No send deadline: the readers stay stalled for the whole measurement.
     extra = ("--max-text-chars", chars, "--send-timeout-s", "0")
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores here")
-    for case in args.cases.split(","):
-        creates = args.load if case == "loaded" else 0
-        with serving(*extra, sqlite=args.sqlite, admin_url=args.database_url) as server:
-            table = run(server.base_url, creates, args.readers, args.probes, args.instructions_mib)
-        table.print()
+    for tree in args.tree or [None]:
+        label = f"{tree}: " if tree else ""
+        for case in args.cases.split(","):
+            creates = args.load if case == "loaded" else 0
+            with serving(
+                *extra, sqlite=args.sqlite, admin_url=args.database_url, tree=tree
+            ) as server:
+                table = run(
+                    server.base_url,
+                    server.process.pid,
+                    creates,
+                    args.readers,
+                    args.probes,
+                    args.instructions_mib,
+                    label,
+                )
+            table.print()
     print(f"\nload average {os.getloadavg()[0]:.2f}")
 
 

@@ -414,7 +414,24 @@ def _server(config: Any, signals: list[int], on_exit: Callable[[], None]) -> Any
     stops (as uvicorn does), which would end the process before it drained."""
     import uvicorn
 
+    from adapters.cli.accept import Acceptor
+
     class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            # uvicorn's startup (the lifespan) with no server of its own: the sockets are
+            # accepted by `Acceptor`, all that waits at once (adapters/cli/accept.py).
+            await super().startup(sockets=[])
+            loop = asyncio.get_running_loop()
+
+            def protocol() -> asyncio.Protocol:
+                return config.http_protocol_class(  # type: ignore[no-any-return]
+                    config=config, server_state=self.server_state, app_state=self.lifespan.state
+                )
+
+            # uvicorn only closes its servers and waits for them: an `Acceptor` does both.
+            acceptors = [Acceptor(loop, sock, protocol) for sock in sockets or []]
+            self.servers = acceptors  # type: ignore[assignment]
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             signals.append(sig)
             if self.should_exit and sig == signal.SIGINT:

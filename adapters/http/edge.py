@@ -20,6 +20,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.http.backpressure import flow_of, send_deadline, send_within
 from adapters.http.errors import new_request_id
+from adapters.http.turns import NEVER_HELD, turnstile
 from adapters.http.watch import WATCHERS, Watcher
 
 
@@ -32,6 +33,10 @@ def edge(app: ASGIApp, deadline: float) -> ASGIApp:
         if scope["type"] != ScopeType.HTTP:
             await others(scope, receive, send)
             return
+        if scope.get("path") not in NEVER_HELD:
+            turns = turnstile()
+            if not turns.room():
+                await turns.wait()  # a burst: this request begins in a later turn
         rid = new_request_id()
         scope.setdefault("state", {})["request_id"] = rid
         header = (b"x-request-id", rid.encode())

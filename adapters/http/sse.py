@@ -27,17 +27,18 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import NamedTuple
 
+from adapters.http.turns import turnstile
 from service.ports import StoredEvent
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]\n\n"
 MAX_WRITE = 64 * 1024
-# After a large write (half of `MAX_WRITE` or more) a stream gives the event loop a turn
-# before its next: the transport takes writes without waiting for as long as the kernel
-# does, so a stream of megabyte events would otherwise write them in one step, and a burst
-# of such streams (replays that start at once: docs/performance.md, "Stalled readers")
-# held every other request, `/health` too, until all had written theirs. A stream of
-# small events rarely waits here.
+# After a large write (half of `MAX_WRITE` or more) a stream takes a place in the loop's
+# turn (adapters/http/turns.py) before its next: the transport takes writes without
+# waiting for as long as the kernel does, so a stream of megabyte events would otherwise
+# write them in one step, and a burst of such streams (replays that start at once:
+# docs/performance.md, "Stalled readers") held every other request, `/health` too, until
+# all had written theirs. A stream of small events rarely waits here.
 
 
 class Last(bytes):
@@ -210,8 +211,10 @@ async def frames(
             for write in _writes(batch, framing, done if finished else None):
                 if held is not None:
                     yield held
-                    if len(held) >= MAX_WRITE // 2:
-                        await asyncio.sleep(0)  # a turn for the others: see `MAX_WRITE`
+                    if len(held) >= MAX_WRITE // 2:  # a turn for the others: see `MAX_WRITE`
+                        turns = turnstile()
+                        if not turns.room():
+                            await turns.wait()
                 held = write
             if held is not None:
                 yield Last(held) if finished else held
