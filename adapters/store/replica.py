@@ -1,5 +1,7 @@
 """Reads of ended streams from a hot standby (`--replica-database-url`), so that replays
-(`/events`, a resumed or repeated stream of an ended response) cost the primary nothing.
+(`/events`, a resumed or repeated stream of an ended response) and `input_items` of an ended
+response (the request its first event carries, read with the store's `read`)
+cost the primary nothing.
 
 A stream's events never change once its terminal event is written, and that event, the
 events before it and the row's terminal status commit in one transaction; a standby

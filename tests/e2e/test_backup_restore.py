@@ -1,7 +1,8 @@
 """The backup and point-in-time restore drill: a base backup (`pg_basebackup`) and WAL
 archiving of a private cluster while responses stream, then a restore to a moment in the
 middle of the streams (`recovery_target_lsn`). The restored log is whole: what committed
-before the target is there, nothing after it; `resplog verify --all` passes; a stream cut
+before the target is there, nothing after it; `resplog verify --all` passes, and so does
+`verify --all --checkpoint` against a signed checkpoint taken before the target; a stream cut
 at the target is a running response whose lease has lapsed, which the sweeper of the first
 process on the restored database ends as `worker_lost`; every log then folds.
 docs/guides/deployment.md, "Backup and restore", is this drill for operators."""
@@ -9,6 +10,7 @@ docs/guides/deployment.md, "Backup and restore", is this drill for operators."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +19,8 @@ from pathlib import Path
 import asyncpg
 import openai
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from service.work.sweeper import LOST_MESSAGE
 from tests.e2e.cluster import PrivatePostgres, fold_check, start_worker, stop
@@ -74,9 +78,28 @@ def until_promoted(dsn: str, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
-def verify(url: str) -> subprocess.CompletedProcess[str]:
-    command = [RESPLOG, "verify", "--all", "--database-url", url]
+def verify(url: str, *checkpoint: str) -> subprocess.CompletedProcess[str]:
+    command = [RESPLOG, "verify", "--all", "--database-url", url, *checkpoint]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def signing_keys(folder: Path) -> tuple[Path, Path]:
+    """An Ed25519 key pair as PEM files, as `openssl genpkey -algorithm ed25519` writes them."""
+    key = Ed25519PrivateKey.generate()
+    private, public = folder / "signing.pem", folder / "signing.pub.pem"
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public
 
 
 def test_a_point_in_time_restore_mid_stream_verifies_and_ends_the_cut_streams(
@@ -84,6 +107,8 @@ def test_a_point_in_time_restore_mid_stream_verifies_and_ends_the_cut_streams(
 ) -> None:
     primary, archive = archived
     backup = primary.root / "backup"  # the postgres user's, as the archive
+    signing, public = signing_keys(tmp_path)
+    checkpoint = tmp_path / "checkpoint.json"
     subprocess.run([RESPLOG, "migrate", "--database-url", primary.url()], check=True)
     server = start_server(primary.url(), "postgres", tmp_path / "server.log", *TTL, migrate=False)
     try:
@@ -95,6 +120,9 @@ def test_a_point_in_time_restore_mid_stream_verifies_and_ends_the_cut_streams(
         ]
         primary.base_backup(backup)  # while the three stream
         time.sleep(1.0)  # they stream on past the backup, into the archived WAL
+        # Signed before the target, while the three stream: the restored log must extend it.
+        command = ["checkpoint", "--signing-key", str(signing), "--out", str(checkpoint)]
+        subprocess.run([RESPLOG, *command, "--database-url", primary.url()], check=True)
         low = versions(primary.dsn())
         target = fetch(primary.dsn(), "SELECT pg_current_wal_lsn()::text AS l")[0]["l"]
         high = versions(primary.dsn())
@@ -127,6 +155,13 @@ def test_a_point_in_time_restore_mid_stream_verifies_and_ends_the_cut_streams(
 
         checked = verify(restored.url())
         assert checked.returncode == 0, checked.stdout + checked.stderr
+        # Consistent with the last checkpoint taken before the recovery point: every stream it
+        # recorded is there, at least as long, its chain through the digest it signed.
+        against = ("--checkpoint", str(checkpoint), "--public-key", str(public))
+        checked = verify(restored.url(), *against)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        recorded = json.loads(checkpoint.read_text())["leaves"]
+        assert {r.id for r in [*before, *cut]} <= {leaf[0] for leaf in recorded}
 
         # The first process on the restored database: its sweeper finds the cut streams'
         # leases lapsed (their owner is gone) and ends them.

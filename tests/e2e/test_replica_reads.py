@@ -1,6 +1,7 @@
 """Replays from a hot standby (`--replica-database-url`) on a private primary and its
 streaming standby: the events of ended responses are read on the standby (its own table
-statistics count the reads), a response the standby has not replayed yet is read on the
+statistics count the reads), and so are the `input_items` of an ended response (the request
+its first event carries); a response the standby has not replayed yet is read on the
 primary (the standby's replay paused), and a standby that is down, or a "replica" that is a
 primary, leaves every replay served by the primary, with a clear line in the log."""
 
@@ -19,6 +20,7 @@ import pytest
 
 from adapters.store.factory import open_store
 from adapters.store.postgres import PostgresEventStore
+from adapters.store.replica import RECHECK
 from tests.e2e.cluster import PrivatePostgres, replicated_postgres
 from tests.e2e.conftest import Server, start_server, stop_server
 
@@ -68,6 +70,29 @@ def standby_readers(standby: PrivatePostgres) -> int:
     return int(str(value(standby, _READERS) or 0))
 
 
+def standby_clock(standby: PrivatePostgres) -> str:
+    return str(value(standby, "SELECT clock_timestamp()::text"))
+
+
+def standby_readers_since(standby: PrivatePostgres, moment: str) -> int:
+    """Those of `_READERS` whose last read began after `moment` (the standby's clock)."""
+    since = f"{_READERS} AND query_start > '{moment}'::timestamptz"
+    return int(str(value(standby, since) or 0))
+
+
+def sent_and_listed(server: Server, rid: str) -> list[str]:
+    """The texts `input_items` lists for `rid`, oldest first, a page of one at a time."""
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0)
+    listed = client.responses.input_items.list(rid, order="asc", limit=1)
+    return [item.content[0].text for item in listed]  # type: ignore[union-attr]
+
+
+def created_with_inputs(server: Server, texts: list[str]) -> str:
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0)
+    sent = [{"role": "user", "content": text} for text in texts]
+    return client.responses.create(model="scripted", input=sent).id  # type: ignore[arg-type]
+
+
 def replay(server: Server, rid: str) -> list[dict[str, object]]:
     """The stored events of `rid` as JSON Lines (`follow=false`: what is stored now)."""
     reply = httpx.get(
@@ -111,6 +136,31 @@ def test_replays_of_ended_responses_are_read_on_the_standby(pair: Pair) -> None:
         assert numbers == list(range(len(numbers)))
         assert replayed_by_sdk(pair.server, rid, numbers[1]) == numbers[2:]
     assert standby_readers(pair.standby) >= 1
+
+
+def test_input_items_of_an_ended_response_are_read_on_the_standby(pair: Pair) -> None:
+    rid = created_with_inputs(pair.server, ["one", "two", "three"])
+    until_replayed(pair.standby, rid)
+    moment = standby_clock(pair.standby)
+    assert sent_and_listed(pair.server, rid) == ["one", "two", "three"]
+    assert standby_readers_since(pair.standby, moment) >= 1
+
+
+def test_a_lagging_standby_leaves_input_items_to_the_primary(pair: Pair) -> None:
+    value(pair.standby, "SELECT pg_wal_replay_pause()")
+    try:
+        rid = created_with_inputs(pair.server, ["four", "five"])
+        moment = standby_clock(pair.standby)
+        assert sent_and_listed(pair.server, rid) == ["four", "five"]
+        assert value(pair.standby, f"SELECT count(*) FROM responses WHERE id = '{rid}'") == 0
+        assert standby_readers_since(pair.standby, moment) == 0
+    finally:
+        value(pair.standby, "SELECT pg_wal_replay_resume()")
+    until_replayed(pair.standby, rid)
+    time.sleep(RECHECK)  # found running on the standby: not asked of it again before this
+    moment = standby_clock(pair.standby)
+    assert sent_and_listed(pair.server, rid) == ["four", "five"]
+    assert standby_readers_since(pair.standby, moment) >= 1
 
 
 def test_a_lagging_standby_leaves_the_read_to_the_primary(pair: Pair) -> None:
