@@ -155,7 +155,8 @@ async def test_an_open_transaction_is_neither_skipped_nor_seen_by_a_tail(
     entered, release = asyncio.Event(), asyncio.Event()
 
     async def slow_transaction() -> None:
-        batch = merge([encode_append(rid, state.version, held.events)])
+        # Linked into the stream's hash chain as `commit` links a batch before `_write`.
+        [batch] = await slow._chained([merge([encode_append(rid, state.version, held.events)])])
         async with slow._begin_write() as conn:
             failed, _ = await slow._write(conn, [batch], time.time(), False)
             assert failed == {}
@@ -163,7 +164,13 @@ async def test_an_open_transaction_is_neither_skipped_nor_seen_by_a_tail(
             await release.wait()
 
     holder = asyncio.create_task(slow_transaction())
-    await entered.wait()
+    async with asyncio.timeout(20):  # a failed write ends `holder` without setting it
+        await asyncio.wait(
+            {holder, asyncio.create_task(entered.wait())}, return_when="FIRST_COMPLETED"
+        )
+    if holder.done():
+        holder.result()  # raises what the write raised
+    assert entered.is_set()
     tailer = asyncio.create_task(tail())
     loser = asyncio.create_task(contender.append(rid, state.version, rival.events))
     if isinstance(store, PostgresEventStore):

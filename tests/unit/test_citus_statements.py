@@ -35,11 +35,11 @@ def test_each_update_names_its_rows_by_the_distribution_column(name: str) -> Non
 @pytest.mark.parametrize("rows", [1, 3])
 def test_the_multi_row_statements_number_every_parameter_once(rows: int) -> None:
     new = [int(n) for n in re.findall(r"\$(\d+)", citus.claim_new(rows))]
-    assert set(new) == set(range(1, 13 * rows + 2))  # 13 a row, then the lease's lifetime
+    assert set(new) == set(range(1, 14 * rows + 2))  # 14 a row, then the lease's lifetime
     events = [int(n) for n in re.findall(r"\$(\d+)", citus.insert_events(rows))]
-    assert events == list(range(1, 6 * rows + 1))
+    assert events == list(range(1, 7 * rows + 1))
 
 
 def test_the_widest_statement_stays_within_postgresql_s_parameters() -> None:
-    assert 14 * (citus.MAX_ROWS // 14) < 65535 and 6 * (citus.MAX_ROWS // 6) < 65535
+    assert 15 * (citus.MAX_ROWS // 15) < 65535 and 7 * (citus.MAX_ROWS // 7) < 65535
     assert citus.wanted()["api_keys"] == "n" and citus.wanted()["events"] == "h"
