@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -175,7 +176,7 @@ class PatroniCluster:
             if roles == ["master", "replica", "replica"] and len(self.sync_standbys()) == 2:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the Patroni cluster is not healthy: {roles}")
+                raise RuntimeError(f"the Patroni cluster is not healthy: {roles}\n{self.logs()}")
             time.sleep(0.2)
 
     def leader(self) -> Node:
@@ -227,6 +228,15 @@ class PatroniCluster:
         command += ["--leader", leader.name, "--candidate", candidate]
         return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
 
+    def logs(self, lines: int = 15) -> str:
+        """The last lines of etcd's and each Patroni's log, for a failure's message (the
+        cluster's directory is removed with it)."""
+        parts = []
+        for log in sorted(self.root.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {log.name}\n" + "\n".join(tail))
+        return "\n".join(parts)
+
     def destroy(self) -> None:
         for node in self.nodes:
             if node.patroni is not None and node.patroni.poll() is None:
@@ -249,7 +259,16 @@ class PatroniCluster:
 def patroni_cluster() -> Iterator[PatroniCluster]:
     cluster = PatroniCluster()
     try:
-        cluster.start()
+        try:
+            cluster.start()
+        except RuntimeError as exc:
+            # A bootstrap that never became healthy (seen once in CI: no node initialised the
+            # cluster within 90 s) is the setup's, not a failover's: said, and tried once more
+            # on a fresh cluster. What the drill asserts is after this.
+            print(f"Patroni bootstrap failed, retrying once: {exc}", file=sys.stderr)
+            cluster.destroy()
+            cluster = PatroniCluster()
+            cluster.start()
         yield cluster
     finally:
         cluster.destroy()
