@@ -124,7 +124,12 @@ class SqlWebhooks:
             ]
 
     async def set_status(
-        self, endpoint_id: str, status: EndpointStatus, reason: str | None, now: float
+        self,
+        endpoint_id: str,
+        status: EndpointStatus,
+        reason: str | None,
+        now: float,
+        only_from: EndpointStatus | None = None,
     ) -> Endpoint | None:
         values: dict[str, Any] = {"status": status, "updated_at": now}
         values["disabled_reason"] = reason if status == "disabled" else None
@@ -132,11 +137,10 @@ class SqlWebhooks:
             values["failing_since"] = None
         action = {"enabled": "enabled", "disabled": "disabled", "removed": "removed"}[status]
         async with self._store.begin_write() as conn:
-            done = await conn.execute(
-                sa.update(t_end)
-                .where(t_end.c.id == endpoint_id, t_end.c.status != "removed")
-                .values(**values)
-            )
+            update = sa.update(t_end).where(t_end.c.id == endpoint_id, t_end.c.status != "removed")
+            if only_from is not None:
+                update = update.where(t_end.c.status == only_from)
+            done = await conn.execute(update.values(**values))
             if done.rowcount == 0:
                 return None
             await self._log(conn, endpoint_id, now, action, reason)

@@ -246,5 +246,7 @@ class Deliverer:
             f"every attempt failed since {since:%Y-%m-%dT%H:%M:%SZ} "
             f"({self.disable_after_s / 3600:g} h, --webhook-disable-after-h)"
         )
-        await self._store.set_status(endpoint_id, "disabled", reason, now)
-        log.warning("webhook endpoint %s disabled: %s", endpoint_id, reason)
+        # Only from enabled: attempts ending together may each find it failing too long,
+        # and the endpoint is disabled, and its record written, once.
+        if await self._store.set_status(endpoint_id, "disabled", reason, now, only_from="enabled"):
+            log.warning("webhook endpoint %s disabled: %s", endpoint_id, reason)

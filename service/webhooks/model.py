@@ -131,9 +131,15 @@ class WebhookStore(Protocol):
     async def changes(self, endpoint_id: str) -> list[EndpointChange]: ...
 
     async def set_status(
-        self, endpoint_id: str, status: EndpointStatus, reason: str | None, now: float
+        self,
+        endpoint_id: str,
+        status: EndpointStatus,
+        reason: str | None,
+        now: float,
+        only_from: EndpointStatus | None = None,
     ) -> Endpoint | None:
-        """Enable, disable (with why) or remove; the change is recorded. None: no such one."""
+        """Enable, disable (with why) or remove; the change is recorded. None: no such one
+        (or, with `only_from`, not in that status: one change of several racing ones)."""
         ...
 
     async def rotate(
