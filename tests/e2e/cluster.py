@@ -339,25 +339,6 @@ class PrivatePgBouncer:
         """The URL as asyncpg and libpq take it."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
-    def archive_to(self, archive: Path) -> None:
-        """WAL archiving into `archive` from the next start on (`cp`, as the PostgreSQL
-        documentation's example; a segment is archived once, never overwritten)."""
-        archive.mkdir(parents=True, exist_ok=True)
-        if self._as_postgres:
-            shutil.chown(archive, "postgres", "postgres")
-        with (self.data / "postgresql.conf").open("a") as conf:
-            conf.write(
-                "\nwal_level = replica\narchive_mode = on\n"
-                f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n"
-            )
-
-    def base_backup(self, into: Path) -> None:
-        """`pg_basebackup` of this running cluster into `into` (which must not exist, in a
-        directory the `postgres` user may write): a checkpoint at once (`-c fast`), the WAL
-        it needs streamed beside it."""
-        source = ("-h", "127.0.0.1", "-p", self.port, "-U", "postgres")
-        self._run(PG_BIN / "pg_basebackup", "-D", into, *source, "-c", "fast", "-X", "stream")
-
     def start(self) -> None:
         command = [PGBOUNCER, str(self.root / "pgbouncer.ini")]
         if self._as_postgres:
