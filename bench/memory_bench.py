@@ -8,21 +8,24 @@ of the warm-up (`--warmup` responses), and the growth per 100,000 responses sinc
 target: under 1 MiB per 100,000 responses once warm. Exits 1 past `--max-growth-mib` (when
 given). With `--url` and `--pid` it loads a server already running instead. Not a test.
 
-`--tracemalloc FRAMES` says what is kept: the server runs with a `sitecustomize` the bench
-writes to a temporary directory, whose SIGUSR2 handler starts `tracemalloc` (keeping FRAMES
-frames of each allocation) the first time, and each time collects garbage and dumps a
-snapshot. The bench signals it at the warm-up's end and at each checkpoint after, prints
-what Python holds that it allocated since the warm-up (beside the RSS), and at the end the
-allocation sites that grew most from the first checkpoint after the warm-up to the last
-(what a response in flight holds is in both, so what is left is what the responses done
-between them kept). The server's own code has no such hook; tracing slows it (several
-times with many frames), so compare RSS figures only between runs without it.
+`--heap` says what holds the memory: the server runs with a `sitecustomize` the bench writes
+to a temporary directory, whose SIGUSR2 handler collects garbage and writes down Python's
+allocated blocks, pymalloc's arenas and the bytes in use in them, and glibc's heap in use
+and free. The bench signals it at the warm-up's end and at each checkpoint after, and
+prints each figure's growth per 100,000 responses: blocks that grow are objects kept;
+arenas or malloc's free bytes that grow while the blocks do not are the allocators' own.
+`--tracemalloc FRAMES` also starts `tracemalloc` (FRAMES frames an allocation) at the first
+signal, dumps a snapshot at each, and at the end prints the allocation sites that grew most
+from the first checkpoint after the warm-up to the last (what a response in flight holds is
+in both; what the responses done between them kept is not). The server's own code has no
+such hook; tracing slows it several times, so compare RSS only between runs without it.
 
     .venv/bin/python bench/memory_bench.py --clients 30 --tokens 200 --responses 60000
     .venv/bin/python bench/memory_bench.py --sqlite --clients 8 --tokens 20 \\
         --responses 3000 --warmup 1000 --every 500                            # seconds
-    .venv/bin/python bench/memory_bench.py --clients 30 --tokens 20 --responses 50000 \\
-        --tracemalloc 12                                   # what the growth is made of
+    .venv/bin/python bench/memory_bench.py --clients 30 --tokens 20 --responses 60000 --heap
+    .venv/bin/python bench/memory_bench.py --clients 30 --tokens 20 --responses 40000 \\
+        --tracemalloc 10                                   # what the growth is made of
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -45,24 +49,73 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script,
 
 from bench.harness import Table, database_arguments, parser, serving
 
-# The server's `sitecustomize` under `--tracemalloc`: on SIGUSR2, tracing started (the first
-# time: what the warm-up allocated is not traced, and the start is not slowed), a full
-# collection, then a snapshot dumped as the next number in $RESPLOG_BENCH_SNAPSHOTS
-# (written under another name and renamed, so that a file the bench sees is whole).
+# The server's `sitecustomize` under `--heap` (and `--tracemalloc`): on SIGUSR2, a full
+# collection, then what the heap holds written as the next number in
+# $RESPLOG_BENCH_HEAP (`N.json`): Python's allocated blocks, pymalloc's arenas and the bytes
+# of its blocks in use (from `sys._debugmallocstats`, which writes to descriptor 2), and
+# glibc's heap (`mallinfo2`). Under `--tracemalloc` the first signal starts tracing (what the
+# warm-up allocated is not traced, and the start is not slowed) and each dumps a snapshot
+# too (`N.snap`). Each file is written under another name and renamed, so that a file the
+# bench sees is whole, the JSON last.
 SITECUSTOMIZE = """
-import gc, os, signal, tracemalloc
+import ctypes, gc, json, os, signal, sys, tempfile, tracemalloc
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+def _malloc():
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):  # not glibc, or older than 2.33
+        return {}
+    mallinfo2.restype = _Mallinfo2
+    m = mallinfo2()
+    return {"malloc_heap": m.arena, "malloc_mmap": m.hblkhd, "malloc_used": m.uordblks,
+            "malloc_free": m.fordblks}
+
+_PYMALLOC = {"# arenas allocated current": "arenas", "# bytes in allocated blocks": "pymalloc_used"}
+
+def _pymalloc():
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() in _PYMALLOC:
+            found[_PYMALLOC[name.strip()]] = int(value.strip().replace(",", ""))
+    return found
+
+def _write(path, write):
+    write(path + ".part")
+    os.rename(path + ".part", path)
 
 def _dump(signum, frame):
-    if not tracemalloc.is_tracing():
-        tracemalloc.start(int(os.environ["RESPLOG_BENCH_TRACE_FRAMES"]))
-    where = os.environ["RESPLOG_BENCH_SNAPSHOTS"]
-    n = sum(name.endswith(".snap") for name in os.listdir(where))
+    frames = int(os.environ.get("RESPLOG_BENCH_TRACE_FRAMES") or 0)
+    if frames and not tracemalloc.is_tracing():
+        tracemalloc.start(frames)
+    where = os.environ["RESPLOG_BENCH_HEAP"]
+    n = sum(name.endswith(".json") for name in os.listdir(where))
     gc.collect()
-    part = os.path.join(where, f"{n}.part")
-    tracemalloc.take_snapshot().dump(part)
-    os.rename(part, os.path.join(where, f"{n}.snap"))
+    heap = {"blocks": sys.getallocatedblocks(), **_pymalloc(), **_malloc()}
+    if tracemalloc.is_tracing():
+        _write(os.path.join(where, f"{n}.snap"), tracemalloc.take_snapshot().dump)
+    def write(path):
+        with open(path, "w") as f:
+            json.dump(heap, f)
+    _write(os.path.join(where, f"{n}.json"), write)
 
-if os.environ.get("RESPLOG_BENCH_SNAPSHOTS"):
+if os.environ.get("RESPLOG_BENCH_HEAP"):
     signal.signal(signal.SIGUSR2, _dump)
 """
 # Allocations of the tracing itself and of imports, left out of the comparison.
@@ -72,34 +125,47 @@ UNTRACED = [
     tracemalloc.Filter(False, "<frozen importlib._bootstrap_external>"),
     tracemalloc.Filter(False, "<unknown>"),
 ]
+# What `--heap` prints of each reading, and how: (key, label, bytes or a count).
+HEAP_FIGURES = [
+    ("blocks", "Python blocks", False),
+    ("arenas", "pymalloc arenas", False),
+    ("pymalloc_used", "pymalloc in use", True),
+    ("malloc_used", "malloc in use", True),
+    ("malloc_free", "malloc free", True),
+]
 
 
-class Snapshots:
-    """The snapshots a server under `--tracemalloc` dumped into `where` when signalled."""
+class Heap:
+    """What a server started under `heap_reported` says its heap holds when signalled."""
 
     def __init__(self, where: Path) -> None:
         self.where = where
-        self.paths: list[Path] = []
+        self.taken = 0
 
-    async def take(self, pid: int) -> tracemalloc.Snapshot:
-        path = self.where / f"{len(self.paths)}.snap"
+    async def take(self, pid: int) -> tuple[dict[str, int], tracemalloc.Snapshot | None]:
+        """The heap's figures, and the allocations traced (under `--tracemalloc`)."""
+        path = self.where / f"{self.taken}.json"
         os.kill(pid, signal.SIGUSR2)
         deadline = time.monotonic() + 600
         while not path.exists():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the server dumped no {path.name} (does it trace?)")
+                raise RuntimeError(f"the server wrote no {path.name}")
             await asyncio.sleep(0.1)
-        self.paths.append(path)
-        return tracemalloc.Snapshot.load(str(path)).filter_traces(UNTRACED)
+        self.taken += 1
+        figures: dict[str, int] = json.loads(path.read_text())
+        snap = path.with_suffix(".snap")
+        if not snap.exists():
+            return figures, None
+        return figures, tracemalloc.Snapshot.load(str(snap)).filter_traces(UNTRACED)
 
 
 @contextlib.contextmanager
-def traced(frames: int) -> Iterator[Snapshots]:
-    """The environment the server then starts with: the `sitecustomize` that traces `frames`
-    frames an allocation once signalled and dumps snapshots (into a temporary directory,
-    removed after)."""
-    with tempfile.TemporaryDirectory(prefix="resplog-tracemalloc-") as tmp:
-        site, where = Path(tmp, "site"), Path(tmp, "snapshots")
+def heap_reported(frames: int) -> Iterator[Heap]:
+    """The environment the server then starts with: the `sitecustomize` that reports its heap
+    when signalled, and traces `frames` frames an allocation (0: none) once signalled (in a
+    temporary directory, removed after)."""
+    with tempfile.TemporaryDirectory(prefix="resplog-heap-") as tmp:
+        site, where = Path(tmp, "site"), Path(tmp, "heap")
         site.mkdir()
         where.mkdir()
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -108,13 +174,34 @@ def traced(frames: int) -> Iterator[Snapshots]:
         os.environ.update(
             RESPLOG_BENCH_TRACE_FRAMES=str(frames),
             PYTHONPATH=os.pathsep.join(p for p in (str(site), path) if p),
-            RESPLOG_BENCH_SNAPSHOTS=str(where),
+            RESPLOG_BENCH_HEAP=str(where),
         )
         try:
-            yield Snapshots(where)
+            yield Heap(where)
         finally:
             os.environ.clear()
             os.environ.update(saved)
+
+
+def heap_line(figures: dict[str, int]) -> str:
+    return ", ".join(
+        f"{label} {figures[key] / 2**20:.2f} MiB" if size else f"{label} {figures[key]:,}"
+        for key, label, size in HEAP_FIGURES
+        if key in figures
+    )
+
+
+def heap_report(readings: list[tuple[int, dict[str, int]]]) -> None:
+    """Each heap figure's growth per 100,000 responses from the first reading to the last."""
+    (n0, first), (n1, last) = readings[0], readings[-1]
+    if n1 <= n0:
+        return
+    grew = Table(f"the heap from {n0:,} to {n1:,} responses", "per 100,000 responses")
+    for key, label, size in HEAP_FIGURES:
+        if key in first and key in last:
+            change = (last[key] - first[key]) / (n1 - n0) * 100_000
+            grew.add(f"{label}{' (MiB)' if size else ''}", change / 2**20 if size else change)
+    grew.print()
 
 
 def traced_mib(snapshot: tracemalloc.Snapshot) -> float:
@@ -146,12 +233,13 @@ def rss_mib(pid: int) -> float:
 
 
 async def load(
-    url: str, pid: int, args: argparse.Namespace, snapshots: Snapshots | None = None
+    url: str, pid: int, args: argparse.Namespace, heap: Heap | None = None
 ) -> list[tuple[int, float]]:
     """`args.clients` loops streaming one create after another until `args.responses` are
     done: the (responses, RSS MiB) checkpoints, the warm-up's end and the last included.
-    With `snapshots`, one is taken at the warm-up's end and at each checkpoint after."""
+    With `heap`, it is read at the warm-up's end and at each checkpoint after."""
     done = errors = 0
+    readings: list[tuple[int, dict[str, int]]] = []
     traces: list[tuple[int, tracemalloc.Snapshot]] = []
     first_error = ""
     marks: list[tuple[int, float]] = []
@@ -182,13 +270,17 @@ async def load(
                 n = done
                 marks.append((n, rss_mib(pid)))
                 rate = n / (time.monotonic() - started)
-                python = ""
-                if snapshots is not None and n >= args.warmup:
-                    traces.append((n, await snapshots.take(pid)))
-                    python = f", Python {traced_mib(traces[-1][1]):6.2f} MiB"
+                held = ""
+                if heap is not None and n >= args.warmup:
+                    figures, snapshot = await heap.take(pid)
+                    readings.append((n, figures))
+                    held = f"; {heap_line(figures)}"
+                    if snapshot is not None:
+                        traces.append((n, snapshot))
+                        held += f", traced {traced_mib(snapshot):.2f} MiB"
                 print(
-                    f"  {n:>8,} responses: RSS {marks[-1][1]:7.1f} MiB{python} "
-                    f"({rate:.0f}/s, {errors} errors)",
+                    f"  {n:>8,} responses: RSS {marks[-1][1]:7.1f} MiB "
+                    f"({rate:.0f}/s, {errors} errors){held}",
                     flush=True,
                 )
 
@@ -199,6 +291,8 @@ async def load(
         marks.append((done, rss_mib(pid)))
     if first_error:
         print(f"{errors} errors, the first: {first_error}")
+    if len(readings) > 1:
+        heap_report(readings)
     if len(traces) > 2:  # the first is taken as tracing starts: nothing in it
         grown(traces[1][1], traces[-1][1], traces[-1][0] - traces[1][0])
     return marks
@@ -235,6 +329,11 @@ def main() -> int:
     p.add_argument("--pid", type=int, help="the running server's process id (with --url)")
     p.add_argument("--serve-arg", action="append", default=[], help="one more `serve` flag")
     p.add_argument(
+        "--heap",
+        action="store_true",
+        help="say at each checkpoint what the server's heap holds (pymalloc, malloc)",
+    )
+    p.add_argument(
         "--tracemalloc",
         type=int,
         metavar="FRAMES",
@@ -244,18 +343,20 @@ def main() -> int:
     if args.url:
         if args.pid is None:
             p.error("--url needs --pid")
-        if args.tracemalloc:
-            p.error("--tracemalloc starts the server itself: not with --url")
+        if args.tracemalloc or args.heap:
+            p.error("--heap and --tracemalloc start the server themselves: not with --url")
         marks = asyncio.run(load(args.url, args.pid, args))
     else:
         with contextlib.ExitStack() as stack:
-            snapshots = stack.enter_context(traced(args.tracemalloc)) if args.tracemalloc else None
+            heap = None
+            if args.heap or args.tracemalloc:
+                heap = stack.enter_context(heap_reported(args.tracemalloc or 0))
             server = stack.enter_context(
                 serving(*args.serve_arg, sqlite=args.sqlite, admin_url=args.database_url)
             )
             store = "sqlite" if args.sqlite else "postgres"
             print(f"server {server.base_url} (pid {server.process.pid}) on {store}", flush=True)
-            marks = asyncio.run(load(server.base_url, server.process.pid, args, snapshots))
+            marks = asyncio.run(load(server.base_url, server.process.pid, args, heap))
     growth = report(marks, args)
     return 1 if args.max_growth_mib is not None and not growth <= args.max_growth_mib else 0
 
