@@ -1,7 +1,6 @@
-"""Keep-alive connections reused at the client's idle limit: does a request ever meet a
-connection the server is closing?
+"""Keep-alive at the client's idle limit: does a request ever meet a closing connection?
 
-Starts `resplog serve` (scripted engine, no delay, PostgreSQL or SQLite) twice, with its
+Connections reused after idling as long as the OpenAI SDKs let them. Starts `resplog serve` (scripted engine, no delay, PostgreSQL or SQLite) twice, with its
 default `--keep-alive-s` and, as the baseline, with `--keep-alive-s 5` (uvicorn's default,
 equal to the idle time the OpenAI SDKs' httpx reuses a connection for). Each time
 `--clients` streaming clients keep its loop busy (30 at once, as `memory_bench.py` runs them)
