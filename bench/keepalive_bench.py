@@ -1,12 +1,13 @@
 """Keep-alive at the client's idle limit: does a request ever meet a closing connection?
 
-Connections reused after idling as long as the OpenAI SDKs let them. Starts `resplog serve` (scripted engine, no delay, PostgreSQL or SQLite) twice, with its
-default `--keep-alive-s` and, as the baseline, with `--keep-alive-s 5` (uvicorn's default,
-equal to the idle time the OpenAI SDKs' httpx reuses a connection for). Each time
-`--clients` streaming clients keep its loop busy (30 at once, as `memory_bench.py` runs them)
-while `--probes` clients, one connection each, ask for `/health` every 5 s, give or take a
-few milliseconds: each reuses its connection as httpx would (idle up to 5 s) right at the
-moment a 5 s server closes it. Prints the probes answered and the connection errors of each
+Connections reused after idling as long as the OpenAI SDKs let them. Starts `resplog serve`
+(scripted engine, no delay, PostgreSQL or SQLite) twice, with its default `--keep-alive-s`
+and, as the baseline, with `--keep-alive-s 5` (uvicorn's default, equal to the idle time the
+OpenAI SDKs' httpx reuses a connection for). Each time `--clients` streaming clients keep
+its loop busy (30 at once, as `memory_bench.py` runs them) while `--probes` clients, one
+connection each, ask for `/health` every 5 s, give or take a few milliseconds: each reuses
+its connection as httpx would (idle up to 5 s) right when a 5 s server closes it. Prints
+the probes answered and the connection errors of each
 (`httpx.ReadError` is a request reset by the server's close). Not a test.
 
     .venv/bin/python bench/keepalive_bench.py                  # 45 s a server

@@ -14,6 +14,9 @@ allocated blocks, pymalloc's arenas and the bytes in use in them, and glibc's he
 and free. The bench signals it at the warm-up's end and at each checkpoint after, and
 prints each figure's growth per 100,000 responses: blocks that grow are objects kept;
 arenas or malloc's free bytes that grow while the blocks do not are the allocators' own.
+`--cycles` (with or without `--heap`) also counts, by type, the objects that only the
+cyclic collector freed (reference counts could not) between checkpoints, per response:
+garbage that waits for a full collection, which runs rarely (adapters/cli/memory.py).
 `--tracemalloc FRAMES` also starts `tracemalloc` (FRAMES frames an allocation) at the first
 signal, dumps a snapshot at each, and at the end prints the allocation sites that grew most
 from the first checkpoint after the warm-up to the last (what a response in flight holds is
@@ -24,6 +27,8 @@ such hook; tracing slows it several times, so compare RSS only between runs with
     .venv/bin/python bench/memory_bench.py --sqlite --clients 8 --tokens 20 \\
         --responses 3000 --warmup 1000 --every 500                            # seconds
     .venv/bin/python bench/memory_bench.py --clients 30 --tokens 20 --responses 60000 --heap
+    .venv/bin/python bench/memory_bench.py --clients 30 --tokens 20 --responses 5000 \\
+        --warmup 2000 --every 1000 --cycles
     .venv/bin/python bench/memory_bench.py --clients 30 --tokens 20 --responses 40000 \\
         --tracemalloc 10                                   # what the growth is made of
 """
@@ -42,6 +47,7 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -100,14 +106,30 @@ def _write(path, write):
     write(path + ".part")
     os.rename(path + ".part", path)
 
+# The objects only the cyclic collector freed since the last signal, by type (it keeps them
+# in gc.garbage under DEBUG_SAVEALL, set at the first signal).
+def _cycles():
+    if not gc.get_debug() & gc.DEBUG_SAVEALL:
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        return {}
+    gc.collect()
+    found = {}
+    for thing in gc.garbage:
+        name = type(thing).__module__ + "." + type(thing).__qualname__
+        found[name] = found.get(name, 0) + 1
+    gc.garbage.clear()
+    return {"cycles": sum(found.values()), "cycle_types": found}
+
 def _dump(signum, frame):
     frames = int(os.environ.get("RESPLOG_BENCH_TRACE_FRAMES") or 0)
     if frames and not tracemalloc.is_tracing():
         tracemalloc.start(frames)
     where = os.environ["RESPLOG_BENCH_HEAP"]
     n = sum(name.endswith(".json") for name in os.listdir(where))
+    cycles = _cycles() if os.environ.get("RESPLOG_BENCH_CYCLES") else {}
     gc.collect()
-    heap = {"blocks": sys.getallocatedblocks(), **_pymalloc(), **_malloc()}
+    heap = {"blocks": sys.getallocatedblocks(), **_pymalloc(), **_malloc(), **cycles}
     if tracemalloc.is_tracing():
         _write(os.path.join(where, f"{n}.snap"), tracemalloc.take_snapshot().dump)
     def write(path):
@@ -128,6 +150,7 @@ UNTRACED = [
 # What `--heap` prints of each reading, and how: (key, label, bytes or a count).
 HEAP_FIGURES = [
     ("blocks", "Python blocks", False),
+    ("cycles", "in cycles", False),
     ("arenas", "pymalloc arenas", False),
     ("pymalloc_used", "pymalloc in use", True),
     ("malloc_used", "malloc in use", True),
@@ -142,7 +165,7 @@ class Heap:
         self.where = where
         self.taken = 0
 
-    async def take(self, pid: int) -> tuple[dict[str, int], tracemalloc.Snapshot | None]:
+    async def take(self, pid: int) -> tuple[dict[str, Any], tracemalloc.Snapshot | None]:
         """The heap's figures, and the allocations traced (under `--tracemalloc`)."""
         path = self.where / f"{self.taken}.json"
         os.kill(pid, signal.SIGUSR2)
@@ -152,7 +175,7 @@ class Heap:
                 raise RuntimeError(f"the server wrote no {path.name}")
             await asyncio.sleep(0.1)
         self.taken += 1
-        figures: dict[str, int] = json.loads(path.read_text())
+        figures: dict[str, Any] = json.loads(path.read_text())
         snap = path.with_suffix(".snap")
         if not snap.exists():
             return figures, None
@@ -160,10 +183,11 @@ class Heap:
 
 
 @contextlib.contextmanager
-def heap_reported(frames: int) -> Iterator[Heap]:
+def heap_reported(frames: int, cycles: bool = False) -> Iterator[Heap]:
     """The environment the server then starts with: the `sitecustomize` that reports its heap
-    when signalled, and traces `frames` frames an allocation (0: none) once signalled (in a
-    temporary directory, removed after)."""
+    when signalled, and traces `frames` frames an allocation (0: none) once signalled, and
+    with `cycles` counts what only the cyclic collector freed (in a temporary directory,
+    removed after)."""
     with tempfile.TemporaryDirectory(prefix="resplog-heap-") as tmp:
         site, where = Path(tmp, "site"), Path(tmp, "heap")
         site.mkdir()
@@ -175,6 +199,7 @@ def heap_reported(frames: int) -> Iterator[Heap]:
             RESPLOG_BENCH_TRACE_FRAMES=str(frames),
             PYTHONPATH=os.pathsep.join(p for p in (str(site), path) if p),
             RESPLOG_BENCH_HEAP=str(where),
+            RESPLOG_BENCH_CYCLES="1" if cycles else "",
         )
         try:
             yield Heap(where)
@@ -183,7 +208,7 @@ def heap_reported(frames: int) -> Iterator[Heap]:
             os.environ.update(saved)
 
 
-def heap_line(figures: dict[str, int]) -> str:
+def heap_line(figures: dict[str, Any]) -> str:
     return ", ".join(
         f"{label} {figures[key] / 2**20:.2f} MiB" if size else f"{label} {figures[key]:,}"
         for key, label, size in HEAP_FIGURES
@@ -191,7 +216,21 @@ def heap_line(figures: dict[str, int]) -> str:
     )
 
 
-def heap_report(readings: list[tuple[int, dict[str, int]]]) -> None:
+def cycled(readings: list[tuple[int, dict[str, Any]]]) -> None:
+    """The types the cyclic collector alone freed after the first reading, per response."""
+    types: dict[str, int] = {}
+    for _, figures in readings[1:]:
+        for name, count in figures.get("cycle_types", {}).items():
+            types[name] = types.get(name, 0) + count
+    if not types:
+        return
+    responses = readings[-1][0] - readings[0][0]
+    print(f"\nfreed only by the cyclic collector, {responses:,} responses (per response)\n")
+    for name, count in sorted(types.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"  {count / responses:8.2f}  {name}")
+
+
+def heap_report(readings: list[tuple[int, dict[str, Any]]]) -> None:
     """Each heap figure's growth per 100,000 responses from the first reading to the last."""
     (n0, first), (n1, last) = readings[0], readings[-1]
     if n1 <= n0:
@@ -239,7 +278,7 @@ async def load(
     done: the (responses, RSS MiB) checkpoints, the warm-up's end and the last included.
     With `heap`, it is read at the warm-up's end and at each checkpoint after."""
     done = errors = 0
-    readings: list[tuple[int, dict[str, int]]] = []
+    readings: list[tuple[int, dict[str, Any]]] = []
     traces: list[tuple[int, tracemalloc.Snapshot]] = []
     first_error = ""
     marks: list[tuple[int, float]] = []
@@ -293,6 +332,7 @@ async def load(
         print(f"{errors} errors, the first: {first_error}")
     if len(readings) > 1:
         heap_report(readings)
+        cycled(readings)
     if len(traces) > 2:  # the first is taken as tracing starts: nothing in it
         grown(traces[1][1], traces[-1][1], traces[-1][0] - traces[1][0])
     return marks
@@ -334,6 +374,11 @@ def main() -> int:
         help="say at each checkpoint what the server's heap holds (pymalloc, malloc)",
     )
     p.add_argument(
+        "--cycles",
+        action="store_true",
+        help="with --heap: count what only the cyclic collector frees, by type",
+    )
+    p.add_argument(
         "--tracemalloc",
         type=int,
         metavar="FRAMES",
@@ -343,14 +388,14 @@ def main() -> int:
     if args.url:
         if args.pid is None:
             p.error("--url needs --pid")
-        if args.tracemalloc or args.heap:
+        if args.tracemalloc or args.heap or args.cycles:
             p.error("--heap and --tracemalloc start the server themselves: not with --url")
         marks = asyncio.run(load(args.url, args.pid, args))
     else:
         with contextlib.ExitStack() as stack:
             heap = None
-            if args.heap or args.tracemalloc:
-                heap = stack.enter_context(heap_reported(args.tracemalloc or 0))
+            if args.heap or args.tracemalloc or args.cycles:
+                heap = stack.enter_context(heap_reported(args.tracemalloc or 0, args.cycles))
             server = stack.enter_context(
                 serving(*args.serve_arg, sqlite=args.sqlite, admin_url=args.database_url)
             )
