@@ -71,13 +71,16 @@ class _Mallinfo2(ctypes.Structure):
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
         "fordblks", "keepcost")]
 
+try:  # once: each CDLL made is a few objects in reference cycles
+    _MALLINFO2 = ctypes.CDLL(None).mallinfo2
+    _MALLINFO2.restype = _Mallinfo2
+except (OSError, AttributeError):  # not glibc, or older than 2.33
+    _MALLINFO2 = None
+
 def _malloc():
-    try:
-        mallinfo2 = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):  # not glibc, or older than 2.33
+    if _MALLINFO2 is None:
         return {}
-    mallinfo2.restype = _Mallinfo2
-    m = mallinfo2()
+    m = _MALLINFO2()
     return {"malloc_heap": m.arena, "malloc_mmap": m.hblkhd, "malloc_used": m.uordblks,
             "malloc_free": m.fordblks}
 
@@ -114,12 +117,18 @@ def _cycles():
         gc.set_debug(gc.DEBUG_SAVEALL)
         return {}
     gc.collect()
-    found = {}
+    found, sites = {}, {}
     for thing in gc.garbage:
         name = type(thing).__module__ + "." + type(thing).__qualname__
         found[name] = found.get(name, 0) + 1
+        where = tracemalloc.get_object_traceback(thing)
+        if where is not None:  # under --tracemalloc: the frames of the project's own code
+            mine = [f for f in where if "/site-packages/" not in f.filename
+                    and "/lib/python3" not in f.filename] or list(where)
+            site = " < ".join(f"{f.filename}:{f.lineno}" for f in reversed(mine[-3:]))
+            sites[site] = sites.get(site, 0) + 1
     gc.garbage.clear()
-    return {"cycles": sum(found.values()), "cycle_types": found}
+    return {"cycles": sum(found.values()), "cycle_types": found, "cycle_sites": sites}
 
 def _dump(signum, frame):
     frames = int(os.environ.get("RESPLOG_BENCH_TRACE_FRAMES") or 0)
@@ -228,6 +237,14 @@ def cycled(readings: list[tuple[int, dict[str, Any]]]) -> None:
     print(f"\nfreed only by the cyclic collector, {responses:,} responses (per response)\n")
     for name, count in sorted(types.items(), key=lambda kv: -kv[1])[:25]:
         print(f"  {count / responses:8.2f}  {name}")
+    sites: dict[str, int] = {}
+    for _, figures in readings[1:]:
+        for name, count in figures.get("cycle_sites", {}).items():
+            sites[name] = sites.get(name, 0) + count
+    if sites:
+        print("\nallocated at (--tracemalloc; the most recent of the project's frames first)\n")
+        for name, count in sorted(sites.items(), key=lambda kv: -kv[1])[:25]:
+            print(f"  {count / responses:8.3f}  {name}")
 
 
 def heap_report(readings: list[tuple[int, dict[str, Any]]]) -> None:
