@@ -1,31 +1,48 @@
-"""Reads of ended streams from a hot standby (`--replica-database-url`), so that replays
-(`/events`, a resumed or repeated stream of an ended response) and `input_items` of an ended
-response (the request its first event carries, read with the store's `read`)
-cost the primary nothing.
+"""Reads from a hot standby (`--replica-database-url`), so that replays (`/events`, a
+resumed or repeated stream of an ended response), `input_items` of an ended response (the
+request its first event carries, read with the store's `read`), listings (a conversation's
+items, the audit view's and the admin commands' reads, `export`) cost the primary little or
+nothing. Two rules say when the standby may answer, each giving the read the primary would
+give:
 
+**Ended streams** (`read_ended`).
 A stream's events never change once its terminal event is written, and that event, the
 events before it and the row's terminal status commit in one transaction; a standby
 replays transactions whole and in order. So where the standby's row of a stream is
 terminal, the standby holds all of its events, whatever it lags by otherwise, and a read of
 them there is the read the primary would give. Where it is not (the stream still runs, or
 the standby has not replayed its end yet), the read goes to the primary: the position the
-reader asks for is never one the standby may not have.
+reader asks for is never one the standby may not have. This costs the primary nothing.
+
+**Listings** (`read_caught_up`). A listing has no stream whose end says it is complete: its
+rows may be any age. Its position is the primary's WAL position when it is asked
+(`pg_current_wal_lsn()`, one statement that reads no table); the standby answers once it
+has replayed up to there (`pg_last_wal_replay_lsn()`), which it is asked for every few
+milliseconds for up to `CATCH_UP` seconds. Every commit the primary showed before the
+listing was asked for is then in the standby's snapshot, so the listing misses nothing a
+client could have been told of (an item it just added, a response that just ended). A
+standby that has not caught up in time lags: the read goes to the primary, with a warning
+at most every `LAG_SAID` seconds, and listings skip the standby for `LAG_BACKOFF` seconds
+(so a standby far behind costs one wait a second, not one a listing).
 
 Faults keep the primary serving: a replica URL that names a primary (not in recovery) is
 refused at start with an error line and never used; a replica that cannot be reached or
 fails a read is left alone for `RETRY_AFTER` seconds (one warning), its reads going to the
-primary meanwhile.
+primary meanwhile. The lines show the replica's URL with the password as `***`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import asyncpg
+import sqlalchemy as sa
 from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.store.rawpool import RawPool
 from adapters.store.settings import StoreSettings
@@ -42,18 +59,40 @@ _TERMINAL = tuple(sorted(TERMINAL_STATUSES))
 _ENDED = "SELECT version FROM responses WHERE id = $1 AND status = ANY($2::text[])"
 # A primary is not in recovery; a hot standby (or a server restoring) is.
 _IN_RECOVERY = "SELECT pg_is_in_recovery()"
+CATCH_UP = 0.25  # seconds a listing waits for the standby to reach the primary's position
+_POLL = 0.002  # seconds between two asks of the standby's replay position
+LAG_BACKOFF = 1.0  # seconds listings skip a standby that did not catch up in time
+LAG_SAID = 60.0  # seconds between two warnings that the standby lags
+# Whether the standby has replayed the WAL up to a position of the primary's. NULL (not a
+# standby, or one that replays nothing) is not.
+# (The position is sent as text: asyncpg's codec of pg_lsn wants a number.)
+_LSN = "CAST(CAST(:lsn AS text) AS pg_lsn)"
+_REACHED = sa.text(f"SELECT coalesce(pg_last_wal_replay_lsn() >= {_LSN}, false)")
+_BEHIND = sa.text(f"SELECT pg_wal_lsn_diff({_LSN}, pg_last_wal_replay_lsn())")
+
+
+def _why(exc: BaseException) -> str:
+    """The driver's own first line: SQLAlchemy's wrapping adds the statement and its
+    parameters (a listing's owner, ids), which the line must not carry."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).splitlines()
+    return lines[0] if lines else type(cause).__name__
 
 
 class Replica:
     """A hot standby's connections, and whether it may be read now."""
 
-    def __init__(self, url: URL, settings: StoreSettings) -> None:
+    def __init__(self, url: URL, settings: StoreSettings, engine: AsyncEngine) -> None:
         self.url = url
         self.pool = RawPool(url, settings)
+        self.engine = engine  # SQLAlchemy's connections, for the listings
         self._checked = False  # found to be a standby once
         self._refused = False  # a primary: never read
         self._down_until = 0.0
         self.reads = 0  # reads it served (tests, metrics)
+        self.listings = 0  # listings it served
+        self._lagging_until = 0.0
+        self._lag_said = -LAG_SAID
         # Streams the replica had not ended, when: asked again only after `RECHECK`, so a
         # live tail's page reads do not each pay a round trip to the replica first.
         self._running: dict[str, float] = {}
@@ -93,9 +132,10 @@ class Replica:
         """A read or a check on the replica failed: its reads go to the primary for a while."""
         if time.monotonic() >= self._down_until:
             log.warning(
-                "the replica %s cannot be read (%s); replays go to the primary for %.0fs",
+                "the replica %s cannot be read (%s); its reads (replays, listings) go to the "
+                "primary for %.0fs",
                 self._shown(),
-                exc,
+                _why(exc),
                 RETRY_AFTER,
             )
         self._down_until = time.monotonic() + RETRY_AFTER
@@ -124,5 +164,49 @@ class Replica:
         self.reads += 1
         return result
 
+    async def read_caught_up(
+        self,
+        position: Callable[[], Awaitable[str]],
+        read: Callable[[AsyncConnection], Awaitable[T]],
+    ) -> tuple[T] | None:
+        """`read` run on the replica once it has replayed the primary's WAL up to
+        `position()` (the primary's, asked now); None where the primary must answer: the
+        replica is not usable, did not catch up within `CATCH_UP` seconds, or failed. The
+        primary's own errors (asking its position) are raised as they are."""
+        if time.monotonic() < self._lagging_until or not await self._usable():
+            return None
+        target = await position()
+        try:
+            async with self.engine.connect() as conn:
+                deadline = time.monotonic() + CATCH_UP
+                while not (await conn.execute(_REACHED, {"lsn": target})).scalar():
+                    if time.monotonic() >= deadline:
+                        await self._lagged(conn, target)
+                        return None
+                    await asyncio.sleep(_POLL)
+                result = await read(conn)
+        except RAW as exc:
+            self.failed(exc)
+            return None
+        self.listings += 1
+        return (result,)
+
+    async def _lagged(self, conn: AsyncConnection, target: str) -> None:
+        now = time.monotonic()
+        self._lagging_until = now + LAG_BACKOFF
+        if now - self._lag_said < LAG_SAID:
+            return
+        self._lag_said = now
+        behind = (await conn.execute(_BEHIND, {"lsn": target})).scalar()
+        log.warning(
+            "the replica %s lags: %s bytes of the primary's WAL not replayed after %.2fs; "
+            "listings go to the primary meanwhile (said at most every %.0fs)",
+            self._shown(),
+            "unknown" if behind is None else f"{int(behind):,}",
+            CATCH_UP,
+            LAG_SAID,
+        )
+
     async def close(self) -> None:
         await self.pool.close()
+        await self.engine.dispose()
