@@ -95,7 +95,7 @@ def sent_and_listed(server: Server, rid: str) -> list[str]:
     """The texts `input_items` lists for `rid`, oldest first, a page of one at a time."""
     client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0)
     listed = client.responses.input_items.list(rid, order="asc", limit=1)
-    return [item.content[0].text for item in listed]  # type: ignore[union-attr]
+    return [item.content[0].text for item in listed]  # type: ignore[union-attr,index]
 
 
 def created_with_inputs(server: Server, texts: list[str]) -> str:
@@ -162,7 +162,7 @@ def added(server: Server, cid: str, text: str) -> None:
 def items_listed(server: Server, cid: str) -> list[str]:
     """The texts of the conversation's items, oldest first, two to a page."""
     listed = sdk(server).conversations.items.list(cid, order="asc", limit=2)
-    return [item.content[0].text for item in listed]  # type: ignore[union-attr]
+    return [item.content[0].text for item in listed]  # type: ignore[union-attr,index]
 
 
 def audit(server: Server, path: str) -> dict[str, object]:
