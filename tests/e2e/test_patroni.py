@@ -3,7 +3,7 @@ PostgreSQL nodes under Patroni with one etcd and synchronous replication (tests/
 rides out, under a streaming load:
 
 - a `kill -9` of the leader's PostgreSQL (Patroni starts it again);
-- a `kill -9` of the leader's Patroni, restarted 2 s later as systemd's `Restart=always`
+- a `kill -9` of the leader's Patroni, restarted 2 s later as systemd's `Restart=on-failure`
   would: its PostgreSQL serves on, and it leads on (its leader key never lapsed);
 - the loss of the leader's node (`kill -9` of its Patroni, then of its PostgreSQL: Patroni
   promotes a synchronous standby once the leader key lapses);
@@ -44,7 +44,7 @@ SERVE = (
     "60",  # a node's loss must not look like the generating process's
 )
 BODY = {"model": "scripted", "input": "probe"}
-RESTART_SEC = 2.0  # systemd's `Restart=always` with `RestartSec=2`, for a Patroni killed
+RESTART_SEC = 2.0  # systemd's `Restart=on-failure` with `RestartSec=2`, for a Patroni killed
 
 
 def first_create(server: Server, since: float, limit: float = 60.0) -> float:
