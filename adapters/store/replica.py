@@ -18,7 +18,8 @@ reader asks for is never one the standby may not have. This costs the primary no
 rows may be any age. Its position is the primary's WAL position when it is asked
 (`pg_current_wal_lsn()`, one statement that reads no table); the standby answers once it
 has replayed up to there (`pg_last_wal_replay_lsn()`), which it is asked for every few
-milliseconds for up to `CATCH_UP` seconds. Every commit the primary showed before the
+milliseconds for up to `CATCH_UP` seconds (not at all where it was already seen past
+there: replay only moves on). Every commit the primary showed before the
 listing was asked for is then in the standby's snapshot, so the listing misses nothing a
 client could have been told of (an item it just added, a response that just ended). A
 standby that has not caught up in time lags: the read goes to the primary, with a warning
@@ -41,6 +42,7 @@ from typing import TypeVar
 
 import asyncpg
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -63,12 +65,17 @@ CATCH_UP = 0.25  # seconds a listing waits for the standby to reach the primary'
 _POLL = 0.002  # seconds between two asks of the standby's replay position
 LAG_BACKOFF = 1.0  # seconds listings skip a standby that did not catch up in time
 LAG_SAID = 60.0  # seconds between two warnings that the standby lags
-# Whether the standby has replayed the WAL up to a position of the primary's. NULL (not a
-# standby, or one that replays nothing) is not.
-# (The position is sent as text: asyncpg's codec of pg_lsn wants a number.)
-_LSN = "CAST(CAST(:lsn AS text) AS pg_lsn)"
-_REACHED = sa.text(f"SELECT coalesce(pg_last_wal_replay_lsn() >= {_LSN}, false)")
-_BEHIND = sa.text(f"SELECT pg_wal_lsn_diff({_LSN}, pg_last_wal_replay_lsn())")
+# How far the standby has replayed the WAL (NULL: not a standby, or one that replays
+# nothing, which has replayed nowhere).
+_REPLAYED = sa.text("SELECT pg_last_wal_replay_lsn()::text")
+
+
+def lsn(text: str | None) -> int:
+    """A WAL position as PostgreSQL writes it (`16/B374D848`) as a number; None as 0."""
+    if not text:
+        return 0
+    high, _, low = text.partition("/")
+    return int(high, 16) << 32 | int(low, 16)
 
 
 def _why(exc: BaseException) -> str:
@@ -93,9 +100,16 @@ class Replica:
         self.listings = 0  # listings it served
         self._lagging_until = 0.0
         self._lag_said = -LAG_SAID
+        self._replayed = 0  # the furthest WAL position the replica was seen to have replayed
+        # A new connection may be to the standby restarted, which shows no more than it has
+        # replayed since (less than before, for a while): seen anew.
+        event.listen(engine.sync_engine, "connect", self._connected)
         # Streams the replica had not ended, when: asked again only after `RECHECK`, so a
         # live tail's page reads do not each pay a round trip to the replica first.
         self._running: dict[str, float] = {}
+
+    def _connected(self, *_: object) -> None:
+        self._replayed = 0
 
     def _shown(self) -> str:
         return self.url.render_as_string(hide_password=True)
@@ -140,6 +154,7 @@ class Replica:
             )
         self._down_until = time.monotonic() + RETRY_AFTER
         self._checked = False  # it may come back as something else (a promoted standby)
+        self._replayed = 0  # or as another standby, which may have replayed less
 
     async def read_ended(
         self, stream_id: str, read: Callable[[asyncpg.Connection], Awaitable[T]]
@@ -175,13 +190,19 @@ class Replica:
         primary's own errors (asking its position) are raised as they are."""
         if time.monotonic() < self._lagging_until or not await self._usable():
             return None
-        target = await position()
+        target = lsn(await position())
         try:
             async with self.engine.connect() as conn:
                 deadline = time.monotonic() + CATCH_UP
-                while not (await conn.execute(_REACHED, {"lsn": target})).scalar():
+                # Where the standby was last seen past the target, no round trip: replay
+                # only moves on.
+                while self._replayed < target:
+                    found = lsn((await conn.execute(_REPLAYED)).scalar())
+                    self._replayed = max(self._replayed, found)
+                    if self._replayed >= target:
+                        break
                     if time.monotonic() >= deadline:
-                        await self._lagged(conn, target)
+                        self._lagged(target)
                         return None
                     await asyncio.sleep(_POLL)
                 result = await read(conn)
@@ -191,18 +212,17 @@ class Replica:
         self.listings += 1
         return (result,)
 
-    async def _lagged(self, conn: AsyncConnection, target: str) -> None:
+    def _lagged(self, target: int) -> None:
         now = time.monotonic()
         self._lagging_until = now + LAG_BACKOFF
         if now - self._lag_said < LAG_SAID:
             return
         self._lag_said = now
-        behind = (await conn.execute(_BEHIND, {"lsn": target})).scalar()
         log.warning(
             "the replica %s lags: %s bytes of the primary's WAL not replayed after %.2fs; "
             "listings go to the primary meanwhile (said at most every %.0fs)",
             self._shown(),
-            "unknown" if behind is None else f"{int(behind):,}",
+            f"{target - self._replayed:,}" if self._replayed else "all",
             CATCH_UP,
             LAG_SAID,
         )
