@@ -334,8 +334,11 @@ async def test_a_replica_that_is_a_primary_is_refused_and_the_primary_serves(
         assert "names a primary (not in recovery)" in caplog.text
         events = await store.read_events(rid)
         assert type(events[-1]).__name__ == "ResponseCompleted"
+        page = await store.list(limit=5)
+        assert rid in [row.id for row in page.rows]
         assert isinstance(store, PostgresEventStore) and store.replica is not None
         assert store.replica.reads == 0
+        assert store.replica.listings == 0
     finally:
         await store.close()
 
