@@ -388,9 +388,12 @@ class Conversations(Protocol):
         after: str | None = None,
         limit: int | None = None,
         order: str = "asc",
+        listing: bool = False,
     ) -> ConversationItems:
         """The visible items in the conversation's order (`desc`: newest first), after the
-        item `after` (which must exist: else none)."""
+        item `after` (which must exist: else none). `listing`: a page for a client, which
+        the store may read on a standby that holds every commit made before it was asked
+        for (not a prompt's read, which waits for no standby)."""
         ...
 
     async def item(self, conversation_id: str, item_id: str) -> ConversationItem | None:

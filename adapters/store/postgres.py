@@ -15,9 +15,9 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import starmap
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
@@ -52,6 +52,7 @@ from domain.reasons import CancelReason
 from service.ports import StoredEvent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How often each process checks that the coming days' partitions of the log exist (they are
 # made `partitions.AHEAD` days ahead, so a few missed checks cost nothing).
@@ -261,6 +262,8 @@ def _relation_gone(exc: BaseException) -> bool:
 
 
 _STATUS_VERSION = "SELECT status, version FROM responses WHERE id = $1"
+# The WAL written so far: a commit is written before it is shown to anyone.
+_WAL_POSITION = "SELECT pg_current_wal_lsn()::text"
 
 _INSERT_MANY = """
 INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest)
@@ -381,10 +384,21 @@ class PostgresEventStore(SqlEventStore):
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
             CANCEL_CHANNEL: self.bells.on_cancel_payload,
         }
-        # Reads of ended streams, from a hot standby where it has them (replica.py).
+        # Reads of ended streams, and listings, from a hot standby where it has them
+        # (replica.py). A small pool: each listing holds a connection for one read.
         self.replica = None
         if settings.replica_url is not None:
-            self.replica = Replica(async_url(settings.replica_url), settings)
+            standby = async_url(settings.replica_url)
+            listings = create_async_engine(
+                standby,
+                echo=settings.echo,
+                pool_size=5,
+                max_overflow=10,
+                pool_pre_ping=settings.pool_pre_ping,
+                **_engine_arguments(standby, settings),
+            )
+            event.listen(listings.sync_engine, "handle_error", _disconnect_if_lost)
+            self.replica = Replica(standby, settings, listings)
         # The doorbells need a session: the session URL's, if given (pooler.py).
         session = url if settings.session_url is None else async_url(settings.session_url)
         self.listener = Listener(
@@ -486,6 +500,21 @@ class PostgresEventStore(SqlEventStore):
 
     @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
+        """The scans' read (`verify`, `export`): on the replica once it has caught up with
+        the primary (replica.py `read_caught_up`), else `_fetch_many` on the primary."""
+        if self.replica is not None and not self.citus:
+
+            async def on_replica(conn: AsyncConnection) -> list[StoredEvent]:
+                # `_FETCH_MANY` as it is: asyncpg's own connection under SQLAlchemy's.
+                driver = (await conn.get_raw_connection()).driver_connection
+                assert driver is not None
+                sids, afters = [p[0] for p in points], [p[1] for p in points]
+                rows = await driver.fetch(_fetch_on(None), sids, afters, limit)
+                return await blobs.resolve(conn, list(starmap(StoredEvent, rows)))
+
+            found = await self.replica.read_caught_up(self._wal_position, on_replica)
+            if found is not None:
+                return found[0]
         return await self._fetch_many(points, limit)
 
     async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
@@ -520,6 +549,20 @@ class PostgresEventStore(SqlEventStore):
             if found is not None and not blobs.any_reference(found):
                 return found
         return await super()._read(stream_id, after, limit)
+
+    async def reading(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """On the replica once it has replayed the primary's WAL up to where it is now
+        (replica.py `read_caught_up`), else on the primary."""
+        if self.replica is not None:
+            found = await self.replica.read_caught_up(self._wal_position, read)
+            if found is not None:
+                return found[0]
+        return await super().reading(read)
+
+    async def _wal_position(self) -> str:
+        """The primary's WAL position: every commit it has shown lies before it."""
+        async with self.raw.connection() as conn:
+            return str(await conn.fetchval(_WAL_POSITION))
 
     async def _status_version(self, stream_id: str) -> tuple[str, int] | None:
         async with self.raw.connection() as conn:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 import sqlalchemy as sa
@@ -23,6 +23,7 @@ from domain.errors import NotFound
 from domain.reasons import CancelReason
 from service.ports import ChainLink, ResponsePage, ResponseRow
 
+T = TypeVar("T")
 _CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
 # A visibility check that needs no snapshot (a replay's) reads none: a snapshot may be
 # megabytes, and a burst of replays would read it once each (docs/performance.md, "Stalled
@@ -43,6 +44,14 @@ class ReadModel:
 
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
+
+    async def reading(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`read` (a listing, an admin command's read: never part of a write) on a
+        connection that sees at least every commit made before it was asked for: the
+        database's own here; PostgreSQL's store reads on its replica where it has caught up
+        (replica.py `read_caught_up`)."""
+        async with self.engine.connect() as conn:
+            return await read(conn)
 
     @guarded
     async def get(self, response_id: str) -> ResponseRow | None:
@@ -261,10 +270,13 @@ class ReadModel:
             conds.append(c.id.in_(sa.select(_conversation(root).c.id)))
         if end_reason is not None:
             conds.append(ended_for(end_reason, self.dialect))
-        async with self.engine.connect() as conn:
+
+        async def rows_of(conn: AsyncConnection) -> Sequence[Any]:
             if after is not None:
                 conds.append(await self._older_than(conn, after))
-            rows = (await conn.execute(query.where(*conds))).all()
+            return (await conn.execute(query.where(*conds))).all()
+
+        rows = await self.reading(rows_of)
         page = [row_of(r) for r in rows[:limit]]
         return ResponsePage(rows=page, has_more=len(rows) > limit)
 
