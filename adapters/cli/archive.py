@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from adapters.cli.common import checked_optional_url, database_option, main
+from adapters.cli.common import database_option, main, replica_option
 from adapters.cli.output import Bar, counted
 from adapters.cli.params import Moment, progress_option
 from adapters.cli.store import opened, run
@@ -27,16 +27,7 @@ from service.audit.importing import import_log
 @click.option("--since", type=Moment, default=None, help="Created at or after.")
 @click.option("--until", type=Moment, default=None, help="Created before.")
 @click.option("--owner", default=None, help="Only this owner's responses.")
-@click.option(
-    "--replica-database-url",
-    envvar="RESPLOG_REPLICA_DATABASE_URL",
-    default=None,
-    metavar="URL",
-    callback=checked_optional_url,
-    help="PostgreSQL: a hot standby of --database-url to read the export on, each read "
-    "once the standby has replayed the primary's WAL up to where it was when the read "
-    "began (else on the primary, in a warning) (docs/guides/high-availability.md).",
-)
+@replica_option
 @progress_option
 def export(
     database_url: str,

@@ -307,6 +307,33 @@ def test_export_reads_on_the_standby(pair: Pair) -> None:
     assert "lags" not in said and "cannot be read" not in said
 
 
+def resplog(primary: PrivatePostgres, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RESPLOG, *args, "--database-url", primary.url()],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def test_the_admin_listing_and_verify_read_on_the_standby(pair: Pair) -> None:
+    ids = created(pair.server, 3)
+    for rid in ids:
+        until_replayed(pair.standby, rid)
+    on_standby = ran_on(pair.standby, _RESPONSES)
+    on_primary = ran_on(pair.primary, _RESPONSES)
+    replica = ("--replica-database-url", pair.standby.url())
+    listed = resplog(pair.primary, "responses", "list", "--json", "--limit", "3", *replica)
+    assert {row["id"] for row in json.loads(listed.stdout)["data"]} == set(ids)
+    assert ran_on(pair.standby, _RESPONSES) > on_standby
+    assert ran_on(pair.primary, _RESPONSES) == on_primary
+    # verify --all's scans (the rows of every response, their events) on the standby too
+    scanned = ran_on(pair.standby, "%FROM responses%")
+    checked = resplog(pair.primary, "verify", "--all", "--no-progress", *replica)
+    assert "ok" in checked.stdout.lower(), checked.stdout
+    assert ran_on(pair.standby, "%FROM responses%") > scanned
+
+
 def test_export_with_a_lagging_standby_misses_nothing(pair: Pair) -> None:
     value(pair.standby, "SELECT pg_wal_replay_pause()")
     try:
