@@ -48,6 +48,12 @@ _TRANSIENT_CLASSES = ("08", "53", "57")  # connection exception, resources, oper
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
 
 
+class Unreached(StoreUnavailable):
+    """A stream of a flush on Citus whose shard's transaction failed on a transient error
+    while the flush's other shards committed: the group-commit writer retries its batch
+    alone (writer.py); anyone else answers it as the outage it is (HTTP 503)."""
+
+
 def sqlstate(exc: BaseException) -> str | None:
     """The SQLSTATE of a driver error, raised by asyncpg or wrapped by SQLAlchemy."""
     orig = getattr(exc, "orig", None)
