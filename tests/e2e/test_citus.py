@@ -21,7 +21,8 @@ import pytest
 from adapters.store.citus import DISTRIBUTED, REFERENCE
 from tests.e2e.citus_cluster import CitusCluster, citus_cluster, why_not
 from tests.e2e.cluster import fold_check
-from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
+from tests.e2e.conftest import LOOPBACK_MCP, RESPLOG, Server, start_server, stop_server
+from tests.e2e.test_mcp import SECRET, ToolServer, _start_tools, _tool
 from tests.e2e.test_scaleout import TTL, ended, generating, sdk, wait_for
 
 pytestmark = pytest.mark.citus
@@ -58,8 +59,8 @@ def deployment(
 ) -> Iterator[Deployment]:
     tmp = tmp_path_factory.mktemp("citus")
     name, url = distributed(cluster)
-    a = start_server(url, "postgres", tmp / "a.log", *TTL)
-    b = start_server(url, "postgres", tmp / "b.log", *TTL)
+    a = start_server(url, "postgres", tmp / "a.log", *TTL, *LOOPBACK_MCP)
+    b = start_server(url, "postgres", tmp / "b.log", *TTL, *LOOPBACK_MCP)
     yield Deployment(cluster, name, url, a, b)
     for server in (a, b):
         if server.process.poll() is None:
@@ -200,11 +201,119 @@ def test_the_sdk_flows_on_two_replicas(
     verify_all(deployment.url)
 
 
+@pytest.fixture
+def tools(tmp_path: Path) -> Iterator[ToolServer]:
+    """A real MCP server (tests/fakes/mcp_server.py), as tests/e2e/test_mcp.py starts it."""
+    ts = _start_tools(tmp_path, "--auth", f"Bearer {SECRET}")
+    yield ts
+    ts.process.kill()
+    ts.process.wait()
+
+
+def test_the_mcp_loop_on_two_replicas(
+    deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI], tools: ToolServer
+) -> None:
+    """The tool loop streamed, run in the background and read on the other replica, in a
+    conversation, and an approval asked on one replica and given on the other: each tool
+    runs once, and the log verifies."""
+    a, b = clients
+    events = list(
+        a.responses.create(
+            model="scripted",
+            input="loop three times",
+            tools=[_tool(tools)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo,shout,echo"},
+            stream=True,
+        )
+    )
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.status == "completed"
+    calls = [i for i in final.output if i.type == "mcp_call"]
+    assert [c.name for c in calls] == ["echo", "shout", "echo"]
+    assert {c.status for c in calls} == {"completed"}
+    assert [e.type for e in events].count("response.mcp_call.completed") == 3
+
+    queued = a.responses.create(
+        model="scripted",
+        input="a loop in the background",
+        background=True,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "shout,echo"},
+    )
+    done = wait_for(b, queued.id, ended, timeout=60)
+    assert done.status == "completed", done.error
+    assert [i.name for i in done.output if i.type == "mcp_call"] == ["shout", "echo"]
+
+    conversation = b.conversations.create()
+    turn = b.responses.create(
+        model="scripted",
+        input="a loop in a conversation",
+        conversation=conversation.id,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert turn.status == "completed"
+    kept = [i.type for i in a.conversations.items.list(conversation.id, order="asc")]
+    assert "mcp_call" in kept and "mcp_list_tools" in kept
+
+    ask = _tool(tools, require_approval={"never": {"tool_names": ["shout"]}})
+    first = a.responses.create(
+        model="scripted",
+        input="ask first",
+        tools=[ask],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request" and request.name == "echo"  # type: ignore[union-attr]
+    second = b.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],  # type: ignore[list-item]
+        tools=[ask],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert second.status == "completed", second.error
+    call = next(i for i in second.output if i.type == "mcp_call")
+    assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
+    # Each call ran once: the streamed loop's three, the background's two, the
+    # conversation's one and the approved one.
+    assert tools.calls() == ["echo", "shout", "echo", "shout", "echo", "echo", "echo"]
+    verify_all(deployment.url)
+
+
+def _creates_while_down(http: httpx.Client) -> tuple[list[str], int]:
+    """Creates until one was served and one refused (the stopped worker's shards and the
+    other's, at random): the ids served, and how many were refused. Each is answered within
+    a few seconds either way, never after the writer's whole retry window."""
+    served: list[str] = []
+    refused = 0
+    for i in range(40):
+        began = time.monotonic()
+        answer = http.post("/v1/responses", json={"model": "scripted", "input": f"down {i}"})
+        took = time.monotonic() - began
+        assert took < 5, (answer.status_code, took)
+        if answer.status_code == 503:
+            assert answer.headers["retry-after"] == "1"
+            assert answer.json()["error"]["code"] == "service_unavailable"
+            refused += 1
+        else:
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["status"] == "completed"
+            served.append(answer.json()["id"])
+        if served and refused:
+            break
+    return served, refused
+
+
 def test_a_worker_stopped_mid_stream(
     deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI]
 ) -> None:
-    """Its shards' requests are answered 503 with Retry-After, the other worker's are
-    served; once it is back every response ends and nothing is lost."""
+    """Its shards' requests are answered 503 with Retry-After; the other worker's streams
+    go on at their pace meanwhile (no flush waits for the stopped worker) and creates whose
+    stream lands there are served; once it is back every response ends and nothing is
+    lost."""
     cluster, client = deployment.cluster, clients[0]
     victim = cluster.workers[0]
     ids = [
@@ -226,7 +335,14 @@ def test_a_worker_stopped_mid_stream(
             assert down.json()["error"]["code"] == "service_unavailable"
             up = http.get(f"/v1/responses/{elsewhere[0]}")
             assert up.status_code == 200, up.text
-        time.sleep(2)  # the victim's streams keep trying meanwhile
+            served, refused = _creates_while_down(http)
+            assert served and refused, (served, refused)
+            # The live worker's streams (some 4 s of generation each) end while the other
+            # is still away: well within the writer's 30 s retry window, which their
+            # flushes would otherwise wait out beside the stopped worker's streams.
+            for rid in elsewhere:
+                assert wait_for(client, rid, ended, timeout=15).status == "completed"
+            assert http.get(f"/v1/responses/{on_victim[0]}").status_code == 503  # still away
     finally:
         victim.start()
     finals = [wait_for(client, rid, ended, timeout=90) for rid in ids]
