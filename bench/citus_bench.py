@@ -8,6 +8,10 @@ settings (fsync off); the plain PostgreSQL is one too. On a machine of a few cor
 nodes share the cores: the ratios show what distribution costs, not what it scales to.
 
     .venv/bin/python bench/citus_bench.py --streams 32 --rate 50 --seconds 8 --clients 8
+
+On the two workers the paced appends also run with each shard's flush as its statements one
+by one (BEGIN, the claims, the events' insert, the doorbell, COMMIT: the store's
+`pg_insert="executemany"`), beside the one statement a shard that it runs by default.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ class Creates:
         return self.done / self.seconds
 
 
-async def paced(url: str, streams: int, rate: float, seconds: float) -> Run:
-    store = await open_store(url, pool_size=POOL, max_overflow=8)
+async def paced(url: str, streams: int, rate: float, seconds: float, insert: str = "unnest") -> Run:
+    store = await open_store(url, pool_size=POOL, max_overflow=8, pg_insert=insert)
     try:
         work = plans(streams, int(rate * seconds))
         return await group_phase(store, "paced", work, rate=rate, interval=0.005, per_task=8)
@@ -132,6 +136,9 @@ def main() -> None:
             asyncio.run(citus_async(url))
             print("# Citus, coordinator + 2 workers", flush=True)
             results["two"] = measure(url, args, tmp)
+            print("# the same, each shard's flush as its statements one by one", flush=True)
+            each = asyncio.run(paced(url, args.streams, args.rate, args.seconds, "executemany"))
+            print(each.line(), flush=True)
             cluster.add_worker("bench")
             began = time.perf_counter()
             cluster.psql(cluster.coordinator, "SELECT citus_rebalance_start()", "bench")
@@ -140,10 +147,10 @@ def main() -> None:
             results["three"] = measure(url, args, tmp)
         finally:
             cluster.destroy()
-    report(results)
+    report(results, each)
 
 
-def report(results: dict[str, tuple[Run, Creates]]) -> None:
+def report(results: dict[str, tuple[Run, Creates]], each: Run) -> None:
     names = {"plain": "plain PostgreSQL", "two": "Citus, 2 workers", "three": "Citus, 3 workers"}
     rate = Table("Paced appends (the group-commit writer, a tailer on each stream)", "events/s")
     latency = Table("Append -> visible (paced, steady state)", "ms")
@@ -169,7 +176,18 @@ def report(results: dict[str, tuple[Run, Creates]]) -> None:
             f"{names[against]}, p50",
             statistics.median(base_creating.latencies) * 1e3,
         )
-    for table in (rate, latency, made, took):
+    one = results["two"][0]
+    flush = Table("Citus, 2 workers: a shard's flush as one statement (against one by one)", "ms")
+    flush.add("one statement, a flush", one.flush_ms, "one by one, a flush", each.flush_ms)
+    for q in (50, 99):
+        flush.add(
+            f"one statement, append -> visible p{q}",
+            pct(one.steady, q) * 1e3,
+            f"one by one, p{q}",
+            pct(each.steady, q) * 1e3,
+        )
+    flush.add("one statement, events/s", one.steady_rate, "one by one", each.steady_rate)
+    for table in (rate, latency, made, took, flush):
         table.print()
 
 

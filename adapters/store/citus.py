@@ -5,9 +5,14 @@ The log is distributed by the stream a row belongs to, all in one co-location gr
 that everything one stream's append touches is on one shard: `responses` by its id,
 `events` by `stream_id` (its daily partitions are distributed with it), `conversations` by
 id and `conversation_items` by `conversation_id` (a conversation is a stream of `events`
-too), and `blobs` by their digest. `api_keys`, read on every request and written rarely, is
-a reference table (a copy on every node). `alembic_version` stays on the coordinator, the
-only node `resplog migrate` talks to.
+too), `prompts` by id (a prompt is a stream too), `erasures` by the stream erased,
+`webhook_deliveries` and `webhook_attempts` by their response (the flush that ends a
+background response makes its deliveries on its shard), and `blobs` by their digest.
+`api_keys`, `webhook_endpoints` and `webhook_endpoint_log`, read often (the endpoints by
+every flush that ends a background response, joined to its row on its shard) and written
+rarely, are reference tables (a copy on every node). `alembic_version` and `checkpoints`
+(the signed checkpoints, written every few minutes by the coordinator's clients and joined
+with nothing) stay on the coordinator, the only node resplog talks to.
 
 A statement on Citus runs on one shard when it names one value of the distribution column,
 so the hot path names them (docs/scale.md lists what does not):
@@ -45,8 +50,14 @@ DISTRIBUTED: tuple[tuple[str, str, str | None], ...] = (
     ("conversations", "id", "responses"),
     ("conversation_items", "conversation_id", "responses"),
     ("blobs", "sha256", "responses"),
+    ("prompts", "id", "responses"),
+    ("erasures", "stream_id", "responses"),
+    ("webhook_deliveries", "response_id", "responses"),
+    ("webhook_attempts", "response_id", "responses"),
 )
-REFERENCE: tuple[str, ...] = ("api_keys",)
+REFERENCE: tuple[str, ...] = ("api_keys", "webhook_endpoints", "webhook_endpoint_log")
+# On the coordinator alone: `resplog migrate`'s record, and the signed checkpoints.
+LOCAL: tuple[str, ...] = ("alembic_version", "checkpoints")
 TABLES = frozenset(name for name, _, _ in DISTRIBUTED) | frozenset(REFERENCE)
 
 
@@ -177,6 +188,27 @@ WHERE r.id = u.id AND r.version = u.expected
   AND (r.lease_owner IS NULL OR r.lease_owner = $2::text) AND r.id = ANY($4::text[])
 RETURNING r.id
 """
+
+# The claims of a shard's flush as one statement (postgres.py's `commit_one`): the updates
+# above, which name their ids, and the insert of new rows from their JSON, which Citus runs
+# as an `INSERT ... SELECT` through the coordinator (the `SELECT` is evaluated there, then
+# its rows go to their shard), as it does the events' insert that follows them.
+SHARD_CLAIMS = (
+    """
+INSERT INTO responses (id, owner, status, model, background, store, previous_response_id,
+                       created_at, updated_at, version, snapshot_version, snapshot,
+                       head_digest, lease_owner, lease_expires_at)
+SELECT r->>0, r->>1, r->>2, r->>3, (r->>4)::bool, (r->>5)::bool, r->>6, (r->>7)::float8,
+       (r->>8)::float8, (r->>9)::int, (r->>10)::int, r->>11, r->>12, r->>13,
+       CASE WHEN r->>13 IS NOT NULL THEN extract(epoch FROM statement_timestamp())::float8
+                                         + $2::float8 END
+FROM jsonb_array_elements($1::jsonb) AS r
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+""",
+    CLAIM_MOVED,
+    CLAIM_LIFECYCLE,
+)
 
 _NEW_COLUMNS = (
     "id, owner, status, model, background, store, previous_response_id, created_at, "

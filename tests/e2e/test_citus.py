@@ -24,12 +24,19 @@ from tests.e2e.cluster import fold_check
 from tests.e2e.conftest import LOOPBACK_MCP, RESPLOG, Server, start_server, stop_server
 from tests.e2e.test_mcp import SECRET, ToolServer, _start_tools, _tool
 from tests.e2e.test_scaleout import TTL, ended, generating, sdk, wait_for
+from tests.e2e.webhooks_kit import KEY, Receiver, add_endpoint, deliveries
 
 pytestmark = pytest.mark.citus
 
 _names = itertools.count()
 # Some 4 s of generation each: long enough to be mid-stream when a node goes.
 STEADY = {"scripted_delay_ms": "20", "scripted_tokens": "200"}
+# Webhooks to a receiver on loopback; the deliverers look for due deliveries (a read across
+# shards) twice a second.
+WEBHOOKS = (
+    *("--reasoning-key", KEY, "--webhook-hosts", "127.0.0.1/32"),
+    *("--webhook-backoff-s", "0.1", "--webhook-poll-s", "0.5"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +66,8 @@ def deployment(
 ) -> Iterator[Deployment]:
     tmp = tmp_path_factory.mktemp("citus")
     name, url = distributed(cluster)
-    a = start_server(url, "postgres", tmp / "a.log", *TTL, *LOOPBACK_MCP)
-    b = start_server(url, "postgres", tmp / "b.log", *TTL, *LOOPBACK_MCP)
+    a = start_server(url, "postgres", tmp / "a.log", *TTL, *LOOPBACK_MCP, *WEBHOOKS)
+    b = start_server(url, "postgres", tmp / "b.log", *TTL, *LOOPBACK_MCP, *WEBHOOKS)
     yield Deployment(cluster, name, url, a, b)
     for server in (a, b):
         if server.process.poll() is None:
@@ -96,11 +103,15 @@ def distributed(cluster: CitusCluster) -> tuple[str, str]:
     return name, url
 
 
-def verify_all(url: str) -> str:
-    done = resplog("verify", "--all", "--database-url", url)
+def verify_all(url: str, *more: str) -> str:
+    done = resplog("verify", "--all", *more, "--database-url", url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert " 0 violations" in done.stdout, done.stdout
     return done.stdout
+
+
+def cluster_psql(deployment: Deployment, sql: str) -> str:
+    return deployment.cluster.psql(deployment.cluster.coordinator, sql, deployment.name)
 
 
 def node_of(cluster: CitusCluster, database: str, response_id: str) -> int:
@@ -280,6 +291,57 @@ def test_the_mcp_loop_on_two_replicas(
     # Each call ran once: the streamed loop's three, the background's two, the
     # conversation's one and the approved one.
     assert tools.calls() == ["echo", "shout", "echo", "shout", "echo", "echo", "echo"]
+    verify_all(deployment.url)
+
+
+def test_webhooks_prompts_and_an_erasure(
+    deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI]
+) -> None:
+    """The tables beside the log, as `migrate --citus` distributes them: an endpoint (a
+    reference table) hears background responses on every shard, each delivered once by
+    one of the two replicas' deliverers (deliveries by response); a prompt template (a
+    stream of its own) is used by a create; an erasure; the log then verifies."""
+    a, b = clients
+    receiver = Receiver().start()
+    try:
+        endpoint_id, secret = add_endpoint(deployment.url, receiver.url)
+        ids = {
+            client.responses.create(model="scripted", input=f"hook {i}", background=True).id
+            for i, client in zip(range(6), itertools.cycle((a, b)), strict=False)
+        }
+        got = receiver.wait(6, timeout=30)
+        events = [a.webhooks.unwrap(r.body, r.headers, secret=secret) for r in got]
+        assert {e.data.id for e in events} == ids  # type: ignore[union-attr]
+        assert {e.type for e in events} == {"response.completed"}
+        time.sleep(1.0)  # two deliverers, one delivery each
+        assert len(receiver.got) == 6
+        records = deliveries(deployment.url, endpoint_id)  # read across shards, attempts too
+        assert {r["delivery"]["response_id"] for r in records} == ids
+        assert {r["delivery"]["status"] for r in records} == {"delivered"}
+        assert [[a["outcome"] for a in r["attempts"]] for r in records] == [["delivered"]] * 6
+    finally:
+        receiver.stop()
+
+    added = resplog(
+        "prompts", "add", "--instructions", "You are {{persona}}.", "--database-url", deployment.url
+    )
+    assert added.returncode == 0, added.stderr
+    pid = added.stdout.split()[0]
+    used = b.responses.create(
+        model="scripted", prompt={"id": pid, "variables": {"persona": "terse"}}, input="go"
+    )
+    assert used.status == "completed" and used.instructions == "You are terse."
+    listed = resplog("prompts", "list", "--database-url", deployment.url)
+    assert pid in listed.stdout, listed.stdout + listed.stderr
+
+    conversation = a.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "forget me"}]
+    )
+    erase = ("erase", "--conversation", conversation.id, "--reason", "asked to")
+    erased = resplog(*erase, "--database-url", deployment.url)
+    assert erased.returncode == 0, erased.stderr
+    recorded = cluster_psql(deployment, "SELECT count(*) FROM erasures")
+    assert recorded == "1"
     verify_all(deployment.url)
 
 

@@ -9,6 +9,8 @@ import re
 import pytest
 
 from adapters.store import citus
+from adapters.store.postgres import commit_one
+from adapters.store.tables import metadata
 
 UPDATES = {
     "CLAIM_MOVED": citus.CLAIM_MOVED,
@@ -43,3 +45,33 @@ def test_the_multi_row_statements_number_every_parameter_once(rows: int) -> None
 def test_the_widest_statement_stays_within_postgresql_s_parameters() -> None:
     assert 15 * (citus.MAX_ROWS // 15) < 65535 and 7 * (citus.MAX_ROWS // 7) < 65535
     assert citus.wanted()["api_keys"] == "n" and citus.wanted()["events"] == "h"
+
+
+def test_every_table_has_its_place_on_citus() -> None:
+    """A table a migration adds is distributed, a reference table or named as staying on
+    the coordinator (`citus.LOCAL`): else `migrate --citus` would leave it on the
+    coordinator unnoticed, where a flush's join with the log's shards would cross nodes."""
+    placed = citus.TABLES | set(citus.LOCAL)
+    assert set(metadata.tables) - {"alembic_version"} <= placed
+    assert set(metadata.tables) - set(citus.LOCAL) == citus.TABLES
+
+
+def test_what_is_distributed_keeps_its_primary_key_on_its_shard() -> None:
+    """Citus distributes a table only if its primary key holds the distribution column."""
+    for name, column, _ in citus.DISTRIBUTED:
+        key = {c.name for c in metadata.tables[name].primary_key.columns}
+        assert column in key, (name, column, key)
+
+
+@pytest.mark.parametrize(
+    "kinds", [(True, False, False), (False, True, False), (False, False, True), (True, True, True)]
+)
+def test_a_shard_s_flush_as_one_statement(kinds: tuple[bool, bool, bool]) -> None:
+    """The claims of `citus.SHARD_CLAIMS` in `commit_one`: no volatile function, and every
+    parameter numbered once (new rows 2, moved 5, changed 4, then the events' 7, the
+    channel and the payload)."""
+    sql = commit_one(kinds, citus.SHARD_CLAIMS)
+    assert "clock_timestamp" not in sql
+    numbers = {int(n) for n in re.findall(r"\$(\d+)", sql)}
+    wanted = sum(n for n, present in zip((2, 5, 4), kinds, strict=True) if present) + 9
+    assert numbers == set(range(1, wanted + 1))
