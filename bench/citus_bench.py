@@ -8,10 +8,6 @@ settings (fsync off); the plain PostgreSQL is one too. On a machine of a few cor
 nodes share the cores: the ratios show what distribution costs, not what it scales to.
 
     .venv/bin/python bench/citus_bench.py --streams 32 --rate 50 --seconds 8 --clients 8
-
-On the two workers the paced appends also run with each shard's flush as its statements one
-by one (BEGIN, the claims, the events' insert, the doorbell, COMMIT: the store's
-`pg_insert="executemany"`), beside the one statement a shard that it runs by default.
 """
 
 from __future__ import annotations
@@ -48,8 +44,8 @@ class Creates:
         return self.done / self.seconds
 
 
-async def paced(url: str, streams: int, rate: float, seconds: float, insert: str = "unnest") -> Run:
-    store = await open_store(url, pool_size=POOL, max_overflow=8, pg_insert=insert)
+async def paced(url: str, streams: int, rate: float, seconds: float) -> Run:
+    store = await open_store(url, pool_size=POOL, max_overflow=8)
     try:
         work = plans(streams, int(rate * seconds))
         return await group_phase(store, "paced", work, rate=rate, interval=0.005, per_task=8)
@@ -136,9 +132,6 @@ def main() -> None:
             asyncio.run(citus_async(url))
             print("# Citus, coordinator + 2 workers", flush=True)
             results["two"] = measure(url, args, tmp)
-            print("# the same, each shard's flush as its statements one by one", flush=True)
-            each = asyncio.run(paced(url, args.streams, args.rate, args.seconds, "executemany"))
-            print(each.line(), flush=True)
             cluster.add_worker("bench")
             began = time.perf_counter()
             cluster.psql(cluster.coordinator, "SELECT citus_rebalance_start()", "bench")
@@ -147,10 +140,10 @@ def main() -> None:
             results["three"] = measure(url, args, tmp)
         finally:
             cluster.destroy()
-    report(results, each)
+    report(results)
 
 
-def report(results: dict[str, tuple[Run, Creates]], each: Run) -> None:
+def report(results: dict[str, tuple[Run, Creates]]) -> None:
     names = {"plain": "plain PostgreSQL", "two": "Citus, 2 workers", "three": "Citus, 3 workers"}
     rate = Table("Paced appends (the group-commit writer, a tailer on each stream)", "events/s")
     latency = Table("Append -> visible (paced, steady state)", "ms")
@@ -176,18 +169,7 @@ def report(results: dict[str, tuple[Run, Creates]], each: Run) -> None:
             f"{names[against]}, p50",
             statistics.median(base_creating.latencies) * 1e3,
         )
-    one = results["two"][0]
-    flush = Table("Citus, 2 workers: a shard's flush as one statement (against one by one)", "ms")
-    flush.add("one statement, a flush", one.flush_ms, "one by one, a flush", each.flush_ms)
-    for q in (50, 99):
-        flush.add(
-            f"one statement, append -> visible p{q}",
-            pct(one.steady, q) * 1e3,
-            f"one by one, p{q}",
-            pct(each.steady, q) * 1e3,
-        )
-    flush.add("one statement, events/s", one.steady_rate, "one by one", each.steady_rate)
-    for table in (rate, latency, made, took, flush):
+    for table in (rate, latency, made, took):
         table.print()
 
 

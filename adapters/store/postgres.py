@@ -155,7 +155,7 @@ _KINDS = ("new", "moved", "changed")  # the CTE of each of `_CLAIMS`, in that or
 
 
 @functools.cache
-def commit_one(kinds: tuple[bool, bool, bool], claims: tuple[str, str, str] = _CLAIMS) -> str:
+def commit_one(kinds: tuple[bool, bool, bool]) -> str:
     """The flush as one statement, for a flush of these kinds of claims (new, moved,
     changed streams): only those CTEs, their parameters first, in `_CLAIMS`' order, then
     the events' seven columns, the channel and the payload. A kind no batch is costs
@@ -164,7 +164,7 @@ def commit_one(kinds: tuple[bool, bool, bool], claims: tuple[str, str, str] = _C
     connection."""
     ctes: list[str] = []
     used = 0
-    for kind, sql, present in zip(_KINDS, claims, kinds, strict=True):
+    for kind, sql, present in zip(_KINDS, _CLAIMS, kinds, strict=True):
         if present:
             ctes.append(f"{kind} AS ({_shifted(sql, used)})")
             used += max(int(n) for n in re.findall(r"\$(\d+)", sql))
@@ -645,14 +645,13 @@ class PostgresEventStore(SqlEventStore):
         statements one by one do: blobs to store, a conversation to join, a retry's check
         for its own earlier commit, or the `executemany` insert; on Citus, a transaction
         per shard (`commit`), each of these statements one by one."""
+        if self.citus:  # see `citus.py` for why not as one statement
+            return await super()._commit_together(batches, now, recheck)
         alone = recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches))
         one = None if alone else self.flush_statement(batches, now)
         if one is None:
             return await super()._commit_together(batches, now, recheck)
-        # On Citus the shards' statements run side by side, each on a connection of the
-        # pool; elsewhere the one flush at a time runs on the connection kept for it.
-        pool = self.raw if self.citus else self.raw_commit
-        async with pool.connection() as conn:
+        async with self.raw_commit.connection() as conn:
             won = {row[0] for row in await conn.fetch(*one)}
         return {b.stream_id: conflict_of(b) for b in batches if b.stream_id not in won}, {}
 
@@ -667,7 +666,7 @@ class PostgresEventStore(SqlEventStore):
         texts = [_joined(sids), _joined(types), _joined(data), _joined(facts, nulls=True)]
         if None in texts:
             return None
-        claims = (self._routed_parameters if self.citus else self._claim_parameters)(batches, now)
+        claims = self._claim_parameters(batches, now)
         params: list[object] = []
         for claim in claims:
             if claim is not None:  # some batch of this kind: else `commit_one` leaves its CTE out
@@ -676,22 +675,8 @@ class PostgresEventStore(SqlEventStore):
         params.append(CHANNEL)
         params.append(doorbell_payload(self.origin, [b.stream_id for b in batches]))
         new, moved, changed = (claim is not None for claim in claims)
-        statement = commit_one((new, moved, changed), citus.SHARD_CLAIMS if self.citus else _CLAIMS)
+        statement = commit_one((new, moved, changed))
         return (statement, *params)
-
-    def _routed_parameters(
-        self, batches: Sequence[Append], now: float
-    ) -> tuple[tuple[object, ...] | None, ...]:
-        """`_claim_parameters` for `citus.SHARD_CLAIMS`: the updates also take their ids."""
-        new, moved, changed = self._claim_parameters(batches, now)
-        old = [b for b in batches if b.expected_version != -1]
-        deltas = [b.stream_id for b in old if b.lifecycle is None]
-        lives = [b.stream_id for b in old if b.lifecycle is not None]
-        return (
-            new,
-            None if moved is None else (*moved, deltas),
-            None if changed is None else (*changed, lives),
-        )
 
     async def _insert_events(self, conn: AsyncConnection, batches: Sequence[Append]) -> None:
         if not batches:

@@ -9,7 +9,6 @@ import re
 import pytest
 
 from adapters.store import citus
-from adapters.store.postgres import commit_one
 from adapters.store.tables import metadata
 
 UPDATES = {
@@ -61,17 +60,3 @@ def test_what_is_distributed_keeps_its_primary_key_on_its_shard() -> None:
     for name, column, _ in citus.DISTRIBUTED:
         key = {c.name for c in metadata.tables[name].primary_key.columns}
         assert column in key, (name, column, key)
-
-
-@pytest.mark.parametrize(
-    "kinds", [(True, False, False), (False, True, False), (False, False, True), (True, True, True)]
-)
-def test_a_shard_s_flush_as_one_statement(kinds: tuple[bool, bool, bool]) -> None:
-    """The claims of `citus.SHARD_CLAIMS` in `commit_one`: no volatile function, and every
-    parameter numbered once (new rows 2, moved 5, changed 4, then the events' 7, the
-    channel and the payload)."""
-    sql = commit_one(kinds, citus.SHARD_CLAIMS)
-    assert "clock_timestamp" not in sql
-    numbers = {int(n) for n in re.findall(r"\$(\d+)", sql)}
-    wanted = sum(n for n, present in zip((2, 5, 4), kinds, strict=True) if present) + 9
-    assert numbers == set(range(1, wanted + 1))
