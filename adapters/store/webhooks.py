@@ -257,8 +257,8 @@ class SqlWebhooks:
                 lease_expires_at=now + lease_s,
                 attempts=t_del.c.attempts + 1,
             )
+            rows: list[Any] = []
             if self._citus():
-                rows = []
                 for rid in (await conn.execute(pick)).scalars().all():
                     mine = take.where(
                         t_del.c.endpoint_id == endpoint_id,
@@ -274,7 +274,7 @@ class SqlWebhooks:
                     t_del.c.endpoint_id == endpoint_id,
                     t_del.c.response_id.in_(pick.scalar_subquery()),
                 ).returning(*_DELIVERY_COLUMNS)
-                rows = list((await conn.execute(stmt)).all())
+                rows += (await conn.execute(stmt)).all()
             taken = [_delivery(r) for r in rows]
             if taken:
                 ids = [d.response_id for d in taken]
