@@ -40,11 +40,12 @@ from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, j
 from adapters.store.tables import events as t_events
 from adapters.store.transient import (
     RAW,
-    STATEMENT_ERRORS,
+    Unreached,
     guarded,
     is_transient,
     lost_under_operation,
     sqlstate,
+    store_error,
 )
 from adapters.store.urls import async_url, asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
@@ -632,38 +633,39 @@ class PostgresEventStore(SqlEventStore):
             won.update(r[0] for r in await conn.exec_driver_sql(citus.CLAIM_LIFECYCLE, changes))
         return won
 
-    async def _commit_sharded(
-        self, batches: Sequence[Append], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
-        """A flush on Citus: a transaction per shard, side by side, so that none spans
-        shards (a two-phase commit). A shard whose transaction fails on a constraint is
-        retried stream by stream (the others have committed: `commit`'s isolation of the
-        whole flush would take them for conflicts); a transient failure of any is raised
-        once all have ended, for the writer's retry, whose `recheck` finds what did commit."""
+    @guarded
+    async def commit(self, batches: Sequence[Append], *, recheck: bool = False) -> Failures:
+        """On Citus, a flush is a transaction per shard, side by side, so that none spans
+        shards (a two-phase commit), each as `SqlEventStore.commit` makes one (its streams'
+        chain digests read on its shard, its streams that fail on a constraint retried one
+        by one). A shard whose transaction fails on a transient error (its worker stopped)
+        fails its streams with `Unreached` while the others commit: the writer retries
+        those alone, and its re-check finds what did commit; any other error fails its
+        shard's streams alone."""
+        if not self.citus:
+            return await super().commit(batches, recheck=recheck)
+        if len({b.stream_id for b in batches}) != len(batches):
+            raise ValueError("one batch per stream per commit")
         groups = await self._by_shard(batches)
+        one = super().commit
         results = await asyncio.gather(
-            *(self._commit_shard(group, now, recheck) for group in groups),
-            return_exceptions=True,
+            *(one(group, recheck=recheck) for group in groups), return_exceptions=True
         )
         failed: Failures = {}
-        done: dict[str, list[StoredEvent]] = {}
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            failed.update(result[0])
-            done.update(result[1])
-        return failed, done
-
-    async def _commit_shard(
-        self, batches: Sequence[Append], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
-        try:
-            return await super()._commit_together(batches, now, recheck)
-        except STATEMENT_ERRORS as exc:
-            if is_transient(exc):
-                raise
-            log.warning("flush of %d streams failed (%s); isolating them", len(batches), exc)
-            return await self._commit_isolated(batches, now, recheck)
+        for group, result in zip(groups, results, strict=True):
+            if not isinstance(result, BaseException):
+                failed.update(result)
+                continue
+            if not isinstance(result, Exception):
+                raise result  # a cancellation
+            error = store_error(result)
+            if is_transient(error):
+                error = Unreached(str(error))
+                error.__cause__ = result.__cause__ or result
+            else:
+                log.error("flush of %d streams failed: %s", len(group), error)
+            failed.update({b.stream_id: error for b in group})
+        return failed
 
     async def _by_shard(self, batches: Sequence[Append]) -> list[list[Append]]:
         """`batches` by the shard their stream is on (asked of Citus once a stream). A shard
@@ -685,9 +687,9 @@ class PostgresEventStore(SqlEventStore):
         """The flush in one statement (`commit_one`), unless it needs what only the
         statements one by one do: blobs to store, a conversation to join, a retry's check
         for its own earlier commit, or the `executemany` insert; on Citus, a transaction
-        per shard (`_commit_sharded`)."""
-        if self.citus:
-            return await self._commit_sharded(batches, now, recheck)
+        per shard (`commit`), each of these statements one by one."""
+        if self.citus:  # see `citus.py` for why not as one statement
+            return await super()._commit_together(batches, now, recheck)
         alone = recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches))
         one = None if alone else self.flush_statement(batches, now)
         if one is None:

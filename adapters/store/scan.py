@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import events as t_events
+from adapters.store.tables import prompts as t_prompts
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import row_of
 from adapters.store.transient import guarded, guarded_iter
@@ -166,14 +167,14 @@ class LogScan:
 
     async def orphans(self) -> AsyncIterator[Head | StoredEvent]:
         """Response streams with events but no read-model row (a conversation's stream has
-        a row of its own, in `conversations`)."""
+        a row of its own, in `conversations`, and a prompt's in `prompts`)."""
         async for chunk in self._orphan_ids():
             async for item in self._emit([Head(i, None) for i in chunk]):
                 yield item
 
     @guarded_iter
     async def _orphan_ids(self) -> AsyncGenerator[list[str], None]:
-        e, r, c = t_events.c, t_responses.c, t_conversations.c
+        e, r, c, p = t_events.c, t_responses.c, t_conversations.c, t_prompts.c
         after: str | None = None
         while True:
             query = (
@@ -181,6 +182,7 @@ class LogScan:
                 .distinct()
                 .where(~sa.exists().where(r.id == e.stream_id))
                 .where(~sa.exists().where(c.id == e.stream_id))
+                .where(~sa.exists().where(p.id == e.stream_id))
                 .order_by(e.stream_id)
                 .limit(self.rows_page)
             )
