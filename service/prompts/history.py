@@ -83,6 +83,9 @@ async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list
     if tip.link is None:  # as the walk finds it: no link
         raise _previous_not_found(previous_id)
     if tip.breaks is not None:
+        known = svc.chains.get(owner, previous_id, tip.breaks)
+        if known is not None:  # read here before (a sibling's, or a retry's)
+            return known
         before = tip.link.previous_response_id
         earlier: list[Turn] | None = (
             [] if before is None else svc.chains.get(owner, before, tip.breaks)
