@@ -24,6 +24,7 @@ from domain.objects import (
     FunctionCallOutput,
     InputCompaction,
     InputFunctionCall,
+    InputImage,
     InputItem,
     InputMessage,
     InputReasoning,
@@ -37,6 +38,7 @@ from domain.objects import (
 )
 from service.prompts.checks import check_calls
 from service.prompts.engine import _linear, engine_prompt
+from service.prompts.window import _bound
 from service.reasoning.sealing import SealedReasoning
 from tests.fakes.prompts import make_prompt
 
@@ -56,6 +58,11 @@ inputs: st.SearchStrategy[InputItem] = st.one_of(
     st.builds(
         lambda c: FunctionCallOutput(id=f"out_{c}", call_id=c, output="sun and rain"),
         st.sampled_from(CALLS),
+    ),
+    st.just(
+        InputMessage(
+            id="", role="user", content=[InputText(text="see"), InputImage(image_url="x:y")]
+        )
     ),
     st.just(InputReasoning(id="rs_sealed", encrypted_content=BLOB)),
     st.just(InputReasoning(id="rs_open", content=[ReasoningText(text="open")])),
@@ -102,6 +109,7 @@ def _ask(history: list[Turn]) -> None:
     from_last_compaction(history)
     engine_prompt(make_prompt(history=history))
     _prompt_words(make_prompt(history=history))
+    _bound(make_prompt(history=history))
     SealedReasoning(ScriptedEngine(), SEALER)._opened(make_prompt(history=history))
 
 
@@ -128,6 +136,7 @@ def test_every_stage_reads_a_history_made_turn_by_turn_as_its_plain_list(
             # What every turn is when each is opened and shown as an engine is given it.
             assert opened.history == [replace(t, input=engine._items(t.input)) for t in plain]
             assert engine_prompt(ours).history == [_linear(t) for t in plain]
+            assert _bound(ours) == _bound(theirs)
         assert _refusal(history, items) == _refusal(plain, items) == _every_call(plain, items)
         words = history.running("test.words", lambda t: len(t.input) + len(t.output), operator.add)
         assert words == sum(len(t.input) + len(t.output) for t in plain)
