@@ -45,5 +45,9 @@ class ChainCache:
         while len(self._kept) > self._size:
             self._kept.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every history (as a process that starts, or one that never read them)."""
+        self._kept.clear()
+
     def __len__(self) -> int:
         return len(self._kept)
