@@ -176,7 +176,8 @@ class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
 class ChainTip(msgspec.Struct, frozen=True, kw_only=True):
     """The newest link of a chain (None: `owner` cannot see it) and the database's
     chain-break count when it was read (None where it keeps none): the count grows with
-    every delete and erasure, so a chain walked at one count is still whole at the same."""
+    every delete, erasure and `gc` of responses, so a chain walked at one count is still
+    whole at the same."""
 
     link: ChainLink | None
     breaks: int | None

@@ -1,10 +1,10 @@
 """The chain-break count: how many times a response (or its content) left the chains it was
-part of, by a delete or an erasure; what a process's cache of `previous_response_id`
+part of, by a delete, an erasure or `gc`; what a process's cache of `previous_response_id`
 histories checks its entries by (service/prompts/chains.py).
 
 The count is a stamp, not content: a process's cache starts empty, so any starting value is
 right, and the backfill is 0; it must only grow whenever a response that a chain may hold
-is deleted or erased.
+is deleted, erased or collected.
 
 Revision ID: 0014
 Revises: 0013

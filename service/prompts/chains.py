@@ -3,12 +3,12 @@ continued, the turns up to and including it (a `History`, domain/generation.py),
 chain-break count the read model had when they were read (`ResponseIndex.chain_tip`).
 
 A create continuing response R then reads R alone: if the history up to R's predecessor is
-here under the current count, no turn before R was deleted or erased since it was read
-(every delete and erasure raises the count), so it is the history a walk of the chain would
-rebuild, and R's turn is added to it; else the chain is walked (service/prompts/history.py).
-The rest of an ended response cannot change: its status, owner, `store`, and what it was
-sent and answered are final, but for an erasure. Bounded: the least recently used histories
-go first.
+here under the current count, no turn before R was deleted, erased or collected since it
+was read (every delete, erasure and `gc` of responses raises the count), so it is the
+history a walk of the chain would rebuild, and R's turn is added to it; else the chain is
+walked (service/prompts/history.py). The rest of an ended response cannot change: its
+status, owner, `store`, and what it was sent and answered are final, but for an erasure.
+Bounded: the least recently used histories go first.
 """
 
 from __future__ import annotations

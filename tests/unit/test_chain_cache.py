@@ -5,6 +5,7 @@ process ends the chain for every process, as the walk would."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -16,6 +17,7 @@ from domain.generation import History, Turn
 from domain.objects import FunctionCall, ResponseObject
 from service.audit.erasing import erase
 from service.bundle import Bundle
+from service.ports import GcRule
 from service.prompts.chains import ChainCache
 from service.prompts.history import MAX_CHAIN, load_history
 from service.responses import create as uc
@@ -129,6 +131,18 @@ async def test_an_erasure_ends_the_chain_in_every_process(processes: Processes) 
     with pytest.raises(InvalidRequest) as info:
         await load_history(svc, made[-1].id, OWNER)
     assert info.value.code == "previous_response_erased"
+
+
+async def test_a_response_collected_by_its_age_ends_the_chain_here(processes: Processes) -> None:
+    svc = await processes.start()
+    made = await a_chain(svc, 3)
+    await load_history(svc, made[-1].id, OWNER)
+    # Retention: the first turn is older than the cutoff and goes (its row and its log).
+    rule = GcRule(unstored=False, cutoff=time.time() + 60)
+    gone, _ = await svc.audit.collector.collect(rule, [made[0].id])
+    assert gone == 1
+    with pytest.raises(NotFound):
+        await load_history(svc, made[-1].id, OWNER)
 
 
 async def test_a_break_elsewhere_walks_once_and_keeps_the_same_history(
