@@ -174,6 +174,11 @@ async def test_erase_removes_the_content_and_keeps_the_proof(pg: str, tmp_path: 
             stored.event()  # decodes
         links = await store.chain(rid, "alice", 5)
         assert links[0].erased
+        # Each erasure (the response's, the conversation's) raised the chain-break count of
+        # this fresh database, so no process continues a chain through the response from
+        # its cache (service/prompts/chains.py).
+        tip = await store.chain_tip(rid, "alice")
+        assert tip.link == links[0] and tip.breaks == 2
         with pytest.raises(InvalidRequest) as info:
             _turn(links[0], rid)
         assert info.value.code == "previous_response_erased"
