@@ -60,8 +60,10 @@ DISTRIBUTED: tuple[tuple[str, str, str | None], ...] = (
     ("webhook_attempts", "response_id", "responses"),
 )
 REFERENCE: tuple[str, ...] = ("api_keys", "webhook_endpoints", "webhook_endpoint_log")
-# On the coordinator alone: `resplog migrate`'s record, and the signed checkpoints.
-LOCAL: tuple[str, ...] = ("alembic_version", "checkpoints")
+# On the coordinator alone: `resplog migrate`'s record, the signed checkpoints, and the
+# chain-break count, which nothing reads or writes on Citus (its processes keep no chain's
+# history, service/prompts/chains.py: the count would be a row on no shard of the chain).
+LOCAL: tuple[str, ...] = ("alembic_version", "checkpoints", "chain_breaks")
 TABLES = frozenset(name for name, _, _ in DISTRIBUTED) | frozenset(REFERENCE)
 
 
