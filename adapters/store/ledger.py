@@ -17,6 +17,7 @@ from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import erasures as t_erasures
 from adapters.store.tables import events as t_events
+from adapters.store.tables import prompts as t_prompts
 from adapters.store.tables import responses as t_responses
 from adapters.store.transient import guarded
 from service.ports import ChainHead, ChainRow, Erasure, SavedCheckpoint, StoredEvent
@@ -32,7 +33,7 @@ class SqlLedger:
     async def heads(self) -> list[ChainHead]:
         async def read(conn: AsyncConnection) -> list[ChainHead]:
             found: list[ChainHead] = []
-            for table in (t_responses, t_conversations):
+            for table in (t_responses, t_conversations, t_prompts):
                 c = table.c
                 query = sa.select(c.id, c.version, c.head_digest).order_by(c.id)
                 found += [ChainHead(*row) for row in await conn.execute(query)]

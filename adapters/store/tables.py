@@ -184,6 +184,7 @@ prompts = sa.Table(
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("head_digest", sa.Text, nullable=True),  # as `responses.head_digest`
     sa.Index("ix_prompts_owner_updated", "owner", "updated_at", "id"),
 )
 
