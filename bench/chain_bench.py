@@ -6,13 +6,16 @@ an answer) on a fresh PostgreSQL database (or SQLite); at each of `--at` the med
 `--samples` creates that continue the chain's last response (siblings, so the chain itself
 grows by one a turn), wall and CPU time, and the history read alone (`load_history`), each
 beside turn 1's.
-With `--profile TURN`: a cProfile (CPU time) of the creates at that turn, its top functions
-by their own time and this repository's by their cumulative time. The target: turn 1,000
-within 1.3x of turn 1. Prints milliseconds; not a test.
+With `--cold`: the process's cache of histories (service/prompts/chains.py) is emptied before
+each measured create and read, as for a create whose chain another process continued until
+then (the whole chain walked). With `--profile TURN`: a cProfile (CPU time) of the creates at
+that turn, its top functions by their own time and this repository's by their cumulative
+time. The target: turn 1,000 within 1.3x of turn 1. Prints milliseconds; not a test.
 
     .venv/bin/python bench/chain_bench.py                    # PostgreSQL (a fresh database)
     .venv/bin/python bench/chain_bench.py --sqlite
     .venv/bin/python bench/chain_bench.py --turns 1000 --profile 1000
+    .venv/bin/python bench/chain_bench.py --turns 500 --at 1,500 --cold   # the walk
 """
 
 from __future__ import annotations
@@ -52,9 +55,17 @@ def body(previous: str | None) -> bytes:
     return f'{{"model": "scripted", "input": "another turn", "metadata": {meta}{prev}}}'.encode()
 
 
-async def create(svc: Bundle, previous: str | None) -> str:
+async def create(svc: Bundle, previous: str | None, cold: bool = False) -> str:
+    if cold:
+        svc.chains.clear()
     req = parse_create_body(body(previous), Limits())
     return (await create_and_wait(svc, req, OWNER)).id
+
+
+async def read_history(svc: Bundle, previous: str, cold: bool) -> object:
+    if cold:
+        svc.chains.clear()
+    return await load_history(svc, previous, OWNER)
 
 
 async def median_ms(
@@ -90,10 +101,12 @@ async def run(url: str, args: argparse.Namespace) -> None:
             last = await create(svc, last)
             if turn not in at:
                 continue
-            made, on_cpu = await median_ms(args.samples, functools.partial(create, svc, last))
-            read, _ = await median_ms(
-                args.samples, functools.partial(load_history, svc, last, OWNER)
+            assert last is not None
+            made, on_cpu = await median_ms(
+                args.samples, functools.partial(create, svc, last, args.cold)
             )
+            reading = functools.partial(read_history, svc, last, args.cold)
+            read, _ = await median_ms(args.samples, reading)
             print(
                 f"  turn {turn:,}: create {made:.2f} ms ({on_cpu:.2f} ms CPU), "
                 f"history {read:.2f} ms",
@@ -106,7 +119,8 @@ async def run(url: str, args: argparse.Namespace) -> None:
             history.add(f"turn {turn:,}", read, f"turn {at[0]:,}", first[2])
             if turn == args.profile:  # more samples, apart: the profiler's cost is its own
                 profile = cProfile.Profile(time.process_time)
-                await median_ms(args.samples, functools.partial(create, svc, last), profile)
+                call = functools.partial(create, svc, last, args.cold)
+                await median_ms(args.samples, call, profile)
                 stats = pstats.Stats(profile)
                 stats.sort_stats("tottime").print_stats(25)
                 stats.sort_stats("cumulative").print_stats(HERE, 40)  # this repository's
@@ -135,6 +149,7 @@ def main() -> None:
     p.add_argument("--at", default="1,500,1000", help="the turns measured")
     p.add_argument("--samples", type=int, default=15, help="creates a measured turn")
     p.add_argument("--profile", type=int, help="profile the samples at this turn")
+    p.add_argument("--cold", action="store_true", help="no history cached: the chain walked")
     args = p.parse_args()
     store = "sqlite" if args.sqlite else "postgresql"
     print(f"{store}, load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores here")

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import msgspec
 
-from domain.generation import Compaction, Turn
+from domain.generation import Compaction, Turn, any_turn
 from domain.objects import (
     CompactionItem,
     CustomToolCallOutput,
@@ -51,6 +51,8 @@ def from_last_compaction(history: list[Turn]) -> list[Turn]:
     """The history from its last compacted turn on: that turn's input becomes the summary
     and what followed its last user message (nothing, when the compaction was the whole
     answer), and its output loses the compaction item."""
+    if not any_turn(history, "compacted", _compacted):
+        return history
     for k in range(len(history) - 1, -1, -1):
         turn = history[k]
         found = [x for x in turn.output if isinstance(x, CompactionItem)]
@@ -61,6 +63,10 @@ def from_last_compaction(history: list[Turn]) -> list[Turn]:
         head = msgspec.structs.replace(turn, input=[summary_item(found[-1]), *kept], output=rest)
         return [head, *history[k + 1 :]]
     return history
+
+
+def _compacted(turn: Turn) -> bool:
+    return any(isinstance(x, CompactionItem) for x in turn.output)
 
 
 def kept_from(items: list[InputItem]) -> int:

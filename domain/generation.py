@@ -7,7 +7,8 @@ for every engine.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -35,6 +36,52 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     # request's input passed back (set aside too: service/prompts/history.py). The tool loop
     # offers a listed server's tools from them (service/tools/mcploop.py `listed_before`).
     listed: list[McpListTools] = msgspec.field(default_factory=list)
+
+
+_T = TypeVar("_T")
+
+
+class History(list[Turn]):
+    """A `previous_response_id` chain's turns, oldest first, made from the chain one turn
+    shorter and one more turn (service/prompts/chains.py keeps them): what a stage of a
+    create needs of all the turns (`running`) is carried from the shorter chain's by the new
+    turn alone, not found by a walk of the whole chain. A plain list of the same turns is
+    the same history; a history is never changed once made (nothing appends to one)."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self, parent: list[Turn], turn: Turn) -> None:
+        super().__init__(parent)
+        self.append(turn)
+        self._memo: dict[str, tuple[Any, Callable[[Turn], Any], Callable[[Any, Any], Any]]] = {}
+        if isinstance(parent, History):
+            for key, (value, of_turn, add) in parent._memo.items():
+                self._memo[key] = (add(value, of_turn(turn)), of_turn, add)
+
+    def running(self, key: str, of_turn: Callable[[Turn], _T], add: Callable[[_T, _T], _T]) -> _T:
+        """`add` folded over `of_turn` of every turn, oldest first, kept under `key` (the
+        same functions for the same key, always): carried into every longer history made
+        from this one, so only the first history asked walks its turns."""
+        kept = self._memo.get(key)
+        if kept is not None:
+            return kept[0]  # type: ignore[no-any-return]
+        value = of_turn(self[0])
+        for turn in self[1:]:
+            value = add(value, of_turn(turn))
+        self._memo[key] = (value, of_turn, add)
+        return value
+
+
+def any_turn(history: list[Turn], key: str, test: Callable[[Turn], bool]) -> bool:
+    """Whether `test` holds of a turn of `history`: kept as it grows (`History.running`),
+    else asked of each turn."""
+    if isinstance(history, History):
+        return history.running(key, test, _either)
+    return any(map(test, history))
+
+
+def _either(a: bool, b: bool) -> bool:
+    return a or b
 
 
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):

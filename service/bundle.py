@@ -28,6 +28,7 @@ from service.ports import (
     ResponseIndex,
     StreamScan,
 )
+from service.prompts.chains import ChainCache
 from service.reasoning.sealing import Sealer
 from service.webhooks.model import WebhookStore
 from service.work.leases import LeaseKeeper
@@ -81,3 +82,5 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     clock: Callable[[], float] = time.time
     # Seals reasoning for stateless clients; the engine above opens and seals through it.
     sealer: Sealer
+    # This process's `previous_response_id` histories (service/prompts/chains.py).
+    chains: ChainCache = msgspec.field(default_factory=ChainCache)

@@ -173,6 +173,16 @@ class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
     erased: bool = False  # its content was erased (`resplog erase`): it cannot be continued
 
 
+class ChainTip(msgspec.Struct, frozen=True, kw_only=True):
+    """The newest link of a chain (None: `owner` cannot see it) and the database's
+    chain-break count when it was read (None where it keeps none): the count grows with
+    every delete, erasure and `gc` of responses, so a chain walked at one count is still
+    whole at the same."""
+
+    link: ChainLink | None
+    breaks: int | None
+
+
 class ResponseIndex(Protocol):
     """Queries and flags on the read model."""
 
@@ -183,6 +193,10 @@ class ResponseIndex(Protocol):
         query: at most `limit` of them, and only while each is visible to `owner` (as
         `visible` decides, in SQL); the walk stops before the first that is not (so the
         last link's `previous_response_id`, if set, names a response `owner` cannot see)."""
+        ...
+
+    async def chain_tip(self, response_id: str, owner: str) -> ChainTip:
+        """`chain`'s first link alone, with the chain-break count, in one query."""
         ...
 
     async def visible(
@@ -388,9 +402,12 @@ class Conversations(Protocol):
         after: str | None = None,
         limit: int | None = None,
         order: str = "asc",
+        listing: bool = False,
     ) -> ConversationItems:
         """The visible items in the conversation's order (`desc`: newest first), after the
-        item `after` (which must exist: else none)."""
+        item `after` (which must exist: else none). `listing`: a page for a client, which
+        the store may read on a standby that holds every commit made before it was asked
+        for (not a prompt's read, which waits for no standby)."""
         ...
 
     async def item(self, conversation_id: str, item_id: str) -> ConversationItem | None:

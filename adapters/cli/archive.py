@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from adapters.cli.common import database_option, main
+from adapters.cli.common import database_option, main, replica_option
 from adapters.cli.output import Bar, counted
 from adapters.cli.params import Moment, progress_option
 from adapters.cli.store import opened, run
@@ -27,19 +27,21 @@ from service.audit.importing import import_log
 @click.option("--since", type=Moment, default=None, help="Created at or after.")
 @click.option("--until", type=Moment, default=None, help="Created before.")
 @click.option("--owner", default=None, help="Only this owner's responses.")
+@replica_option
 @progress_option
 def export(
     database_url: str,
     since: float | None,
     until: float | None,
     owner: str | None,
+    replica_database_url: str | None,
     progress: bool | None,
 ) -> None:
     """Write every event of the selected ended responses to stdout as JSON Lines."""
     out = sys.stdout.buffer
 
     async def work() -> Exported:
-        async with opened(database_url) as audit:
+        async with opened(database_url, replica_url=replica_database_url) as audit:
             done = await export_log(
                 audit,
                 Filters(since=since, until=until, owner=owner),

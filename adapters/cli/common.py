@@ -56,6 +56,20 @@ def checked_optional_url(ctx: click.Context, param: click.Parameter, url: str | 
     return None if url is None else _checked_url(ctx, param, url)
 
 
+def replica_option(func: F) -> F:
+    """`--replica-database-url` of the reading commands (`export`, `responses list`)."""
+    return click.option(
+        "--replica-database-url",
+        envvar="RESPLOG_REPLICA_DATABASE_URL",
+        default=None,
+        metavar="URL",
+        callback=checked_optional_url,
+        help="PostgreSQL: a hot standby of --database-url to read on, each read once the "
+        "standby has replayed the primary's WAL up to where it was when the read began "
+        "(else on the primary, in a warning) (docs/guides/high-availability.md).",
+    )(func)
+
+
 class Group(click.Group):
     """Turns resplog's own errors into one line on stderr and exit code 1."""
 

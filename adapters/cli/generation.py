@@ -148,7 +148,9 @@ _OPTIONS = [
         callback=checked_optional_url,
         help="PostgreSQL: a hot standby that reads of ended responses' events go to "
         "(replays, /events), each on the primary instead where the standby has not "
-        "replayed the response's end (docs/guides/high-availability.md).",
+        "replayed the response's end; and listings (a conversation's items, the audit "
+        "view), each once the standby has replayed the primary's WAL up to where it was "
+        "when asked (docs/guides/high-availability.md).",
     ),
     click.option(
         "--db-connect-timeout-s",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from adapters.cli.common import database_option, main
+from adapters.cli.common import database_option, main, replica_option
 from adapters.cli.output import print_columns, print_json, stdout_console
 from adapters.cli.params import Moment, json_option, response_id
 from adapters.cli.store import opened, run
@@ -54,6 +54,7 @@ def _flags(row: ResponseRow) -> str:
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--after", default=None, metavar="ID", help="The last id of the previous page.")
+@replica_option
 @json_option
 def list_responses(
     database_url: str,
@@ -66,6 +67,7 @@ def list_responses(
     deleted: bool,
     limit: int,
     after: str | None,
+    replica_database_url: str | None,
     as_json: bool,
 ) -> None:
     """Responses newest first, filtered, a page at a time."""
@@ -74,7 +76,7 @@ def list_responses(
             response_id(given)
 
     async def work() -> ResponsePage:
-        async with opened(database_url) as audit:
+        async with opened(database_url, replica_url=replica_database_url) as audit:
             return await uc.list_responses(
                 audit,
                 owner=owner,

@@ -24,14 +24,17 @@ def run(work: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def opened(url: str, *, listen: bool = False) -> AsyncIterator[Audit]:
+async def opened(
+    url: str, *, listen: bool = False, replica_url: str | None = None
+) -> AsyncIterator[Audit]:
     """The audit's ports over the store at `url`, checked to be migrated; a SQLite file
     must already exist (a reading command must not create an empty database where a path
-    was mistyped)."""
+    was mistyped). `replica_url`: a hot standby the reads go to once it has caught up with
+    the primary (adapters/store/replica.py)."""
     from adapters.store.factory import audit_ports, open_store
 
     refuse_missing_file(url)
-    store = await open_store(url, listen=listen)
+    store = await open_store(url, listen=listen, replica_url=replica_url)
     try:
         yield audit_ports(store)
     finally:

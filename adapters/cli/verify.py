@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from adapters.cli.common import database_option, main
+from adapters.cli.common import database_option, main, replica_option
 from adapters.cli.output import Bar, counted, print_json
 from adapters.cli.params import Duration, json_option, progress_option, response_id
 from adapters.cli.store import opened, run
@@ -74,13 +74,20 @@ class _Relay:
         self.sent = time.monotonic()
 
 
-def _part(index: int, url: str, selection: Selection, stale_after: float, out: Queue[Any]) -> None:
+def _part(
+    index: int,
+    url: str,
+    replica_url: str | None,
+    selection: Selection,
+    stale_after: float,
+    out: Queue[Any],
+) -> None:
     """One part of `verify --all --jobs N`, in a process of its own: its findings as it
     makes them, its progress, then its report (or why it could not finish) to the parent."""
 
     async def work() -> Report:
         exit_with_parent()
-        async with opened(url) as audit:
+        async with opened(url, replica_url=replica_url) as audit:
             relay = _Relay(out)
             verifier = Verifier(audit.log, relay, stale_after, lambda f: out.put(("finding", f)))
             await verifier.run(audit.scan.streams(selection))
@@ -105,7 +112,13 @@ def exit_with_parent() -> None:
 
 
 async def _parts(
-    audit: Audit, url: str, jobs: int, stale_after: float, bar: Progress, emit: Emit | None
+    audit: Audit,
+    url: str,
+    replica_url: str | None,
+    jobs: int,
+    stale_after: float,
+    bar: Progress,
+    emit: Emit | None,
 ) -> Report:
     """Every response stream in `jobs` processes, the orphans here meanwhile."""
     cuts = await audit.scan.cuts(Selection(), jobs)
@@ -115,7 +128,9 @@ async def _parts(
     context = multiprocessing.get_context("spawn")  # no copy of this process's loop or pool
     out: Queue[Any] = context.Queue()
     procs = [
-        context.Process(target=_part, args=(i, url, part, stale_after, out), daemon=True)
+        context.Process(
+            target=_part, args=(i, url, replica_url, part, stale_after, out), daemon=True
+        )
         for i, part in enumerate(slices)
     ]
     for proc in procs:
@@ -230,6 +245,7 @@ def _chain_options(f: Any) -> Any:
     "come in the order they are found.",
 )
 @_chain_options
+@replica_option
 @progress_option
 @json_option
 def verify(
@@ -242,6 +258,7 @@ def verify(
     checkpoint_paths: tuple[str, ...],
     key_path: str | None,
     export_path: str | None,
+    replica_database_url: str | None,
     progress: bool | None,
     as_json: bool,
 ) -> None:
@@ -276,7 +293,15 @@ def verify(
         reports.update(
             run(
                 _online(
-                    database_url, ids, everything, stale_after, jobs, chained, taken, emit, progress
+                    (database_url, replica_database_url),
+                    ids,
+                    everything,
+                    stale_after,
+                    jobs,
+                    chained,
+                    taken,
+                    emit,
+                    progress,
                 )
             )
         )
@@ -295,7 +320,7 @@ def verify(
 
 
 async def _online(
-    database_url: str,
+    urls: tuple[str, str | None],
     ids: tuple[str, ...],
     everything: bool,
     stale_after: float,
@@ -306,10 +331,11 @@ async def _online(
     progress: bool | None,
 ) -> dict[str, Report]:
     reports: dict[str, Report] = {}
-    async with opened(database_url) as audit:
+    database_url, replica_url = urls
+    async with opened(database_url, replica_url=replica_url) as audit:
 
         async def parts(bar: Progress) -> Report:
-            return await _parts(audit, database_url, jobs, stale_after, bar, emit)
+            return await _parts(audit, database_url, replica_url, jobs, stale_after, bar, emit)
 
         reports["log"] = await verify_log(
             audit,

@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import math
+import operator
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
@@ -29,11 +30,13 @@ from domain.generation import (
     EndItem,
     Finished,
     FunctionCallStart,
+    History,
     InputDelta,
     Prompt,
     ReasoningDelta,
     TextDelta,
     TokenUsage,
+    Turn,
 )
 from domain.objects import (
     CustomToolCallOutput,
@@ -73,17 +76,21 @@ def _item_text(item: InputItem) -> str:
     return ""
 
 
+def _turn_words(turn: Turn) -> int:
+    words = len((turn.instructions or "").split())
+    words += sum(len(_item_text(i).split()) for i in turn.input)
+    for out in turn.output:
+        if isinstance(out, OutputMessage):
+            words += sum(len(p.text.split()) for p in out.content if isinstance(p, OutputText))
+    return words
+
+
 def _prompt_words(prompt: Prompt) -> tuple[int, int]:
     """(all prompt words, words of the earlier turns): a stand-in for token counts."""
-    history = 0
-    for turn in prompt.history:
-        history += len((turn.instructions or "").split())
-        history += sum(len(_item_text(i).split()) for i in turn.input)
-        for out in turn.output:
-            if isinstance(out, OutputMessage):
-                history += sum(
-                    len(p.text.split()) for p in out.content if isinstance(p, OutputText)
-                )
+    if isinstance(prompt.history, History):  # carried along the chain, not recounted
+        history = prompt.history.running("scripted.words", _turn_words, operator.add)
+    else:
+        history = sum(map(_turn_words, prompt.history))
     current = len((prompt.instructions or "").split())
     current += sum(len(_item_text(i).split()) for i in prompt.input)
     return history + current, history

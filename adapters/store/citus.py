@@ -5,9 +5,14 @@ The log is distributed by the stream a row belongs to, all in one co-location gr
 that everything one stream's append touches is on one shard: `responses` by its id,
 `events` by `stream_id` (its daily partitions are distributed with it), `conversations` by
 id and `conversation_items` by `conversation_id` (a conversation is a stream of `events`
-too), and `blobs` by their digest. `api_keys`, read on every request and written rarely, is
-a reference table (a copy on every node). `alembic_version` stays on the coordinator, the
-only node `resplog migrate` talks to.
+too), `prompts` by id (a prompt is a stream too), `erasures` by the stream erased,
+`webhook_deliveries` and `webhook_attempts` by their response (the flush that ends a
+background response makes its deliveries on its shard), and `blobs` by their digest.
+`api_keys`, `webhook_endpoints` and `webhook_endpoint_log`, read often (the endpoints by
+every flush that ends a background response, joined to its row on its shard) and written
+rarely, are reference tables (a copy on every node). `alembic_version` and `checkpoints`
+(the signed checkpoints, written every few minutes by the coordinator's clients and joined
+with nothing) stay on the coordinator, the only node resplog talks to.
 
 A statement on Citus runs on one shard when it names one value of the distribution column,
 so the hot path names them (docs/scale.md lists what does not):
@@ -16,7 +21,11 @@ so the hot path names them (docs/scale.md lists what does not):
   name their ids (`r.id = ANY(...)`), the event rows go as a multi-row `VALUES`, which
   Citus routes to the shard they are on (an `INSERT ... SELECT` of arrays would go through
   the coordinator as intermediate results, and a flush over several shards would be a
-  two-phase commit);
+  two-phase commit). Its statements go one by one, not as one statement of CTEs as on one
+  PostgreSQL (`commit_one`): Citus plans each CTE's rows as an intermediate result that it
+  sends to every worker, so such a statement needs every worker up (a stopped worker would
+  fail every shard's flush), and it measured 2.5 times the flush time of the statements
+  one by one (docs/scale.md);
 - no function that Citus refuses in a distributed `UPDATE`: a volatile one anywhere
   (`clock_timestamp()`), a stable one inside `CASE`. Lease times stay the database's clock
   (the coordinator's `statement_timestamp()`, which Citus evaluates once and sends as a
@@ -45,8 +54,16 @@ DISTRIBUTED: tuple[tuple[str, str, str | None], ...] = (
     ("conversations", "id", "responses"),
     ("conversation_items", "conversation_id", "responses"),
     ("blobs", "sha256", "responses"),
+    ("prompts", "id", "responses"),
+    ("erasures", "stream_id", "responses"),
+    ("webhook_deliveries", "response_id", "responses"),
+    ("webhook_attempts", "response_id", "responses"),
 )
-REFERENCE: tuple[str, ...] = ("api_keys",)
+REFERENCE: tuple[str, ...] = ("api_keys", "webhook_endpoints", "webhook_endpoint_log")
+# On the coordinator alone: `resplog migrate`'s record, the signed checkpoints, and the
+# chain-break count, which nothing reads or writes on Citus (its processes keep no chain's
+# history, service/prompts/chains.py: the count would be a row on no shard of the chain).
+LOCAL: tuple[str, ...] = ("alembic_version", "checkpoints", "chain_breaks")
 TABLES = frozenset(name for name, _, _ in DISTRIBUTED) | frozenset(REFERENCE)
 
 

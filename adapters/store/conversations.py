@@ -12,6 +12,7 @@ without its items in the conversation, nor do items join from a response that di
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -139,13 +140,16 @@ class SqlConversations:
         after: str | None = None,
         limit: int | None = None,
         order: str = "asc",
+        listing: bool = False,
     ) -> ConversationItems:
         newest_first = order == "desc"
         key = (t_items.c.position, t_items.c.seq)
         query = sa.select(t_items.c.data).where(
             t_items.c.conversation_id == conversation_id, t_items.c.deleted_at.is_(None)
         )
-        async with self._store.engine.connect() as conn:
+
+        async def page(conn: AsyncConnection) -> tuple[list[Any], dict[str, str]] | None:
+            nonlocal query
             if after is not None:
                 mark = (
                     await conn.execute(
@@ -156,14 +160,23 @@ class SqlConversations:
                     )
                 ).first()
                 if mark is None:
-                    return ConversationItems(items=[], has_more=False)
+                    return None
                 row = sa.tuple_(*key)
                 query = query.where(row < tuple(mark) if newest_first else row > tuple(mark))
             query = query.order_by(*(c.desc() if newest_first else c for c in key))
             if limit is not None:
                 query = query.limit(limit + 1)
             rows = [r[0] for r in await conn.execute(query)]
-            found = await blobs.load(conn, {d for r in rows for d in blobs.references(r)})
+            return rows, await blobs.load(conn, {d for r in rows for d in blobs.references(r)})
+
+        if listing:
+            read = await self._store.reading(page)
+        else:
+            async with self._store.engine.connect() as conn:
+                read = await page(conn)
+        if read is None:
+            return ConversationItems(items=[], has_more=False)
+        rows, found = read
         rows = [blobs.put_back(r, found) for r in rows]
         more = limit is not None and len(rows) > limit
         kept = rows[:limit] if limit is not None else rows
@@ -262,8 +275,11 @@ async def summaries(
         query = query.where(
             sa.or_(c.created_at < made, sa.and_(c.created_at == made, c.id < after))
         )
-    async with store.engine.connect() as conn:
-        rows = (await conn.execute(query.limit(limit))).mappings().all()
+
+    async def read(conn: AsyncConnection) -> Sequence[sa.RowMapping]:
+        return (await conn.execute(query.limit(limit))).mappings().all()
+
+    rows = await store.reading(read)
     return [
         ConversationSummary(
             id=r["id"],
@@ -283,11 +299,14 @@ async def conversation_ids(store: Any, page: int = 1000) -> list[str]:
         query = sa.select(t_conv.c.id).order_by(t_conv.c.id).limit(page)
         if found:
             query = query.where(t_conv.c.id > found[-1])
-        async with store.engine.connect() as conn:
-            ids = list((await conn.execute(query)).scalars())
+        ids: list[str] = await store.reading(functools.partial(_scalars, query=query))
         found += ids
         if len(ids) < page:
             return found
+
+
+async def _scalars(conn: AsyncConnection, query: sa.Select[Any]) -> list[Any]:
+    return list((await conn.execute(query)).scalars())
 
 
 async def audited_items(store: Any, conversation_id: str) -> list[AuditedItem]:
@@ -297,9 +316,13 @@ async def audited_items(store: Any, conversation_id: str) -> list[AuditedItem]:
         .where(t_items.c.conversation_id == conversation_id)
         .order_by(t_items.c.position, t_items.c.seq)
     )
-    async with store.engine.connect() as conn:
+
+    async def read(conn: AsyncConnection) -> tuple[Sequence[sa.RowMapping], dict[str, str]]:
         rows = (await conn.execute(query)).mappings().all()
-        found = await blobs.load(conn, {d for r in rows for d in blobs.references(r["data"])})
+        refs = {d for r in rows for d in blobs.references(r["data"])}
+        return rows, await blobs.load(conn, refs)
+
+    rows, found = await store.reading(read)
     return [
         AuditedItem(
             item=_item.decode(blobs.put_back(r["data"], found)),

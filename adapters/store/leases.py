@@ -40,7 +40,7 @@ from adapters.store import citus
 from adapters.store.postgres import PostgresEventStore
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import responses as t
-from adapters.store.transient import guarded
+from adapters.store.transient import RAW, guarded, is_transient
 from domain.reasons import CancelReason
 from service.ports import CancelBell, Claim, Renewal
 
@@ -145,14 +145,28 @@ class SqlLeases:
             return Renewal(held=frozenset(), cancel={})
         if self._raw is not None and self._citus():
             # One row a statement, each on its shard. It may wait for a flush that holds
-            # the row, but holds no other row meanwhile: no deadlock.
+            # the row, but holds no other row meanwhile: no deadlock. A row whose shard
+            # cannot be reached (its worker stopped) counts as still held, as every row
+            # does through an outage of the whole database (the pass fails), and the
+            # others are renewed all the same; its own appends fail meanwhile.
+            unknown: list[str] = []
+            last: BaseException | None = None
             async with self._raw.connection() as raw:
                 for i in ids:
-                    row = await raw.fetchrow(citus.RENEW_ONE, self.owner, self.ttl, i)
+                    try:
+                        row = await raw.fetchrow(citus.RENEW_ONE, self.owner, self.ttl, i)
+                    except RAW as exc:
+                        if not is_transient(exc):
+                            raise
+                        unknown.append(i)
+                        last = exc
+                        continue
                     if row is not None:
                         held[row[0]] = row
+            if last is not None and len(unknown) == len(ids):
+                raise last  # nothing answered: the database is away
             cancel = {i: r for i, row in held.items() if (r := _reason(row[1])) is not None}
-            return Renewal(held=frozenset(held), cancel=cancel)
+            return Renewal(held=frozenset(held) | frozenset(unknown), cancel=cancel)
         if self._pg:  # all ids as one array: one statement for every lease held
             async with self._store._begin_write() as conn:
                 held.update(

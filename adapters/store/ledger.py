@@ -7,14 +7,17 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from adapters.store import blobs
 from adapters.store.sql import SqlEventStore
+from adapters.store.tables import BREAK
 from adapters.store.tables import checkpoints as t_checkpoints
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import erasures as t_erasures
 from adapters.store.tables import events as t_events
+from adapters.store.tables import prompts as t_prompts
 from adapters.store.tables import responses as t_responses
 from adapters.store.transient import guarded
 from service.ports import ChainHead, ChainRow, Erasure, SavedCheckpoint, StoredEvent
@@ -28,13 +31,15 @@ class SqlLedger:
 
     @guarded
     async def heads(self) -> list[ChainHead]:
-        found: list[ChainHead] = []
-        async with self.store.engine.connect() as conn:
-            for table in (t_responses, t_conversations):
+        async def read(conn: AsyncConnection) -> list[ChainHead]:
+            found: list[ChainHead] = []
+            for table in (t_responses, t_conversations, t_prompts):
                 c = table.c
                 query = sa.select(c.id, c.version, c.head_digest).order_by(c.id)
                 found += [ChainHead(*row) for row in await conn.execute(query)]
-        return found
+            return found
+
+        return await self.store.reading(read)
 
     async def rows(self, stream_ids: Sequence[str] | None = None) -> AsyncIterator[list[ChainRow]]:
         e = t_events.c
@@ -59,13 +64,15 @@ class SqlLedger:
 
     @guarded
     async def _page(self, query: sa.Select[Any]) -> list[ChainRow]:
-        async with self.store.engine.connect() as conn:
+        async def read(conn: AsyncConnection) -> tuple[Sequence[Any], list[StoredEvent]]:
             rows = (await conn.execute(query)).all()
             stored = [
                 StoredEvent(sid, pos, typ, data.encode(), None if f is None else f.encode(), 0.0)
                 for sid, pos, typ, data, f, _, _ in rows
             ]
-            resolved = await blobs.resolve(conn, stored)
+            return rows, await blobs.resolve(conn, stored)
+
+        rows, resolved = await self.store.reading(read)
         return [
             ChainRow(s.stream_id, s.position, s.type, s.data, s.facts, row[5], row[6])
             for s, row in zip(resolved, rows, strict=True)
@@ -85,8 +92,11 @@ class SqlLedger:
     async def latest_checkpoint(self) -> SavedCheckpoint | None:
         c = t_checkpoints.c
         query = sa.select(c.id, c.created_at, c.body).order_by(c.id.desc()).limit(1)
-        async with self.store.engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+
+        async def read(conn: AsyncConnection) -> Any:
+            return (await conn.execute(query)).first()
+
+        row = await self.store.reading(read)
         if row is None:
             return None
         return SavedCheckpoint(number=row[0], created_at=row[1], body=row[2].encode())
@@ -97,8 +107,11 @@ class SqlLedger:
         query = sa.select(c.stream_id, c.erased_at, c.reason).order_by(c.stream_id)
         if stream_ids is not None:
             query = query.where(c.stream_id.in_(list(stream_ids)))
-        async with self.store.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+
+        async def read(conn: AsyncConnection) -> Sequence[Any]:
+            return (await conn.execute(query)).all()
+
+        rows = await self.store.reading(read)
         return [Erasure(stream_id=r[0], erased_at=r[1], reason=r[2]) for r in rows]
 
     @guarded
@@ -154,6 +167,8 @@ class SqlLedger:
                     stream_id=stream_id, erased_at=erasure.erased_at, reason=erasure.reason
                 )
             )
+            if not getattr(self.store, "citus", False):  # Citus caches no chain (readmodel.py)
+                await conn.execute(BREAK)  # a chain that holds it is no longer continued
             await blobs.sweep(conn, erasure.erased_at)
         if sqlite:
             # The write-ahead log still holds the pages as they were: fold it into the file

@@ -231,15 +231,16 @@ async def expired(conn: AsyncConnection, cutoff: float) -> list[Day]:
     return found
 
 
-async def drop(conn: AsyncConnection, day: int) -> Day | None:
+async def drop(conn: AsyncConnection, day: int, *, breaks: bool = True) -> Day | None:
     """Delete `day`'s responses and drop its partition, in one transaction (`conn` is
-    outside one); None, with nothing changed, if one of its responses has not ended (it
-    keeps the whole day), the day has no partition, or a long statement on `events` (an
-    export, `verify --all`) kept the drop from its lock for a second: the next run takes
-    it. Never a `DELETE` of events."""
+    outside one), raising the chain-break count if any went (`breaks`: where it is kept);
+    None, with nothing changed, if one of its responses has not ended (it keeps the whole
+    day), the day has no partition, or a long statement on `events` (an export, `verify
+    --all`) kept the drop from its lock for a second: the next run takes it. Never a
+    `DELETE` of events."""
     try:
         async with conn.begin():
-            return await _drop(conn, day)
+            return await _drop(conn, day, breaks)
     except _Kept:
         return None
     except sa_exc.DBAPIError as exc:
@@ -253,7 +254,7 @@ class _Kept(Exception):
     """A day that must stay: what its transaction did is rolled back."""
 
 
-async def _drop(conn: AsyncConnection, day: int) -> Day:
+async def _drop(conn: AsyncConnection, day: int, breaks: bool) -> Day:
     await conn.execute(sa.text(_DROP_LOCK_TIMEOUT))
     await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
     if day not in await days(conn):
@@ -273,4 +274,6 @@ async def _drop(conn: AsyncConnection, day: int) -> Day:
         raise _Kept
     # Takes all of `events` for a moment; the lock timeout bounds the wait.
     await conn.execute(sa.text(f"DROP TABLE events_p{day}"))
+    if versions and breaks:  # a chain that held one ends before it (service/prompts/chains.py)
+        await conn.execute(sa.text("UPDATE chain_breaks SET breaks = breaks + 1"))
     return Day(day=day, responses=len(versions), running=0, events=sum(v + 1 for v in versions))

@@ -15,9 +15,9 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import starmap
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
@@ -40,11 +40,12 @@ from adapters.store.sql import PAGE_SQL, Failures, SqlEventStore, conflict_of, j
 from adapters.store.tables import events as t_events
 from adapters.store.transient import (
     RAW,
-    STATEMENT_ERRORS,
+    Unreached,
     guarded,
     is_transient,
     lost_under_operation,
     sqlstate,
+    store_error,
 )
 from adapters.store.urls import async_url, asyncpg_dsn
 from domain.objects import TERMINAL_STATUSES
@@ -52,6 +53,7 @@ from domain.reasons import CancelReason
 from service.ports import StoredEvent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How often each process checks that the coming days' partitions of the log exist (they are
 # made `partitions.AHEAD` days ahead, so a few missed checks cost nothing).
@@ -261,6 +263,8 @@ def _relation_gone(exc: BaseException) -> bool:
 
 
 _STATUS_VERSION = "SELECT status, version FROM responses WHERE id = $1"
+# The WAL written so far: a commit is written before it is shown to anyone.
+_WAL_POSITION = "SELECT pg_current_wal_lsn()::text"
 
 _INSERT_MANY = """
 INSERT INTO events (stream_id, position, type, data, facts, recorded_at, digest)
@@ -381,10 +385,21 @@ class PostgresEventStore(SqlEventStore):
             WORK_CHANNEL: lambda p: self.bells.on_work_payload(p, self.origin),
             CANCEL_CHANNEL: self.bells.on_cancel_payload,
         }
-        # Reads of ended streams, from a hot standby where it has them (replica.py).
+        # Reads of ended streams, and listings, from a hot standby where it has them
+        # (replica.py). A small pool: each listing holds a connection for one read.
         self.replica = None
         if settings.replica_url is not None:
-            self.replica = Replica(async_url(settings.replica_url), settings)
+            standby = async_url(settings.replica_url)
+            listings = create_async_engine(
+                standby,
+                echo=settings.echo,
+                pool_size=5,
+                max_overflow=10,
+                pool_pre_ping=settings.pool_pre_ping,
+                **_engine_arguments(standby, settings),
+            )
+            event.listen(listings.sync_engine, "handle_error", _disconnect_if_lost)
+            self.replica = Replica(standby, settings, listings)
         # The doorbells need a session: the session URL's, if given (pooler.py).
         session = url if settings.session_url is None else async_url(settings.session_url)
         self.listener = Listener(
@@ -486,6 +501,21 @@ class PostgresEventStore(SqlEventStore):
 
     @guarded
     async def read_many(self, points: Sequence[tuple[str, int]], limit: int) -> list[StoredEvent]:
+        """The scans' read (`verify`, `export`): on the replica once it has caught up with
+        the primary (replica.py `read_caught_up`), else `_fetch_many` on the primary."""
+        if self.replica is not None and not self.citus:
+
+            async def on_replica(conn: AsyncConnection) -> list[StoredEvent]:
+                # `_FETCH_MANY` as it is: asyncpg's own connection under SQLAlchemy's.
+                driver = (await conn.get_raw_connection()).driver_connection
+                assert driver is not None
+                sids, afters = [p[0] for p in points], [p[1] for p in points]
+                rows = await driver.fetch(_fetch_on(None), sids, afters, limit)
+                return await blobs.resolve(conn, list(starmap(StoredEvent, rows)))
+
+            found = await self.replica.read_caught_up(self._wal_position, on_replica)
+            if found is not None:
+                return found[0]
         return await self._fetch_many(points, limit)
 
     async def _page_rows(self, params: tuple[str, int, int, int]) -> Sequence[Any]:
@@ -520,6 +550,20 @@ class PostgresEventStore(SqlEventStore):
             if found is not None and not blobs.any_reference(found):
                 return found
         return await super()._read(stream_id, after, limit)
+
+    async def reading(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """On the replica once it has replayed the primary's WAL up to where it is now
+        (replica.py `read_caught_up`), else on the primary."""
+        if self.replica is not None:
+            found = await self.replica.read_caught_up(self._wal_position, read)
+            if found is not None:
+                return found[0]
+        return await super().reading(read)
+
+    async def _wal_position(self) -> str:
+        """The primary's WAL position: every commit it has shown lies before it."""
+        async with self.raw.connection() as conn:
+            return str(await conn.fetchval(_WAL_POSITION))
 
     async def _status_version(self, stream_id: str) -> tuple[str, int] | None:
         async with self.raw.connection() as conn:
@@ -589,38 +633,39 @@ class PostgresEventStore(SqlEventStore):
             won.update(r[0] for r in await conn.exec_driver_sql(citus.CLAIM_LIFECYCLE, changes))
         return won
 
-    async def _commit_sharded(
-        self, batches: Sequence[Append], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
-        """A flush on Citus: a transaction per shard, side by side, so that none spans
-        shards (a two-phase commit). A shard whose transaction fails on a constraint is
-        retried stream by stream (the others have committed: `commit`'s isolation of the
-        whole flush would take them for conflicts); a transient failure of any is raised
-        once all have ended, for the writer's retry, whose `recheck` finds what did commit."""
+    @guarded
+    async def commit(self, batches: Sequence[Append], *, recheck: bool = False) -> Failures:
+        """On Citus, a flush is a transaction per shard, side by side, so that none spans
+        shards (a two-phase commit), each as `SqlEventStore.commit` makes one (its streams'
+        chain digests read on its shard, its streams that fail on a constraint retried one
+        by one). A shard whose transaction fails on a transient error (its worker stopped)
+        fails its streams with `Unreached` while the others commit: the writer retries
+        those alone, and its re-check finds what did commit; any other error fails its
+        shard's streams alone."""
+        if not self.citus:
+            return await super().commit(batches, recheck=recheck)
+        if len({b.stream_id for b in batches}) != len(batches):
+            raise ValueError("one batch per stream per commit")
         groups = await self._by_shard(batches)
+        one = super().commit
         results = await asyncio.gather(
-            *(self._commit_shard(group, now, recheck) for group in groups),
-            return_exceptions=True,
+            *(one(group, recheck=recheck) for group in groups), return_exceptions=True
         )
         failed: Failures = {}
-        done: dict[str, list[StoredEvent]] = {}
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            failed.update(result[0])
-            done.update(result[1])
-        return failed, done
-
-    async def _commit_shard(
-        self, batches: Sequence[Append], now: float, recheck: bool
-    ) -> tuple[Failures, dict[str, list[StoredEvent]]]:
-        try:
-            return await super()._commit_together(batches, now, recheck)
-        except STATEMENT_ERRORS as exc:
-            if is_transient(exc):
-                raise
-            log.warning("flush of %d streams failed (%s); isolating them", len(batches), exc)
-            return await self._commit_isolated(batches, now, recheck)
+        for group, result in zip(groups, results, strict=True):
+            if not isinstance(result, BaseException):
+                failed.update(result)
+                continue
+            if not isinstance(result, Exception):
+                raise result  # a cancellation
+            error = store_error(result)
+            if is_transient(error):
+                error = Unreached(str(error))
+                error.__cause__ = result.__cause__ or result
+            else:
+                log.error("flush of %d streams failed: %s", len(group), error)
+            failed.update({b.stream_id: error for b in group})
+        return failed
 
     async def _by_shard(self, batches: Sequence[Append]) -> list[list[Append]]:
         """`batches` by the shard their stream is on (asked of Citus once a stream). A shard
@@ -642,9 +687,9 @@ class PostgresEventStore(SqlEventStore):
         """The flush in one statement (`commit_one`), unless it needs what only the
         statements one by one do: blobs to store, a conversation to join, a retry's check
         for its own earlier commit, or the `executemany` insert; on Citus, a transaction
-        per shard (`_commit_sharded`)."""
-        if self.citus:
-            return await self._commit_sharded(batches, now, recheck)
+        per shard (`commit`), each of these statements one by one."""
+        if self.citus:  # see `citus.py` for why not as one statement
+            return await super()._commit_together(batches, now, recheck)
         alone = recheck or self.settings.pg_insert != "unnest" or any(map(_needs_more, batches))
         one = None if alone else self.flush_statement(batches, now)
         if one is None:

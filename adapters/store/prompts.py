@@ -6,8 +6,10 @@ A new version is one event appended to the template's stream in `events` and its
 version + 1 … RETURNING version` takes the row lock (PostgreSQL) or the write lock
 (SQLite), so two versions added at once get one position each. The first version inserts
 the row; a concurrent first version of the same id fails on its primary key and is tried
-again as the next version. A version's images and files are stored once, as a request's
-are (adapters/store/blobs.py).
+again as the next version. Each version is linked into the stream's hash chain
+(domain/chain.py) as a conversation's events are: from the row's head digest, read under
+the same lock, which moves to the new event's. A version's images and files are stored
+once, as a request's are (adapters/store/blobs.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from adapters.store import blobs
 from adapters.store.tables import events as t_events
 from adapters.store.tables import prompts as t_prompts
 from adapters.store.transient import guarded
+from domain import chain
 from domain.templates import PromptTemplate, VersionAdded
 from service.ports import PromptSummary, PromptVersion
 
@@ -102,13 +105,16 @@ async def _add(
     conn: AsyncConnection, prompt_id: str, owner: str, template: PromptTemplate, now: float
 ) -> int:
     """The next version, written (raises `_NotTheirs` if another owner has the id)."""
+    # RETURNING gives the head digest as it was (this statement does not set it): the
+    # previous link of the version appended here, read under the row's lock.
     moved = await conn.execute(
         t_prompts.update()
         .where(t_prompts.c.id == prompt_id)
         .values(version=t_prompts.c.version + 1, updated_at=now)
-        .returning(t_prompts.c.version, t_prompts.c.owner)
+        .returning(t_prompts.c.version, t_prompts.c.owner, t_prompts.c.head_digest)
     )
     row = moved.first()
+    head: str | None = None
     if row is None:
         await conn.execute(
             t_prompts.insert().values(
@@ -119,21 +125,30 @@ async def _add(
     elif row.owner != owner:
         raise _NotTheirs  # leaving the transaction's block rolls the update back
     else:
-        position = int(row.version)
+        position, head = int(row.version), row.head_digest
     event = VersionAdded(
         sequence_number=position, owner=owner, version=position + 1, template=template
     )
+    wire = msgspec.json.encode(event)
     found: dict[str, str] = {}
-    data = blobs.extract(msgspec.json.encode(event).decode(), found)
+    data = blobs.extract(wire.decode(), found)
     await blobs.store(conn, found, now)
+    tag = str(event.__struct_config__.tag)
+    # The content digest is of the bytes a reader receives: the event with its blobs in.
+    previous = chain.GENESIS if position == 0 or head is None else bytes.fromhex(head)
+    digest = chain.link(previous, prompt_id, position, tag, chain.content(wire, None)).hex()
     await conn.execute(
         t_events.insert().values(
             stream_id=prompt_id,
             position=position,
-            type=event.__struct_config__.tag,
+            type=tag,
             data=data,
             facts=None,
             recorded_at=now,
+            digest=digest,
         )
+    )
+    await conn.execute(
+        t_prompts.update().where(t_prompts.c.id == prompt_id).values(head_digest=digest)
     )
     return position + 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 import sqlalchemy as sa
@@ -15,14 +15,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.store import blobs, partitions
 from adapters.store.bells import Bells
+from adapters.store.tables import BREAK, row_of
+from adapters.store.tables import chain_breaks as t_breaks
 from adapters.store.tables import events as t_events
 from adapters.store.tables import responses as t_responses
-from adapters.store.tables import row_of
 from adapters.store.transient import guarded
 from domain.errors import NotFound
 from domain.reasons import CancelReason
-from service.ports import ChainLink, ResponsePage, ResponseRow
+from service.ports import ChainLink, ChainTip, ResponsePage, ResponseRow
 
+T = TypeVar("T")
 _CUSTOM_PLAN = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
 # A visibility check that needs no snapshot (a replay's) reads none: a snapshot may be
 # megabytes, and a burst of replays would read it once each (docs/performance.md, "Stalled
@@ -43,6 +45,14 @@ class ReadModel:
 
     def _begin_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
+
+    async def reading(self, read: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`read` (a listing, an admin command's read: never part of a write) on a
+        connection that sees at least every commit made before it was asked for: the
+        database's own here; PostgreSQL's store reads on its replica where it has caught up
+        (replica.py `read_caught_up`)."""
+        async with self.engine.connect() as conn:
+            return await read(conn)
 
     @guarded
     async def get(self, response_id: str) -> ResponseRow | None:
@@ -129,6 +139,52 @@ class ReadModel:
             for rid, status, previous, snapshot, facts, erased in rows
         ]
 
+    @guarded
+    async def chain_tip(self, response_id: str, owner: str) -> ChainTip:
+        """See `service.ports.ResponseIndex.chain_tip`: the link of `chain` with a limit of
+        one, and the chain-break count, in one statement (no count on Citus, which caches
+        no chain: its statements name one shard, the count's row is on none)."""
+        if getattr(self, "citus", False):
+            links = await self._chain_by_turns(response_id, owner, 1)
+            return ChainTip(link=links[0] if links else None, breaks=None)
+        r, e = t_responses.c, t_events.c
+        breaks = sa.select(t_breaks.c.breaks).where(t_breaks.c.id == 1).scalar_subquery()
+        query = (
+            sa.select(
+                r.status,
+                r.previous_response_id,
+                r.snapshot,
+                e.facts,
+                e.content_digest.is_not(None),
+                breaks,
+            )
+            .outerjoin(
+                t_events,
+                sa.and_(
+                    e.stream_id == r.id,
+                    e.position == 0,
+                    partitions.same_partition(e.stream_id, response_id, self.dialect),
+                ),
+            )
+            .where(r.id == response_id, r.owner == owner, r.store.is_(True))
+            .where(r.deleted_at.is_(None))
+        )
+        async with self.statements.connect() as conn:
+            row = (await conn.execute(query)).first()
+            if row is None:
+                return ChainTip(link=None, breaks=None)
+            status, previous, snapshot, facts, erased, count = row
+            found = await blobs.load(conn, blobs.references(facts))
+        link = ChainLink(
+            response_id=response_id,
+            status=status,
+            previous_response_id=previous,
+            snapshot=snapshot.encode(),
+            request_facts=None if facts is None else blobs.put_back(facts, found).encode(),
+            erased=bool(erased),
+        )
+        return ChainTip(link=link, breaks=None if count is None else int(count))
+
     async def _chain_by_turns(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:
         """`chain` on Citus, which runs no recursive query over distributed tables: one
         read a turn, each on the turn's shard (its row joined to its first event, which
@@ -178,7 +234,11 @@ class ReadModel:
             .where(t_responses.c.id == response_id, t_responses.c.deleted_at.is_(None))
             .values(deleted_at=time.time())
         )
-        return await self._flag(stmt)
+        async with self._begin_write() as conn:
+            deleted = (await conn.execute(stmt)).rowcount == 1
+            if deleted and not getattr(self, "citus", False):
+                await conn.execute(BREAK)  # the chains that hold it end before it now
+        return deleted
 
     @guarded
     async def request_cancel(
@@ -261,10 +321,13 @@ class ReadModel:
             conds.append(c.id.in_(sa.select(_conversation(root).c.id)))
         if end_reason is not None:
             conds.append(ended_for(end_reason, self.dialect))
-        async with self.engine.connect() as conn:
+
+        async def rows_of(conn: AsyncConnection) -> Sequence[Any]:
             if after is not None:
                 conds.append(await self._older_than(conn, after))
-            rows = (await conn.execute(query.where(*conds))).all()
+            return (await conn.execute(query.where(*conds))).all()
+
+        rows = await self.reading(rows_of)
         page = [row_of(r) for r in rows[:limit]]
         return ResponsePage(rows=page, has_more=len(rows) > limit)
 

@@ -13,10 +13,12 @@ from typing import Any
 
 import msgspec
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import events as t_events
+from adapters.store.tables import prompts as t_prompts
 from adapters.store.tables import responses as t_responses
 from adapters.store.tables import row_of
 from adapters.store.transient import guarded, guarded_iter
@@ -66,15 +68,13 @@ class LogScan:
     @guarded
     async def record(self, response_id: str) -> ResponseRow | None:
         query = sa.select(t_responses).where(t_responses.c.id == response_id)
-        async with self.store.engine.connect() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None else row_of(row)
+        rows = await self._all(query)
+        return None if not rows else row_of(rows[0])
 
     @guarded
     async def count(self, selection: Selection) -> int:
         query = sa.select(sa.func.count()).select_from(t_responses).where(*_where(selection))
-        async with self.store.engine.connect() as conn:
-            return int((await conn.execute(query)).scalar_one())
+        return int((await self._all(query))[0][0])
 
     @guarded
     async def cuts(self, selection: Selection, parts: int) -> list[Key]:
@@ -87,16 +87,14 @@ class LogScan:
         c = t_responses.c
         weight = c.version + 1
         query = sa.select(sa.func.coalesce(sa.func.sum(weight), 0)).where(*_where(selection))
-        async with self.store.engine.connect() as conn:
-            total = int((await conn.execute(query)).scalar_one())
+        total = int((await self._all(query))[0][0])
         targets = [total * i / parts for i in range(1, parts)]
         keys: list[Key] = []
         seen, previous = 0, None
         key: Key | None = None
         while targets:
             page_query = _page(selection, key, _KEYS_PAGE, c.created_at, c.id, weight)
-            async with self.store.engine.connect() as conn:
-                page = [(float(r[0]), str(r[1]), int(r[2])) for r in await conn.execute(page_query)]
+            page = [(float(r[0]), str(r[1]), int(r[2])) for r in await self._all(page_query)]
             for created_at, rid, events in page:
                 before, seen = seen, seen + events
                 while targets and seen > targets[0]:  # this row crosses a target:
@@ -114,8 +112,7 @@ class LogScan:
 
     async def _any_after(self, selection: Selection, key: Key) -> bool:
         query = _page(selection, key, 1, t_responses.c.id)
-        async with self.store.engine.connect() as conn:
-            return (await conn.execute(query)).first() is not None
+        return bool(await self._all(query))
 
     @guarded_iter
     async def records(self, selection: Selection) -> AsyncGenerator[list[ResponseRow], None]:
@@ -123,13 +120,22 @@ class LogScan:
         key: Key | None = None
         while True:
             query = _page(selection, key, self.rows_page, t_responses)
-            async with self.store.engine.connect() as conn:
-                page = [row_of(r) for r in await conn.execute(query)]
+            page = [row_of(r) for r in await self._all(query)]
             if page:
                 yield page
             if len(page) < self.rows_page:
                 return
             key = (page[-1].created_at, page[-1].id)
+
+    async def _all(self, query: sa.Select[Any]) -> Sequence[Any]:
+        """The rows of `query`, read where the store reads listings (`reading`: the
+        replica once it has caught up, else the primary)."""
+
+        async def read(conn: AsyncConnection) -> Sequence[Any]:
+            rows: Sequence[Any] = (await conn.execute(query)).all()
+            return rows
+
+        return await self.store.reading(read)
 
     async def page(self, **filters: Any) -> ResponsePage:
         """The read model's rows newest first, filtered (`ReadModel.list`)."""
@@ -161,14 +167,14 @@ class LogScan:
 
     async def orphans(self) -> AsyncIterator[Head | StoredEvent]:
         """Response streams with events but no read-model row (a conversation's stream has
-        a row of its own, in `conversations`)."""
+        a row of its own, in `conversations`, and a prompt's in `prompts`)."""
         async for chunk in self._orphan_ids():
             async for item in self._emit([Head(i, None) for i in chunk]):
                 yield item
 
     @guarded_iter
     async def _orphan_ids(self) -> AsyncGenerator[list[str], None]:
-        e, r, c = t_events.c, t_responses.c, t_conversations.c
+        e, r, c, p = t_events.c, t_responses.c, t_conversations.c, t_prompts.c
         after: str | None = None
         while True:
             query = (
@@ -176,13 +182,13 @@ class LogScan:
                 .distinct()
                 .where(~sa.exists().where(r.id == e.stream_id))
                 .where(~sa.exists().where(c.id == e.stream_id))
+                .where(~sa.exists().where(p.id == e.stream_id))
                 .order_by(e.stream_id)
                 .limit(self.rows_page)
             )
             if after is not None:
                 query = query.where(e.stream_id > after)
-            async with self.store.engine.connect() as conn:
-                ids = list((await conn.execute(query)).scalars())
+            ids = [str(r[0]) for r in await self._all(query)]
             if ids:
                 yield ids
             if len(ids) < self.rows_page:
@@ -193,8 +199,9 @@ class LogScan:
     async def existing(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` have a read-model row (a response's or a conversation's) or any
         event."""
-        found: set[str] = set()
-        async with self.store.engine.connect() as conn:
+
+        async def read(conn: AsyncConnection) -> set[str]:
+            found: set[str] = set()
             for start in range(0, len(ids), _CHUNK):
                 chunk = list(ids[start : start + _CHUNK])
                 rows = sa.select(t_responses.c.id).where(t_responses.c.id.in_(chunk))
@@ -203,13 +210,14 @@ class LogScan:
                 found.update((await conn.execute(rows)).scalars())
                 found.update((await conn.execute(chats)).scalars())
                 found.update((await conn.execute(logs.distinct())).scalars())
-        return found
+            return found
+
+        return await self.store.reading(read)
 
     @guarded
     async def _records_by_id(self, ids: Sequence[str]) -> dict[str, ResponseRow]:
         query = sa.select(t_responses).where(t_responses.c.id.in_(ids))
-        async with self.store.engine.connect() as conn:
-            return {rec.id: rec for rec in map(row_of, await conn.execute(query))}
+        return {rec.id: rec for rec in map(row_of, await self._all(query))}
 
     async def _emit(self, heads: Sequence[Head]) -> AsyncIterator[Head | StoredEvent]:
         """The first page of every stream in one read (one query on PostgreSQL), then each

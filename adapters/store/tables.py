@@ -184,6 +184,7 @@ prompts = sa.Table(
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("head_digest", sa.Text, nullable=True),  # as `responses.head_digest`
     sa.Index("ix_prompts_owner_updated", "owner", "updated_at", "id"),
 )
 
@@ -224,6 +225,17 @@ erasures = sa.Table(
     sa.Column("erased_at", sa.Double, nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
 )
+
+# How many times a response left the chains it was part of (deleted, or erased): one row,
+# whose count the cache of `previous_response_id` histories checks its entries by
+# (service/prompts/chains.py; migration 0014).
+chain_breaks = sa.Table(
+    "chain_breaks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("breaks", sa.BigInteger, nullable=False),
+)
+BREAK = sa.update(chain_breaks).values(breaks=chain_breaks.c.breaks + 1)
 
 # Webhooks (service/webhooks/, migration 0012). An owner's endpoints: the URL, the event
 # types it hears (`events`, comma-framed: `,response.completed,response.failed,`, so that one

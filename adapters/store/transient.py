@@ -47,6 +47,17 @@ _SQLITE_TRANSIENT = ("locked", "busy", "disk i/o error", "unable to open databas
 _TRANSIENT_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
 
+# What a Citus coordinator raises as an internal error (XX000, no SQLSTATE of its own) when
+# a connection to a worker it already used in the transaction fails (the worker stopped or
+# restarted): a retry opens a new one.
+_CITUS_LOST_WORKER = "failure on connection marked as essential"
+
+
+class Unreached(StoreUnavailable):
+    """A stream of a flush on Citus whose shard's transaction failed on a transient error
+    while the flush's other shards committed: the group-commit writer retries its batch
+    alone (writer.py); anyone else answers it as the outage it is (HTTP 503)."""
+
 
 def sqlstate(exc: BaseException) -> str | None:
     """The SQLSTATE of a driver error, raised by asyncpg or wrapped by SQLAlchemy."""
@@ -100,6 +111,8 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
     code = sqlstate(exc)
+    if code == "XX000" and _CITUS_LOST_WORKER in str(exc):
+        return True
     if code is not None:
         return code in _TRANSIENT_CODES or code.startswith(_TRANSIENT_CLASSES)
     orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc

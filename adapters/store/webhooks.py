@@ -6,7 +6,11 @@ response's terminal event.
 
 Deliveries are leased as background responses are (adapters/store/leases.py): one guarded
 UPDATE takes them, `FOR UPDATE SKIP LOCKED` on PostgreSQL so that concurrent takers skip
-each other's rows, and lease times on the database's clock there.
+each other's rows, and lease times on the database's clock there. On Citus, where the
+deliveries are distributed by their response (adapters/store/citus.py) and an UPDATE over
+shards may hold neither a volatile function nor a locking subquery, the candidates are read
+across shards and each taken by a guarded update of its own row, with the coordinator's
+`statement_timestamp()` for the clock.
 """
 
 from __future__ import annotations
@@ -188,11 +192,15 @@ class SqlWebhooks:
 
     # --- deliveries -----------------------------------------------------------------------
 
+    def _citus(self) -> bool:
+        return bool(getattr(self._store, "citus", False))  # known once the store started
+
     def _now(self) -> sa.ColumnElement[float]:
         """Now, in unix seconds: the database's clock on PostgreSQL (so processes whose
         clocks disagree agree on a lease's expiry), ours on SQLite (one machine)."""
         if self._pg:
-            return sa.cast(sa.extract("epoch", sa.func.clock_timestamp()), sa.Double)
+            clock = sa.func.statement_timestamp() if self._citus() else sa.func.clock_timestamp()
+            return sa.cast(sa.extract("epoch", clock), sa.Double)
         return sa.literal(time.time(), sa.Double)
 
     def _free(self, now: sa.ColumnElement[float]) -> sa.ColumnElement[bool]:
@@ -244,22 +252,29 @@ class SqlWebhooks:
                 .order_by(t_del.c.next_attempt_at)
                 .limit(limit)
             )
-            if self._pg:
-                pick = pick.with_for_update(skip_locked=True)
-            stmt = (
-                sa.update(t_del)
-                .where(
+            take = sa.update(t_del).values(
+                lease_owner=self.owner,
+                lease_expires_at=now + lease_s,
+                attempts=t_del.c.attempts + 1,
+            )
+            rows: list[Any] = []
+            if self._citus():
+                for rid in (await conn.execute(pick)).scalars().all():
+                    mine = take.where(
+                        t_del.c.endpoint_id == endpoint_id,
+                        t_del.c.response_id == rid,
+                        t_del.c.status == "pending",
+                        self._free(now),
+                    )
+                    rows += (await conn.execute(mine.returning(*_DELIVERY_COLUMNS))).all()
+            else:
+                if self._pg:
+                    pick = pick.with_for_update(skip_locked=True)
+                stmt = take.where(
                     t_del.c.endpoint_id == endpoint_id,
                     t_del.c.response_id.in_(pick.scalar_subquery()),
-                )
-                .values(
-                    lease_owner=self.owner,
-                    lease_expires_at=now + lease_s,
-                    attempts=t_del.c.attempts + 1,
-                )
-                .returning(*_DELIVERY_COLUMNS)
-            )
-            rows = (await conn.execute(stmt)).all()
+                ).returning(*_DELIVERY_COLUMNS)
+                rows += (await conn.execute(stmt)).all()
             taken = [_delivery(r) for r in rows]
             if taken:
                 ids = [d.response_id for d in taken]

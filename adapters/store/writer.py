@@ -10,6 +10,13 @@ at once with `Conflict`. The first append of a stream the writer is not already 
 trusted up to the database guard, which decides at commit time. A stream whose flush failed
 stays failed for appends that continue its lost chain (same expected version as the head
 that was queued); an append from any other version is a fresh start (the caller reloaded).
+
+On Citus a flush is a transaction per shard, and one shard may be unreachable (a worker
+stopped) while the others commit. The streams of the shards that committed are settled at
+once; each stream whose shard was unreachable (`Unreached`) is parked: its batch, the same
+events with the same expected version, is retried alone on its own backoff, its later
+appends wait behind it, and the flusher goes on committing every other stream meanwhile. A
+parked stream's creation is refused after `create_retry_for`, the rest after `retry_for`.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Sequence
 
 from adapters.store.rows import Append, encode_append, merge
 from adapters.store.sql import Failures, SqlEventStore
-from adapters.store.transient import is_transient, store_error
+from adapters.store.transient import Unreached, is_transient, store_error
 from domain.errors import Conflict, StoreError, StoreUnavailable
 from domain.events import AnyEvent
 from domain.objects import TERMINAL_STATUSES
@@ -35,19 +42,30 @@ log = logging.getLogger(__name__)
 class _Pending:
     """One caller's append in the queue; `waiter` is set for a durable append."""
 
-    __slots__ = ("append", "dropped", "size", "waiter")
+    __slots__ = ("append", "size", "waiter")
 
     def __init__(self, append: Append, waiter: asyncio.Future[None] | None) -> None:
         self.append = append
         self.waiter = waiter
         self.size = len(append.rows)
-        self.dropped = False
 
 
 class _Stream:
     """The writer's view of one stream while it has uncommitted appends (or has failed)."""
 
-    __slots__ = ("failure", "head", "queued", "space", "stream_id", "unsettled")
+    __slots__ = (
+        "backoff",
+        "deferred",
+        "failing_since",
+        "failure",
+        "head",
+        "parked",
+        "queued",
+        "retry_at",
+        "space",
+        "stream_id",
+        "unsettled",
+    )
 
     def __init__(self, stream_id: str, head: int) -> None:
         self.stream_id = stream_id
@@ -56,6 +74,15 @@ class _Stream:
         self.unsettled = 0  # events queued or in flight
         self.failure: BaseException | None = None
         self.space = asyncio.Event()
+        # Parked (its shard unreachable): the appends of the batch to retry alone, when
+        # (`retry_at`, the loop's clock), since when it has failed, and the next wait.
+        self.parked: list[_Pending] | None = None
+        self.retry_at = 0.0
+        self.failing_since = 0.0
+        self.backoff = 0.0
+        # The flusher's turns (`_fifo` entries) this stream let pass while parked: given
+        # back when it is unparked, one for each append still queued.
+        self.deferred = 0
 
 
 def _again(exc: BaseException) -> BaseException:
@@ -101,7 +128,12 @@ class GroupCommitWriter:
         self.max_failed_streams = max_failed_streams
         self._streams: dict[str, _Stream] = {}
         self._failed: OrderedDict[str, None] = OrderedDict()
-        self._fifo: deque[tuple[_Stream, _Pending]] = deque()
+        # One entry per queued append, in arrival order: a turn of its stream, which takes
+        # the stream's oldest queued append (`_take`), so a stream's appends always go in
+        # their order whatever turns an unparked stream gets back.
+        self._fifo: deque[_Stream] = deque()
+        # The streams whose last flush could not reach their shard (see the module).
+        self._parked: dict[str, _Stream] = {}
         # The streams a flush that started within the last interval carried and did not
         # end: that flush's start, and whether it created the stream; oldest first
         # (`_at_once`).
@@ -129,7 +161,7 @@ class GroupCommitWriter:
 
     async def close(self) -> None:
         """Commit everything queued, then stop the flusher; later appends raise."""
-        if self._fifo:
+        if self._fifo or self._parked:
             await self.start()  # never started, but holding appends: drain them too
         self._closing = True
         self._work.set()
@@ -208,7 +240,7 @@ class GroupCommitWriter:
         stream.queued.append(pending)
         stream.head = append.last
         stream.unsettled += pending.size
-        self._fifo.append((stream, pending))
+        self._fifo.append(stream)
         self._queued_events += pending.size
         self._idle.clear()
         self._work.set()
@@ -249,13 +281,21 @@ class GroupCommitWriter:
         loop = asyncio.get_running_loop()
         last_start = -1e9
         while True:
-            if not self._fifo:
+            if not self._fifo and not self._parked:
                 self._idle.set()
                 if self._closing:
                     return
                 self._work.clear()
                 await self._work.wait()
                 continue
+            if not self._fifo:  # only parked streams: sleep until the first is due
+                wait = min(s.retry_at for s in self._parked.values()) - loop.time()
+                if wait > 0:
+                    self._work.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await self._work.wait()
+                    continue
             # Leading-edge group commit: flush at once after a quiet spell, else at most
             # once per interval; a full batch does not wait, nor does a lone stream's start
             # or end.
@@ -267,9 +307,9 @@ class GroupCommitWriter:
                     async with asyncio.timeout(delay):  # no task per flush, as `wait_for` makes
                         await self._full.wait()
             last_start = loop.time()
-            taken = self._take()
+            taken, retried = self._take(last_start)
             if taken:
-                await self._flush(taken, last_start)
+                await self._flush(taken, last_start, retried)
 
     def _at_once(self, now: float) -> bool:
         """Whether the queued appends are a lone stream's creation, its first append after
@@ -308,20 +348,34 @@ class GroupCommitWriter:
             del recent[oldest]
         return recent
 
-    def _take(self) -> dict[_Stream, list[_Pending]]:
+    def _take(self, now: float) -> tuple[dict[_Stream, list[_Pending]], bool]:
+        """What the next flush commits, and whether it retries a parked batch: the parked
+        batches that are due, each exactly as it went before (a retry whose earlier attempt
+        did commit recognises its own rows only if they are the same), then queued appends
+        in their order, skipping the streams still parked."""
         taken: dict[_Stream, list[_Pending]] = {}
         size = 0
+        for stream in [s for s in self._parked.values() if s.retry_at <= now]:
+            assert stream.parked is not None
+            taken[stream] = stream.parked
+            size += sum(p.size for p in stream.parked)
+        retried = bool(taken)
         while self._fifo and size < self.max_batch_events:
-            stream, pending = self._fifo.popleft()
-            if pending.dropped:
+            stream = self._fifo.popleft()
+            if not stream.queued:
+                continue  # its append failed, or an earlier turn took it
+            if stream.parked is not None:
+                stream.deferred += 1
                 continue
-            stream.queued.popleft()
+            pending = stream.queued.popleft()
             taken.setdefault(stream, []).append(pending)
             size += pending.size
             self._queued_events -= pending.size
-        return taken
+        return taken, retried
 
-    async def _flush(self, taken: dict[_Stream, list[_Pending]], started: float) -> None:
+    async def _flush(
+        self, taken: dict[_Stream, list[_Pending]], started: float, retried: bool = False
+    ) -> None:
         began = time.perf_counter()
         batches = [merge([p.append for p in pendings]) for pendings in taken.values()]
         recent = self._forget(started)
@@ -332,7 +386,7 @@ class GroupCommitWriter:
                 recent[batch.stream_id] = (started, batch.expected_version == -1)
                 recent.move_to_end(batch.stream_id)
         try:
-            failures = await self._commit(batches)
+            failures = await self._commit(batches, retried)
         except Exception as exc:  # never let the flusher die: fail this flush's appends
             log.exception("flush failed")
             failures = {b.stream_id: store_error(exc) for b in batches}
@@ -351,14 +405,15 @@ class GroupCommitWriter:
         except Exception:  # a metric must never stop the log
             log.exception("the flush observer failed")
 
-    async def _commit(self, batches: Sequence[Append]) -> Failures:
-        """Commit, retrying transient errors (with a re-check, so nothing is doubled)."""
+    async def _commit(self, batches: Sequence[Append], retried: bool) -> Failures:
+        """Commit, retrying transient errors (with a re-check, so nothing is doubled; a
+        flush that retries a parked batch re-checks from its first attempt)."""
         try:
-            return await self._commit_retrying(batches)
+            return await self._commit_retrying(batches, retried)
         finally:
             self._outage = False
 
-    async def _commit_retrying(self, batches: Sequence[Append]) -> Failures:
+    async def _commit_retrying(self, batches: Sequence[Append], retried: bool) -> Failures:
         """Ride out transient errors for streams that exist. A stream's creation gets only
         `create_retry_for` seconds (enough for a retry to find its own rows should an
         attempt have committed and lost the acknowledgement): its caller has handed no id to
@@ -370,7 +425,8 @@ class GroupCommitWriter:
         refused: Failures = {}
         while True:
             try:
-                return {**await self.store.commit(batches, recheck=attempt > 0), **refused}
+                recheck = retried or attempt > 0
+                return {**await self.store.commit(batches, recheck=recheck), **refused}
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -387,9 +443,13 @@ class GroupCommitWriter:
             delay, attempt = min(delay * 2, 1.0), attempt + 1
 
     def _settle(self, taken: dict[_Stream, list[_Pending]], failures: Failures) -> None:
+        now = asyncio.get_running_loop().time()
         for stream, pendings in taken.items():
-            stream.unsettled -= sum(p.size for p in pendings)
             failure = failures.get(stream.stream_id)
+            if isinstance(failure, Unreached) and self._park(stream, pendings, failure, now):
+                continue
+            self._unpark(stream)
+            stream.unsettled -= sum(p.size for p in pendings)
             if failure is None:
                 for pending in pendings:
                     _resolve(pending.waiter)
@@ -399,13 +459,45 @@ class GroupCommitWriter:
             if stream.unsettled == 0 and stream.failure is None and not stream.queued:
                 del self._streams[stream.stream_id]
 
+    def _park(
+        self, stream: _Stream, pendings: list[_Pending], failure: Unreached, now: float
+    ) -> bool:
+        """Park `stream` with its batch `pendings` to retry alone later (see the module);
+        False when it has been failing too long (a creation: `create_retry_for`), for the
+        caller to fail it."""
+        if stream.parked is None:
+            stream.failing_since, stream.backoff = now, 0.02
+        waited = now + stream.backoff - stream.failing_since
+        creation = pendings[0].append.expected_version == -1
+        if waited > (self.create_retry_for if creation else self.retry_for):
+            return False
+        if stream.parked is None:
+            log.warning(
+                "stream %s cannot reach its shard (%s); retrying", stream.stream_id, failure
+            )
+        stream.parked = pendings
+        stream.retry_at = now + stream.backoff
+        stream.backoff = min(stream.backoff * 2, 1.0)
+        self._parked[stream.stream_id] = stream
+        return True
+
+    def _unpark(self, stream: _Stream) -> None:
+        """`stream` is no longer parked: its turns that went by come back."""
+        if stream.parked is None:
+            return
+        stream.parked = None
+        del self._parked[stream.stream_id]
+        self._fifo.extend([stream] * stream.deferred)
+        stream.deferred = 0
+        if stream.queued:
+            self._work.set()
+
     def _fail(self, stream: _Stream, failure: BaseException, pendings: list[_Pending]) -> None:
         """The stream's flushed appends failed; so do its queued ones (they followed them)."""
         stream.failure = failure
         for pending in pendings:
             _reject(pending.waiter, failure)
         for pending in stream.queued:
-            pending.dropped = True
             stream.unsettled -= pending.size
             self._queued_events -= pending.size
             _reject(pending.waiter, failure)

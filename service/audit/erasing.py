@@ -2,8 +2,9 @@
 the proof kept (docs/guides/auditing.md, "Erasure").
 
 Each event of an erased stream is rewritten with its content replaced by `ERASED`: message
-text, instructions, tool arguments and outputs, reasoning, images and files, metadata
-values, search queries, the request's user identifiers, log probabilities and annotations.
+text, instructions, tool arguments and outputs, reasoning, code, images and files,
+metadata values, search queries, the request's user identifiers, log probabilities and
+annotations; of the deltas of one text, only the first reads `ERASED` (`StreamRedactor`).
 What stays is its type, position, digest, the lifecycle (ids, statuses, times, usage) and
 the structure of its items, so that every read still decodes it. The event's content
 digest, which its digest links (domain/chain.py), is kept beside it (`content_digest`):
@@ -69,6 +70,15 @@ _TEXT = frozenset(
 _EMPTIED = frozenset({"logprobs", "top_logprobs", "annotations", "sources", "results"})
 # The values of these objects are all content, whatever their keys.
 _VALUES = frozenset({"metadata"})
+# Keys that are content only in objects of these types: elsewhere `code` is an error's
+# code and `pattern` a JSON schema's, which are not.
+_TYPED = {
+    "code": frozenset({"code_interpreter_call", "response.code_interpreter_call_code.done"}),
+    "pattern": frozenset({"find_in_page"}),
+}
+# What locates the text a delta event streams into: its type (a part's kind), item and
+# part. Within one stream no two texts share these.
+_TARGET = ("type", "item_id", "output_index", "content_index", "summary_index")
 
 _json = msgspec.json.Encoder()
 
@@ -76,13 +86,15 @@ _json = msgspec.json.Encoder()
 def _walk(value: Any, erase_strings: bool = False) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
+        kind = value.get("type")
         for key, item in value.items():
             if key in _EMPTIED and isinstance(item, list):
                 out[key] = []
             elif key in _VALUES and isinstance(item, dict):
                 out[key] = {k: ERASED for k in item}
             else:
-                out[key] = _walk(item, key in _TEXT)
+                content = key in _TEXT or kind in _TYPED.get(key, ())
+                out[key] = _walk(item, content)
         return out
     if isinstance(value, list):
         return [_walk(item, erase_strings) for item in value]
@@ -95,6 +107,26 @@ def redact(raw: bytes) -> bytes:
     """`raw` (a JSON document: an event's data or facts, a snapshot, an item) with its
     content erased; the same document where it holds none."""
     return _json.encode(_walk(msgspec.json.decode(raw)))
+
+
+class StreamRedactor:
+    """`redact` for the events of one stream, fed in position order, such that each final
+    text still equals its deltas: a text's first erased delta is `ERASED` and the others
+    are empty, so that the deltas fold to the `ERASED` its done event, part and item hold
+    (docs/invariants.md; `verify` folds an erased stream as any other)."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[Any, ...]] = set()
+
+    def data(self, raw: bytes) -> bytes:
+        value = _walk(msgspec.json.decode(raw))
+        if isinstance(value, dict) and value.get("delta") == ERASED:
+            target = tuple(value.get(key) for key in _TARGET)
+            if target in self.seen:
+                value["delta"] = ""
+            else:
+                self.seen.add(target)
+        return _json.encode(value)
 
 
 class Erased(msgspec.Struct, frozen=True, kw_only=True):
@@ -157,6 +189,7 @@ async def erase(
 async def _erase_one(audit: Audit, sid: str, reason: str, now: float) -> Erased:
     rows = [row async for page in audit.ledger.rows([sid]) for row in page]
     changes: list[tuple[int, bytes, bytes | None, str]] = []
+    redactor = StreamRedactor()
     previous = chain.GENESIS
     for row in rows:
         if row.content_digest is not None:
@@ -171,7 +204,7 @@ async def _erase_one(audit: Audit, sid: str, reason: str, now: float) -> Erased:
                 f"{sid}); nothing was erased"
             )
         facts = None if row.facts is None else redact(row.facts)
-        changes.append((row.position, redact(row.data), facts, content.hex()))
+        changes.append((row.position, redactor.data(row.data), facts, content.hex()))
     snapshot = metadata = None
     items: list[tuple[str, bytes]] = []
     if sid.startswith("conv_"):

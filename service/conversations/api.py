@@ -164,7 +164,9 @@ async def list_items(
     order: str,
 ) -> ConversationItems:
     await visible(svc, conversation_id, owner)
-    return await svc.conversations.items(conversation_id, after=after, limit=limit, order=order)
+    return await svc.conversations.items(
+        conversation_id, after=after, limit=limit, order=order, listing=True
+    )
 
 
 async def get_item(svc: Bundle, conversation_id: str, item_id: str, owner: str) -> ConversationItem:

@@ -5,6 +5,8 @@ conversation, an image or a file for a text-only engine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from domain.errors import InvalidRequest
 from domain.generation import Turn
 from domain.objects import (
@@ -26,23 +28,31 @@ from service.bundle import Bundle
 def check_calls(history: list[Turn], items: list[InputItem]) -> None:
     """Every tool output answers a call the conversation holds (OpenAI's 400), rather than
     a response that fails when its engine cannot render the orphan."""
-    earlier: list[InputItem | OutputItem] = []
-    for turn in history:
-        earlier += [*turn.input, *turn.output]
-    calls = {
-        item.call_id
-        for item in [*earlier, *items]
-        if isinstance(item, InputFunctionCall | FunctionCall | InputCustomToolCall | CustomToolCall)
-    }
-    for item in items:
-        if not isinstance(item, FunctionCallOutput | CustomToolCallOutput):
-            continue
-        if item.call_id not in calls:
+    answers = [i for i in items if isinstance(i, FunctionCallOutput | CustomToolCallOutput)]
+    if not answers:
+        return
+    # Sought newest first, the turns read only until every answer's call is found: a tool
+    # output answers the turn before it, nearly always, however long the chain.
+    missing = {i.call_id for i in answers} - _calls(items)
+    for turn in reversed(history):
+        if not missing:
+            break
+        missing -= _calls([*turn.input, *turn.output])
+    for item in answers:
+        if item.call_id in missing:
             raise InvalidRequest(
                 f"No tool call found for function call output with call_id {item.call_id[:80]}.",
                 param="input",
                 code=None,
             )
+
+
+def _calls(items: Sequence[InputItem | OutputItem]) -> set[str]:
+    return {
+        item.call_id
+        for item in items
+        if isinstance(item, InputFunctionCall | FunctionCall | InputCustomToolCall | CustomToolCall)
+    }
 
 
 def check_media(svc: Bundle, model: str, items: list[InputItem]) -> None:

@@ -10,7 +10,7 @@ import json
 import msgspec
 
 from domain.builtins import as_model_input
-from domain.generation import Prompt, Turn
+from domain.generation import Prompt, Turn, any_turn
 from domain.objects import (
     CodeInterpreterCall,
     FunctionCall,
@@ -90,7 +90,9 @@ def engine_prompt(prompt: Prompt) -> Prompt:
     given as input items in order (each call a function call and its output), MCP calls
     passed back as input likewise, and approval requests passed back and the client's
     answers to them are left out (the loop acts on them, the model need not)."""
-    history = [_linear(t) for t in prompt.history]
+    history = prompt.history
+    if any_turn(history, "engine.linear", _has_special):
+        history = [_linear(t) for t in history]
     items = _shown(prompt.input) if any(map(_special, prompt.input)) else prompt.input
     if history == prompt.history and items is prompt.input:
         return prompt
@@ -101,9 +103,16 @@ def _special(item: InputItem) -> bool:
     return isinstance(item, McpCall | McpApprovalResponse | McpApprovalRequest)
 
 
+_MCP = (McpCall, McpListTools, McpApprovalRequest, WebSearchCall, CodeInterpreterCall)
+
+
+def _has_special(turn: Turn) -> bool:
+    """Whether an engine is given `turn` otherwise than as it is (`_linear`)."""
+    return any(isinstance(i, _MCP) for i in turn.output) or any(map(_special, turn.input))
+
+
 def _linear(turn: Turn) -> Turn:
-    mcp = (McpCall, McpListTools, McpApprovalRequest, WebSearchCall, CodeInterpreterCall)
-    if not any(isinstance(i, mcp) for i in turn.output) and not any(map(_special, turn.input)):
+    if not _has_special(turn):
         return turn
     return msgspec.structs.replace(
         turn, input=[*_shown(turn.input), *as_input(turn.output)], output=[]

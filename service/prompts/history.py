@@ -6,8 +6,10 @@ A continuation needs, for every earlier turn, what was sent (the input items in 
 facts of the turn's first event) and what came back (the final object's output). The read
 model walks the chain in one recursive query (`ResponseIndex.chain`), so a create at turn
 500 makes one round trip, not a thousand; each link is decoded into only the fields a turn
-needs. `bench/chain_bench.py` measures a create and the history read at turns 1, 500 and
-1,000.
+needs. A process keeps the histories it read (service/prompts/chains.py), so a create that
+continues a chain this process continued before reads only the previous response
+(`ResponseIndex.chain_tip`) and decodes only its turn. `bench/chain_bench.py` measures a
+create and the history read at turns 1, 500 and 1,000.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import msgspec
 
 from domain.errors import InvalidRequest, NotFound
-from domain.generation import Turn
+from domain.generation import History, Turn
 from domain.mcp import lists_sent
 from domain.objects import ConversationRef, InputItem, ItemReference, OutputItem, ResponseObject
 from service.bundle import Bundle
@@ -72,21 +74,52 @@ async def history_for(
 
 
 async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list[Turn]:
-    """The conversation that `previous_id` ends, oldest turn first, from the log alone."""
+    """The conversation that `previous_id` ends, oldest turn first, from the log alone: the
+    previous response read alone and added to the history before it, when this process
+    holds that (service/prompts/chains.py); else the chain walked."""
     if previous_id is None:
         return []
+    tip = await svc.index.chain_tip(previous_id, owner)
+    if tip.link is None:  # as the walk finds it: no link
+        raise _previous_not_found(previous_id)
+    if tip.breaks is not None:
+        known = svc.chains.get(owner, previous_id, tip.breaks)
+        if known is not None:  # read here before (a sibling's, or a retry's)
+            return known
+        before = tip.link.previous_response_id
+        earlier: list[Turn] | None = (
+            [] if before is None else svc.chains.get(owner, before, tip.breaks)
+        )
+        if earlier is not None:
+            if len(earlier) >= MAX_CHAIN:
+                raise _too_long()
+            history = History(earlier, _turn(tip.link, previous_id))
+            svc.chains.put(owner, previous_id, tip.breaks, history)
+            return history
+    turns = await _walk(svc, previous_id, owner)
+    history = History(turns[:-1], turns[-1])
+    if tip.breaks is not None:  # read before the walk: a break meanwhile is a miss later
+        svc.chains.put(owner, previous_id, tip.breaks, history)
+    return history
+
+
+async def _walk(svc: Bundle, previous_id: str, owner: str) -> list[Turn]:
     links = await svc.index.chain(previous_id, owner, MAX_CHAIN + 1)
     if len(links) > MAX_CHAIN:
-        raise InvalidRequest(
-            f"The conversation is longer than {MAX_CHAIN} responses.",
-            param="previous_response_id",
-            code="invalid_value",
-        )
+        raise _too_long()
     # The walk stopped at a response this owner cannot see (the named one, or an earlier
     # turn that was deleted): the error names the id the client sent, as OpenAI's does.
     if not links or links[-1].previous_response_id is not None:
         raise _previous_not_found(previous_id)
     return [_turn(link, previous_id) for link in reversed(links)]
+
+
+def _too_long() -> InvalidRequest:
+    return InvalidRequest(
+        f"The conversation is longer than {MAX_CHAIN} responses.",
+        param="previous_response_id",
+        code="invalid_value",
+    )
 
 
 def _previous_not_found(previous_id: str) -> NotFound:

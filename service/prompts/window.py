@@ -14,11 +14,12 @@ images, which a vision model counts apart from their bytes) is never below the c
 from __future__ import annotations
 
 import logging
+import operator
 
 import msgspec
 
 from domain.errors import EngineError, InvalidRequest
-from domain.generation import Prompt, Turn
+from domain.generation import History, Prompt, Turn
 from domain.objects import InputImage, InputItem, InputMessage, ResponseObject
 from domain.truncation import Truncation, at, cut, steps
 from service.bundle import Bundle
@@ -107,14 +108,36 @@ def _prompt(response: ResponseObject, history: list[Turn], items: list[InputItem
 
 
 def _bound(prompt: Prompt) -> int:
-    images = sum(
+    history = prompt.history
+    if not isinstance(history, History):
+        size = len(msgspec.json.encode(prompt))
+        images = _images(prompt.input) + sum(_images(t.input) for t in history)
+        return size + _MARGIN + _PER_IMAGE * images
+    # A chain's history carries its turns' JSON lengths (`History.running`): the prompt's
+    # JSON is the rest of it with `"history":[]`, plus each turn and a comma between two.
+    rest = len(msgspec.json.encode(msgspec.structs.replace(prompt, history=[])))
+    turns: int = history.running("window.bytes", _json_length, operator.add)
+    shown: int = history.running("window.images", _turn_images, operator.add)
+    size = rest + turns + len(history) - 1
+    return size + _MARGIN + _PER_IMAGE * (_images(prompt.input) + shown)
+
+
+def _json_length(turn: Turn) -> int:
+    return len(msgspec.json.encode(turn))
+
+
+def _turn_images(turn: Turn) -> int:
+    return _images(turn.input)
+
+
+def _images(items: list[InputItem]) -> int:
+    return sum(
         1
-        for item in [*prompt.input, *(x for t in prompt.history for x in t.input)]
+        for item in items
         if isinstance(item, InputMessage)
         for part in item.content
         if isinstance(part, InputImage)
     )
-    return len(msgspec.json.encode(prompt)) + _MARGIN + _PER_IMAGE * images
 
 
 async def _count(svc: Bundle, prompt: Prompt) -> int | None:

@@ -25,6 +25,8 @@ from domain.generation import (
     ReasoningDelta,
     ReasoningSealed,
     SummaryDelta,
+    Turn,
+    any_turn,
 )
 from domain.objects import (
     InputCompaction,
@@ -79,7 +81,9 @@ class SealedReasoning(DelegatingEngine):
         return _sealing(deltas, self.sealer) if INCLUDE in prompt.include else deltas
 
     def _opened(self, prompt: Prompt) -> Prompt:
-        history = [msgspec.structs.replace(t, input=self._items(t.input)) for t in prompt.history]
+        history = prompt.history
+        if any_turn(history, "sealing.sealed", _holds_sealed):
+            history = [msgspec.structs.replace(t, input=self._items(t.input)) for t in history]
         return msgspec.structs.replace(prompt, history=history, input=self._items(prompt.input))
 
     def _items(self, items: list[InputItem]) -> list[InputItem]:
@@ -94,6 +98,16 @@ class SealedReasoning(DelegatingEngine):
                 summary = item.summary or found.summary
                 return msgspec.structs.replace(item, summary=summary, content=found.content)
         return item
+
+
+def _holds_sealed(turn: Turn) -> bool:
+    """Whether an input item of `turn` is one `_item` opens (a compaction, or reasoning
+    sealed and not given open)."""
+    return any(
+        isinstance(i, InputCompaction)
+        or (isinstance(i, InputReasoning) and bool(i.encrypted_content) and not i.content)
+        for i in turn.input
+    )
 
 
 def compaction_message(item: InputCompaction, found: Sealed | None) -> InputItem:

@@ -22,7 +22,7 @@ import msgspec
 
 from domain.errors import InvalidRequest, NotFound
 from domain.events import ResponseCompleted, ResponseIncomplete
-from domain.generation import Turn
+from domain.generation import History, Turn
 from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import Batches, StoredEvent
@@ -150,4 +150,6 @@ class SocketSession:
                 output=end.response.output,
                 listed=passed_back(state.facts),
             )
-            self._last[lane] = Remembered(rid, [*before.history, turn], size)
+            # Made from the history before it, so the stages of the lane's next create carry
+            # what they need of every turn rather than walk them (domain/generation.py).
+            self._last[lane] = Remembered(rid, History(before.history, turn), size)

@@ -226,17 +226,19 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 @contextmanager
-def replicated_postgres() -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
+def replicated_postgres(options: str = "") -> Iterator[tuple[PrivatePostgres, PrivatePostgres]]:
     """A primary and its synchronous streaming standby, started: a commit returns only once
     the standby has the WAL, so a standby promoted after the primary dies has every commit
     a client was told of. Given on the command line, not in postgresql.conf, so that the
-    promoted standby (whose files are a copy) does not wait for a standby of its own."""
+    promoted standby (whose files are a copy) does not wait for a standby of its own.
+    `options`: more `-c name=value` settings for both."""
     primary = PrivatePostgres()
-    primary.options = " -c synchronous_standby_names='*' -c synchronous_commit=on"
+    primary.options = f" -c synchronous_standby_names='*' -c synchronous_commit=on {options}"
     standby: PrivatePostgres | None = None
     try:
         primary.start()
         standby = PrivatePostgres(standby_of=primary)
+        standby.options = f" {options}"
         standby.start()
         asyncio.run(_until_synchronous(primary))
         yield primary, standby

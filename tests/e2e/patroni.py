@@ -25,11 +25,16 @@ from tests.e2e.cluster import PG_BIN
 from tests.e2e.conftest import free_port
 
 # What the drill runs with (the DCS settings are Patroni's `bootstrap.dcs`): a leader key
-# that lives 10 s, a loop every second, and a commit that returns only once the synchronous
+# that lives `TTL` s, a loop every second, and a commit that returns only once the synchronous
 # standbys have its WAL, so that the standby Patroni promotes has every commit a client saw.
 # Both replicas are synchronous (`synchronous_node_count: 2`): with one, Patroni 3.0 would
 # promote only it, and it declines while the other (asynchronous) replica has received
 # more WAL than it, which under load is common, so that nobody was promoted at all.
+TTL = 10
+# What a watchdog gives a leader whose Patroni stopped feeding it before it resets the
+# machine: the leader key's ttl less Patroni's default `safety_margin` (5 s), so that the
+# machine is gone before its key lapses and another node is promoted.
+WATCHDOG_FIRES = TTL - 5
 NODE = """\
 scope: resplog
 name: {name}
@@ -40,7 +45,7 @@ etcd3:
   hosts: 127.0.0.1:{etcd}
 bootstrap:
   dcs:
-    ttl: 10
+    ttl: {ttl}
     loop_wait: 1
     retry_timeout: 4
     maximum_lag_on_failover: 1048576
@@ -101,7 +106,7 @@ class PatroniCluster:
         api, port = free_port(), free_port()
         config = self.root / f"{name}.yml"
         text = NODE.format(
-            name=name, api=api, port=port, etcd=self.etcd_port, root=self.root, bin=PG_BIN
+            name=name, api=api, port=port, etcd=self.etcd_port, root=self.root, bin=PG_BIN, ttl=TTL
         )
         config.write_text(text)
         if self._as_postgres:
@@ -218,6 +223,13 @@ class PatroniCluster:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        assert node.patroni is not None
+        node.patroni.wait(timeout=10)
+
+    def kill_patroni(self, node: Node) -> None:
+        """SIGKILL the node's Patroni alone: its PostgreSQL keeps running, as the leader if
+        it was one, with nothing to demote it."""
+        os.kill(self.patroni_pid(node), signal.SIGKILL)
         assert node.patroni is not None
         node.patroni.wait(timeout=10)
 

@@ -21,14 +21,22 @@ import pytest
 from adapters.store.citus import DISTRIBUTED, REFERENCE
 from tests.e2e.citus_cluster import CitusCluster, citus_cluster, why_not
 from tests.e2e.cluster import fold_check
-from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
+from tests.e2e.conftest import LOOPBACK_MCP, RESPLOG, Server, start_server, stop_server
+from tests.e2e.test_mcp import SECRET, ToolServer, _start_tools, _tool
 from tests.e2e.test_scaleout import TTL, ended, generating, sdk, wait_for
+from tests.e2e.webhooks_kit import KEY, Receiver, add_endpoint, deliveries
 
 pytestmark = pytest.mark.citus
 
 _names = itertools.count()
 # Some 4 s of generation each: long enough to be mid-stream when a node goes.
 STEADY = {"scripted_delay_ms": "20", "scripted_tokens": "200"}
+# Webhooks to a receiver on loopback; the deliverers look for due deliveries (a read across
+# shards) twice a second.
+WEBHOOKS = (
+    *("--reasoning-key", KEY, "--webhook-hosts", "127.0.0.1/32"),
+    *("--webhook-backoff-s", "0.1", "--webhook-poll-s", "0.5"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +66,8 @@ def deployment(
 ) -> Iterator[Deployment]:
     tmp = tmp_path_factory.mktemp("citus")
     name, url = distributed(cluster)
-    a = start_server(url, "postgres", tmp / "a.log", *TTL)
-    b = start_server(url, "postgres", tmp / "b.log", *TTL)
+    a = start_server(url, "postgres", tmp / "a.log", *TTL, *LOOPBACK_MCP, *WEBHOOKS)
+    b = start_server(url, "postgres", tmp / "b.log", *TTL, *LOOPBACK_MCP, *WEBHOOKS)
     yield Deployment(cluster, name, url, a, b)
     for server in (a, b):
         if server.process.poll() is None:
@@ -95,11 +103,15 @@ def distributed(cluster: CitusCluster) -> tuple[str, str]:
     return name, url
 
 
-def verify_all(url: str) -> str:
-    done = resplog("verify", "--all", "--database-url", url)
+def verify_all(url: str, *more: str) -> str:
+    done = resplog("verify", "--all", *more, "--database-url", url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert " 0 violations" in done.stdout, done.stdout
     return done.stdout
+
+
+def cluster_psql(deployment: Deployment, sql: str) -> str:
+    return deployment.cluster.psql(deployment.cluster.coordinator, sql, deployment.name)
 
 
 def node_of(cluster: CitusCluster, database: str, response_id: str) -> int:
@@ -200,11 +212,170 @@ def test_the_sdk_flows_on_two_replicas(
     verify_all(deployment.url)
 
 
+@pytest.fixture
+def tools(tmp_path: Path) -> Iterator[ToolServer]:
+    """A real MCP server (tests/fakes/mcp_server.py), as tests/e2e/test_mcp.py starts it."""
+    ts = _start_tools(tmp_path, "--auth", f"Bearer {SECRET}")
+    yield ts
+    ts.process.kill()
+    ts.process.wait()
+
+
+def test_the_mcp_loop_on_two_replicas(
+    deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI], tools: ToolServer
+) -> None:
+    """The tool loop streamed, run in the background and read on the other replica, in a
+    conversation, and an approval asked on one replica and given on the other: each tool
+    runs once, and the log verifies."""
+    a, b = clients
+    events = list(
+        a.responses.create(
+            model="scripted",
+            input="loop three times",
+            tools=[_tool(tools)],  # type: ignore[list-item]
+            metadata={"scripted_calls": "echo,shout,echo"},
+            stream=True,
+        )
+    )
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.status == "completed"
+    calls = [i for i in final.output if i.type == "mcp_call"]
+    assert [c.name for c in calls] == ["echo", "shout", "echo"]
+    assert {c.status for c in calls} == {"completed"}
+    assert [e.type for e in events].count("response.mcp_call.completed") == 3
+
+    queued = a.responses.create(
+        model="scripted",
+        input="a loop in the background",
+        background=True,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "shout,echo"},
+    )
+    done = wait_for(b, queued.id, ended, timeout=60)
+    assert done.status == "completed", done.error
+    assert [i.name for i in done.output if i.type == "mcp_call"] == ["shout", "echo"]
+
+    conversation = b.conversations.create()
+    turn = b.responses.create(
+        model="scripted",
+        input="a loop in a conversation",
+        conversation=conversation.id,
+        tools=[_tool(tools)],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert turn.status == "completed"
+    kept = [i.type for i in a.conversations.items.list(conversation.id, order="asc")]
+    assert "mcp_call" in kept and "mcp_list_tools" in kept
+
+    ask = _tool(tools, require_approval={"never": {"tool_names": ["shout"]}})
+    first = a.responses.create(
+        model="scripted",
+        input="ask first",
+        tools=[ask],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request" and request.name == "echo"  # type: ignore[union-attr]
+    second = b.responses.create(
+        model="scripted",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],  # type: ignore[list-item]
+        tools=[ask],  # type: ignore[list-item]
+        metadata={"scripted_calls": "echo"},
+    )
+    assert second.status == "completed", second.error
+    call = next(i for i in second.output if i.type == "mcp_call")
+    assert call.approval_request_id == request.id and call.status == "completed"  # type: ignore[union-attr]
+    # Each call ran once: the streamed loop's three, the background's two, the
+    # conversation's one and the approved one.
+    assert tools.calls() == ["echo", "shout", "echo", "shout", "echo", "echo", "echo"]
+    verify_all(deployment.url)
+
+
+def test_webhooks_prompts_and_an_erasure(
+    deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI]
+) -> None:
+    """The tables beside the log, as `migrate --citus` distributes them: an endpoint (a
+    reference table) hears background responses on every shard, each delivered once by
+    one of the two replicas' deliverers (deliveries by response); a prompt template (a
+    stream of its own) is used by a create; an erasure; the log then verifies."""
+    a, b = clients
+    receiver = Receiver().start()
+    try:
+        endpoint_id, secret = add_endpoint(deployment.url, receiver.url)
+        ids = {
+            client.responses.create(model="scripted", input=f"hook {i}", background=True).id
+            for i, client in zip(range(6), itertools.cycle((a, b)), strict=False)
+        }
+        got = receiver.wait(6, timeout=30)
+        events = [a.webhooks.unwrap(r.body, r.headers, secret=secret) for r in got]
+        assert {e.data.id for e in events} == ids  # type: ignore[union-attr]
+        assert {e.type for e in events} == {"response.completed"}
+        time.sleep(1.0)  # two deliverers, one delivery each
+        assert len(receiver.got) == 6
+        records = deliveries(deployment.url, endpoint_id)  # read across shards, attempts too
+        assert {r["delivery"]["response_id"] for r in records} == ids
+        assert {r["delivery"]["status"] for r in records} == {"delivered"}
+        assert [[a["outcome"] for a in r["attempts"]] for r in records] == [["delivered"]] * 6
+    finally:
+        receiver.stop()
+
+    added = resplog(
+        "prompts", "add", "--instructions", "You are {{persona}}.", "--database-url", deployment.url
+    )
+    assert added.returncode == 0, added.stderr
+    pid = added.stdout.split()[0]
+    used = b.responses.create(
+        model="scripted", prompt={"id": pid, "variables": {"persona": "terse"}}, input="go"
+    )
+    assert used.status == "completed" and used.instructions == "You are terse."
+    listed = resplog("prompts", "list", "--database-url", deployment.url)
+    assert pid in listed.stdout, listed.stdout + listed.stderr
+
+    conversation = a.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "forget me"}]
+    )
+    erase = ("erase", "--conversation", conversation.id, "--reason", "asked to")
+    erased = resplog(*erase, "--database-url", deployment.url)
+    assert erased.returncode == 0, erased.stderr
+    recorded = cluster_psql(deployment, "SELECT count(*) FROM erasures")
+    assert recorded == "1"
+    verify_all(deployment.url)
+
+
+def _creates_while_down(http: httpx.Client) -> tuple[list[str], int]:
+    """Creates until one was served and one refused (the stopped worker's shards and the
+    other's, at random): the ids served, and how many were refused. Each is answered within
+    a few seconds either way, never after the writer's whole retry window."""
+    served: list[str] = []
+    refused = 0
+    for i in range(40):
+        began = time.monotonic()
+        answer = http.post("/v1/responses", json={"model": "scripted", "input": f"down {i}"})
+        took = time.monotonic() - began
+        assert took < 5, (answer.status_code, took)
+        if answer.status_code == 503:
+            assert answer.headers["retry-after"] == "1"
+            assert answer.json()["error"]["code"] == "service_unavailable"
+            refused += 1
+        else:
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["status"] == "completed"
+            served.append(answer.json()["id"])
+        if served and refused:
+            break
+    return served, refused
+
+
 def test_a_worker_stopped_mid_stream(
     deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI]
 ) -> None:
-    """Its shards' requests are answered 503 with Retry-After, the other worker's are
-    served; once it is back every response ends and nothing is lost."""
+    """Its shards' requests are answered 503 with Retry-After; the other worker's streams
+    go on at their pace meanwhile (no flush waits for the stopped worker) and creates whose
+    stream lands there are served; once it is back every response ends and nothing is
+    lost."""
     cluster, client = deployment.cluster, clients[0]
     victim = cluster.workers[0]
     ids = [
@@ -226,7 +397,14 @@ def test_a_worker_stopped_mid_stream(
             assert down.json()["error"]["code"] == "service_unavailable"
             up = http.get(f"/v1/responses/{elsewhere[0]}")
             assert up.status_code == 200, up.text
-        time.sleep(2)  # the victim's streams keep trying meanwhile
+            served, refused = _creates_while_down(http)
+            assert served and refused, (served, refused)
+            # The live worker's streams (some 4 s of generation each) end while the other
+            # is still away: well within the writer's 30 s retry window, which their
+            # flushes would otherwise wait out beside the stopped worker's streams.
+            for rid in elsewhere:
+                assert wait_for(client, rid, ended, timeout=15).status == "completed"
+            assert http.get(f"/v1/responses/{on_victim[0]}").status_code == 503  # still away
     finally:
         victim.start()
     finals = [wait_for(client, rid, ended, timeout=90) for rid in ids]
@@ -235,9 +413,14 @@ def test_a_worker_stopped_mid_stream(
     verify_all(deployment.url)
 
 
-def test_a_third_worker_and_a_rebalance_while_streams_run(
-    deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI]
+@pytest.mark.parametrize("mode", ["block_writes", "force_logical"])
+def test_a_worker_added_and_a_rebalance_while_streams_run(
+    deployment: Deployment, clients: tuple[openai.OpenAI, openai.OpenAI], mode: str
 ) -> None:
+    """A third worker, its shards moved while writes to them wait (`block_writes`); then a
+    fourth, its shards copied by logical replication while writes go on (`force_logical`,
+    what the default transfer mode picks for tables with a primary key): every stream's
+    sequence complete, nothing lost, the log verifies."""
     cluster, name, client = deployment.cluster, deployment.name, clients[1]
 
     def streamed(i: int) -> list[int]:
@@ -249,10 +432,10 @@ def test_a_third_worker_and_a_rebalance_while_streams_run(
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         running = [pool.submit(streamed, i) for i in range(6)]
         time.sleep(1.0)
-        third = cluster.add_worker(name)
+        added = cluster.add_worker(name)
         cluster.psql(
             cluster.coordinator,
-            "SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')",
+            f"SELECT citus_rebalance_start(shard_transfer_mode => '{mode}')",
             name,
         )
         status = ""
@@ -268,11 +451,11 @@ def test_a_third_worker_and_a_rebalance_while_streams_run(
         assert seqs[-1] == -1 and seqs[:-1] == list(range(len(seqs) - 1))
     moved = cluster.psql(
         cluster.coordinator,
-        f"SELECT count(*) FROM citus_shards WHERE nodeport = {third.port}",
+        f"SELECT count(*) FROM citus_shards WHERE nodeport = {added.port}",
         name,
     )
     assert int(moved) > 0
-    after = client.responses.create(model="scripted", input="after the move")
+    after = client.responses.create(model="scripted", input=f"after the move ({mode})")
     assert after.status == "completed"
     verify_all(deployment.url)
 

@@ -1,11 +1,20 @@
 """The Patroni drill (`pytest -m ha`): `resplog serve` on the multi-host URL of three
 PostgreSQL nodes under Patroni with one etcd and synchronous replication (tests/e2e/patroni.py)
-rides out, under a streaming load, a `kill -9` of the leader's PostgreSQL (Patroni starts it
-again), the loss of the leader's node (`kill -9` of its Patroni, then of its PostgreSQL:
-Patroni promotes the synchronous standby once the leader key lapses) and a planned
-`patronictl switchover`. Nothing is lost or doubled: a client that resumes its stream gets
-every event once, every response completes, the log folds and `resplog verify --all` passes.
-Prints the time from each fault to the first successful create."""
+rides out, under a streaming load:
+
+- a `kill -9` of the leader's PostgreSQL (Patroni starts it again);
+- a `kill -9` of the leader's Patroni, restarted 2 s later as systemd's `Restart=on-failure`
+  would: its PostgreSQL serves on, and it leads on (its leader key never lapsed);
+- the loss of the leader's node (`kill -9` of its Patroni, then of its PostgreSQL: Patroni
+  promotes a synchronous standby once the leader key lapses);
+- a `kill -9` of the leader's Patroni, not restarted: its PostgreSQL serves on until
+  Patroni's watchdog would reset the machine (a `kill -9` of its PostgreSQL stands in), and
+  a synchronous standby is promoted once the leader key lapses;
+- a planned `patronictl switchover`.
+
+Nothing is lost or doubled: a client that resumes its stream gets every event once, every
+response completes, the log folds and `resplog verify --all` passes. Prints the time from
+each fault (a watchdog's: the reset) to the first successful create."""
 
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ import pytest
 
 from tests.e2e.cluster import fold_check
 from tests.e2e.conftest import RESPLOG, Server, start_server, stop_server
-from tests.e2e.patroni import PatroniCluster, patroni_cluster
+from tests.e2e.patroni import WATCHDOG_FIRES, Node, PatroniCluster, patroni_cluster
 
 pytestmark = pytest.mark.ha
 
@@ -35,6 +44,7 @@ SERVE = (
     "60",  # a node's loss must not look like the generating process's
 )
 BODY = {"model": "scripted", "input": "probe"}
+RESTART_SEC = 2.0  # systemd's `Restart=on-failure` with `RestartSec=2`, for a Patroni killed
 
 
 def first_create(server: Server, since: float, limit: float = 60.0) -> float:
@@ -80,9 +90,11 @@ def drill(
     name: str,
     server: Server,
     cluster: PatroniCluster,
-    fault: Callable[[], None],
+    fault: Callable[[], float | None],
     report: list[str],
 ) -> list[str]:
+    """`fault` returns when the outage it made began, where that is not when it was
+    called (a watchdog's reset, some seconds after the Patroni it watched died)."""
     client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="-", max_retries=0)
     ids = [
         client.responses.create(
@@ -99,7 +111,7 @@ def drill(
         time.sleep(0.05)
     cluster.until_healthy()  # both standbys synchronous again after the last fault
     since = time.monotonic()
-    fault()
+    since = fault() or since
     try:
         took = first_create(server, since)
     except AssertionError:
@@ -131,6 +143,18 @@ def test_patroni_failovers_lose_and_double_nothing(tmp_path: Path) -> None:
                 lambda: cluster.kill_postgres(cluster.leader()),
                 report,
             )
+            leader = cluster.leader()
+            restart = threading.Timer(RESTART_SEC, cluster.start_patroni, (leader,))
+            ids += drill(
+                "kill -9 of the leader's Patroni, restarted as systemd would",
+                server,
+                cluster,
+                lambda: _patroni_restarted(cluster, leader, restart),
+                report,
+            )
+            restart.join()
+            cluster.until_healthy()
+            assert cluster.leader() is leader  # its key never lapsed: it still leads
             lost = cluster.leader()
             ids += drill(
                 "kill -9 of the leader's Patroni and PostgreSQL",
@@ -139,6 +163,17 @@ def test_patroni_failovers_lose_and_double_nothing(tmp_path: Path) -> None:
                 lambda: cluster.kill_node(lost),
                 report,
             )
+            cluster.start_patroni(lost)  # back as a replica (pg_rewind)
+            cluster.until_healthy()
+            lost = cluster.leader()
+            ids += drill(
+                "kill -9 of the leader's Patroni, its machine reset by the watchdog",
+                server,
+                cluster,
+                lambda: _fenced(cluster, lost),
+                report,
+            )
+            assert cluster.leader() is not lost
             cluster.start_patroni(lost)  # back as a replica (pg_rewind)
             cluster.until_healthy()
             ids += drill("patronictl switchover", server, cluster, lambda: _switch(cluster), report)
@@ -154,6 +189,26 @@ def test_patroni_failovers_lose_and_double_nothing(tmp_path: Path) -> None:
         )
         assert verify.returncode == 0, verify.stdout + verify.stderr
     print("\n".join(report))
+
+
+def _patroni_restarted(cluster: PatroniCluster, node: Node, restart: threading.Timer) -> None:
+    """`restart` starts a new Patroni `RESTART_SEC` later, while the streams go on; its
+    PostgreSQL serves meanwhile, and the new Patroni finds it running and its own leader
+    key not lapsed, and leads on."""
+    cluster.kill_patroni(node)
+    restart.start()
+
+
+def _fenced(cluster: PatroniCluster, node: Node) -> float:
+    """The Patroni of `node` killed and not restarted; Patroni's watchdog
+    (`watchdog: {mode: required}`) would reset the machine `WATCHDOG_FIRES` s later, once
+    nobody fed it: a `kill -9` of its PostgreSQL stands in for the reset (the drill has no
+    /dev/watchdog). Its leader key lapses some seconds after, and a synchronous standby is
+    promoted. The outage begins at the reset: until then the old leader commits as ever."""
+    cluster.kill_patroni(node)
+    time.sleep(WATCHDOG_FIRES)
+    cluster.kill_postgres(node)
+    return time.monotonic()
 
 
 def _switch(cluster: PatroniCluster) -> None:

@@ -14,10 +14,12 @@ from adapters.store import archive as archive_store
 from adapters.store import gc as store_gc
 from adapters.store.factory import open_store
 from adapters.store.migrate import upgrade
+from adapters.store.prompts import SqlPrompts
 from adapters.store.scan import LogScan
 from adapters.store.sql import SqlEventStore
 from adapters.store.tables import events as t_events
 from domain.errors import Conflict
+from domain.templates import PromptTemplate
 from service.audit import archive
 from service.audit.verify import StreamCheck
 from service.ports import GcRule, Head, Selection, StoredEvent
@@ -126,11 +128,14 @@ async def test_cuts_weigh_each_stream_by_its_events(store: SqlEventStore) -> Non
 
 
 async def test_events_without_a_row_are_found_as_orphans(empty: SqlEventStore) -> None:
-    """`verify --all` also sees streams whose read-model row is gone."""
+    """`verify --all` also sees streams whose read-model row is gone (a prompt's stream,
+    whose row is in `prompts`, is not one)."""
     rid = await write(empty, streams.script(deltas=1))
     stray = {"stream_id": "resp_stray", "position": 0, "type": "x", "data": "{}", "facts": None}
     async with empty.engine.begin() as conn:
         await conn.execute(sa.insert(t_events), [{**stray, "recorded_at": 1.0}])
+    template = PromptTemplate(instructions="You are {{persona}}.")
+    assert await SqlPrompts(empty).add("pmpt_kept", "owner_a", template, 2.0) == 1
     scan = LogScan(empty)
     assert await collect(scan.orphans()) == [("resp_stray", [0])]
     assert rid not in await scan.existing(["resp_nothing"])

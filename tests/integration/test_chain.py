@@ -5,6 +5,7 @@ tampering with the log that docs/guides/auditing.md lists is caught and named.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import shutil
@@ -159,9 +160,9 @@ async def sql(url: str, statement: str, **params: Any) -> list[Any]:
         await store.close()
 
 
-async def rechain(url: str, stream_id: str) -> None:
+async def rechain(url: str, stream_id: str, table: str = "responses") -> None:
     """What a careful forger does after changing a stream: every digest recomputed from
-    the bytes as they now are, and the row's head and version set to match."""
+    the bytes as they now are, and the row's head and version (in `table`) set to match."""
     store: SqlEventStore = await open_store(url)
     try:
         rows = [r for page in [p async for p in SqlLedger(store).rows([stream_id])] for r in page]
@@ -176,7 +177,7 @@ async def rechain(url: str, stream_id: str) -> None:
                     {"d": previous.hex(), "s": stream_id, "p": row.position},
                 )
             await conn.execute(
-                sa.text("UPDATE responses SET head_digest = :d, version = :v WHERE id = :s"),
+                sa.text(f"UPDATE {table} SET head_digest = :d, version = :v WHERE id = :s"),
                 {"d": previous.hex(), "v": last, "s": stream_id},
             )
     finally:
@@ -539,3 +540,78 @@ async def test_content_replaced_under_a_kept_digest_without_an_erasure_is_named(
     result = one_log.verify()
     assert result.returncode == 1
     assert any(f"{rid} @0: erased:" in line for line in findings(result, "erased")), result.stdout
+
+
+PNG = "data:image/png;base64," + "A" * 8000  # stored as a blob
+
+
+def _add_prompt(url: str, tmp: Path, *args: str) -> str:
+    """`resplog prompts add` with a template holding an image (a blob); its id."""
+    template = tmp / f"template_{secrets.token_hex(4)}.json"
+    message = {"role": "user", "content": [{"type": "input_image", "image_url": PNG}]}
+    template.write_text(json.dumps({"instructions": "Be {{tone}}.", "input": [message]}))
+    done = resplog("prompts", "add", "--file", str(template), "--database-url", url, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[0]
+
+
+async def test_prompt_versions_are_chained_and_checkpointed(log: Log) -> None:
+    """A template's versions carry digests and its row the head, as any stream's: the chain
+    verifies, a checkpoint holds the template, and a version edited is caught, by the
+    chain and (rechained by a forger) by the checkpoint."""
+    pid = _add_prompt(log.url, log.tmp, "--owner", "alice")
+    second = resplog(
+        "prompts", "add", "--id", pid, "--owner", "alice", "--instructions", "Be brief.",
+        "--database-url", log.url,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    plain = resplog("verify", "--all", "--chain", "--database-url", log.url)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    later = log.tmp / "later.json"
+    await checkpoint_file(log.url, later, log.key)
+    taken = read(later.read_bytes(), public_key(log.pub.read_bytes()))
+    assert taken.heads()[pid][0] == 1
+    against = [*("--checkpoint", str(later), "--public-key", str(log.pub))]
+    clean = resplog("verify", "--all", *against, "--database-url", log.url)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+    edit = "UPDATE events SET data = replace(data, 'brief', 'rude') WHERE stream_id = :s"
+    await sql(log.url, edit, s=pid)
+    edited = resplog("verify", "--all", "--chain", "--database-url", log.url)
+    assert edited.returncode == 1
+    assert [f"{pid} @1: chain:" in line for line in findings(edited, "chain")] == [True]
+    await rechain(log.url, pid, "prompts")
+    forged = resplog("verify", "--all", *against, "--database-url", log.url)
+    assert forged.returncode == 1
+    assert any(f"{pid} @1: checkpoint:" in line for line in findings(forged, "checkpoint"))
+
+
+async def test_the_migration_chains_prompt_versions_written_unchained(
+    migrated: str, tmp_path: Path
+) -> None:
+    """A template's versions written with no digests (as before templates were chained)
+    get, from the migration, the digests and head the writer writes, blobs included."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from adapters.store.migrate import downgrade_async, upgrade_async
+
+    url = migrated
+    pid = _add_prompt(url, tmp_path)
+    again = resplog("prompts", "add", "--id", pid, "--instructions", "v2", "--database-url", url)
+    assert again.returncode == 0, again.stderr
+    query = "SELECT position, digest FROM events WHERE stream_id = :s ORDER BY position"
+    head = "SELECT version, head_digest FROM prompts WHERE id = :s"
+    before = (await sql(url, query, s=pid), await sql(url, head, s=pid))
+    assert len(before[0]) == 2 and all(d for _, d in before[0]) and before[1][0][1]
+    await downgrade_async(url, "0013")
+    engine = create_async_engine(url)  # the store opens only a database at the head
+    try:
+        async with engine.begin() as conn:
+            unchain = "UPDATE events SET digest = NULL WHERE stream_id = :s"
+            await conn.execute(sa.text(unchain), {"s": pid})
+    finally:
+        await engine.dispose()
+    await upgrade_async(url)
+    assert (await sql(url, query, s=pid), await sql(url, head, s=pid)) == before
+    verified = resplog("verify", "--all", "--chain", "--database-url", url)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

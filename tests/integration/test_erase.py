@@ -28,14 +28,17 @@ from domain.generation import (
     EndItem,
     Finished,
     FunctionCallStart,
+    InputDelta,
     ReasoningDelta,
+    RefusalDelta,
+    SummaryDelta,
     TextDelta,
     TokenUsage,
 )
 from domain.objects import InputImage, InputMessage, InputText, ResponseObject
 from service.prompts.history import _turn
 from tests.integration.chained import checkpoint_file, pem, resplog
-from tests.integration.streams import new_id, script
+from tests.integration.streams import created, new_id, script
 
 SECRETS = {
     "input": "zebra-input-8812",
@@ -174,6 +177,11 @@ async def test_erase_removes_the_content_and_keeps_the_proof(pg: str, tmp_path: 
             stored.event()  # decodes
         links = await store.chain(rid, "alice", 5)
         assert links[0].erased
+        # Each erasure (the response's, the conversation's) raised the chain-break count of
+        # this fresh database, so no process continues a chain through the response from
+        # its cache (service/prompts/chains.py).
+        tip = await store.chain_tip(rid, "alice")
+        assert tip.link == links[0] and tip.breaks == 2
         with pytest.raises(InvalidRequest) as info:
             _turn(links[0], rid)
         assert info.value.code == "previous_response_erased"
@@ -228,3 +236,79 @@ def _file_bytes(url: str) -> bytes:
     assert path is not None
     wal = Path(path + "-wal")
     return Path(path).read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+async def _write_split(url: str) -> str:
+    """A response whose every kind of streamed content comes in several deltas: reasoning
+    text, a summary, the answer, a refusal, function arguments, a custom tool's input, an
+    MCP call's arguments, a `python` call's code."""
+    decision = created(owner="carol")
+    rid = decision.events[0].response.id  # type: ignore[union-attr]
+    appends = [(-1, decision.events)]
+    state = decision.state
+    for delta in (
+        ReasoningDelta(text="zebra-"),
+        ReasoningDelta(text="reasoning"),
+        SummaryDelta(text="zebra-"),
+        SummaryDelta(text="summary"),
+        EndItem(),
+        TextDelta(text="zebra-"),
+        TextDelta(text="output"),
+        RefusalDelta(text="zebra-"),
+        RefusalDelta(text="refusal"),
+        EndItem(),
+        FunctionCallStart(name="lookup", call_id="call_1"),
+        ArgumentsDelta(text='{"q":'),
+        ArgumentsDelta(text='"zebra-arguments"}'),
+        EndItem(),
+        FunctionCallStart(name="patch", custom=True),
+        InputDelta(text="zebra-"),
+        InputDelta(text="input"),
+        EndItem(),
+        FunctionCallStart(name="fetch", server_label="docs"),
+        ArgumentsDelta(text='{"u":'),
+        ArgumentsDelta(text='"zebra-mcp"}'),
+        EndItem(),
+        FunctionCallStart(name="python", builtin="python"),
+        ArgumentsDelta(text="print('zebra-"),
+        ArgumentsDelta(text="code')"),
+        EndItem(),
+    ):
+        decision = emit(state, delta)
+        appends.append((state.version, decision.events))
+        state = decision.state
+    decision = finish(state, Finished(reason="stop", usage=TokenUsage(input_tokens=7)), now=1)
+    appends.append((state.version, decision.events))
+    store = await open_store(url)
+    try:
+        async with GroupCommitWriter(store) as writer:
+            for expected, events in appends:
+                await writer.append(rid, expected, events)
+    finally:
+        await store.close()
+    return rid
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def either(request: pytest.FixtureRequest) -> str:
+    """A migrated database of each store in turn."""
+    url: str = request.getfixturevalue("pg" if request.param == "postgres" else "fresh_sqlite")
+    return url
+
+
+async def test_an_erased_stream_of_split_deltas_verifies(either: str) -> None:
+    """Each final text, part and item of an erased stream equals what its erased deltas
+    fold to, for every kind of delta: `verify --all --chain` finds nothing."""
+    url = either
+    rid = await _write_split(url)
+    before = resplog("verify", "--all", "--chain", "--database-url", url)
+    assert before.returncode == 0, before.stdout + before.stderr
+    done = resplog("erase", rid, "--reason", "request #7", "--database-url", url)
+    assert done.returncode == 0, done.stderr
+    verified = resplog("verify", "--all", "--chain", "--database-url", url)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    events = resplog("events", rid, "--raw", "--database-url", url)
+    assert events.returncode == 0, events.stderr
+    assert "zebra" not in events.stdout and "[erased]" in events.stdout
+    shown = resplog("responses", "show", rid, "--database-url", url)
+    assert shown.returncode == 0 and "zebra" not in shown.stdout, shown.stdout + shown.stderr

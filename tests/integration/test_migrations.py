@@ -128,7 +128,7 @@ def test_the_alembic_command_line_uses_the_async_env(tmp_path: Path) -> None:
     out = subprocess.run(
         [*alembic, "current"], cwd=REPO, check=True, capture_output=True, text=True
     )
-    assert "0013 (head)" in out.stdout
+    assert "0015 (head)" in out.stdout
 
 
 def test_the_migrations_ship_as_packages() -> None:

@@ -195,8 +195,9 @@ async def test_gc_drops_a_whole_day_once_its_responses_have_all_ended(
     assert sorted(expired) == [today, first]
     day = expired[first]
     assert (day.day, day.responses, day.running) == (first, 2, 1)
+    breaks = await _breaks(store)
     assert await store_gc.drop_day(store, first) is None  # one still runs: nothing changes
-    assert await store.get(done) is not None
+    assert await store.get(done) is not None and await _breaks(store) == breaks
     assert len(await store.read(done)) == len(streams.events_of(ended))
 
     expected, last = whole[-1]
@@ -205,6 +206,8 @@ async def test_gc_drops_a_whole_day_once_its_responses_have_all_ended(
     assert gone is not None
     events = len(streams.events_of(ended)) + len(streams.events_of(whole))
     assert (gone.responses, gone.events) == (2, events)
+    # The responses went: a process's cached chain through them is walked again.
+    assert await _breaks(store) == breaks + 1
     assert await store.get(done) is None and await store.get(running) is None
     # This process still names the dropped partition: its reads look again, and find nothing.
     assert await store.read(done) == []
@@ -217,6 +220,12 @@ async def test_gc_drops_a_whole_day_once_its_responses_have_all_ended(
         assert first not in await partitions.days(conn)
     assert await store.get(other) is not None  # the next day is untouched
     assert await store_gc.drop_day(store, first) is None  # and a second drop finds nothing
+
+
+async def _breaks(store: SqlEventStore) -> int:
+    """The chain-break count (service/prompts/chains.py)."""
+    async with store.engine.connect() as conn:
+        return int(await conn.scalar(sa.text("SELECT breaks FROM chain_breaks")))
 
 
 async def test_the_age_limit_leaves_a_day_with_its_own_partition_to_go_whole(

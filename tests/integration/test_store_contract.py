@@ -545,3 +545,22 @@ async def test_chain_stops_before_what_the_owner_cannot_see(store: SqlEventStore
     unstored = await write(store, streams.script(deltas=0, owner=owner, store=False))
     after = await write(store, streams.script(deltas=0, owner=owner, previous=unstored))
     assert [x.response_id for x in await store.chain(after, owner, 10)] == [after]
+
+
+async def test_chain_tip_is_the_chains_first_link_with_a_count_every_delete_raises(
+    store: SqlEventStore,
+) -> None:
+    owner = f"chain_{secrets.token_hex(4)}"
+    a = await write(store, streams.script(deltas=1, owner=owner))
+    b = await write(store, streams.script(deltas=1, owner=owner, previous=a))
+    tip = await store.chain_tip(b, owner)
+    assert tip.link == (await store.chain(b, owner, 1))[0]
+    assert tip.breaks is not None
+    assert (await store.chain_tip(b, "someone_else")).link is None
+    assert (await store.chain_tip("resp_nope", owner)).link is None
+    assert (await store.chain_tip(a, owner)).breaks == tip.breaks  # nothing broke since
+    assert await store.mark_deleted(a)
+    after = await store.chain_tip(b, owner)
+    assert after.breaks is not None and after.breaks > tip.breaks
+    assert not await store.mark_deleted(a)  # already: no break
+    assert (await store.chain_tip(b, owner)).breaks == after.breaks

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import sqlalchemy.exc as sa_exc
 
 from adapters.store.factory import open_store
 from adapters.store.sql import SqlEventStore
+from adapters.store.transient import Unreached
 from adapters.store.writer import GroupCommitWriter
 from domain.builder.emit import emit
 from domain.errors import Conflict, StoreUnavailable
@@ -503,3 +505,76 @@ async def test_the_store_creates_a_stream_as_its_append_does(store: SqlEventStor
     assert await store.read_events(rid) == appends[0][1]
     with pytest.raises(Conflict):
         await store.create(rid, appends[0][1])
+
+
+def shard_down(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch, down: set[str], lose: set[str]
+) -> list[tuple[dict[str, tuple[int, int]], bool]]:
+    """`store.commit` as on Citus with the shard of the streams in `down` unreachable:
+    the others commit, those fail with `Unreached`; a stream in `lose` commits once all
+    the same (its acknowledgement lost), then is down like the rest. The calls' streams
+    and re-check flags: each call's batches, by stream, as (expected version, last position),
+    and its re-check flag."""
+    real = store.commit
+    calls: list[tuple[dict[str, tuple[int, int]], bool]] = []
+
+    async def sharded(batches: list[Any], *, recheck: bool = False) -> dict[str, BaseException]:
+        calls.append(({b.stream_id: (b.expected_version, b.last) for b in batches}, recheck))
+        reach = [b for b in batches if b.stream_id not in down or b.stream_id in lose]
+        failed = dict(await real(reach, recheck=recheck)) if reach else {}
+        lose.difference_update(b.stream_id for b in reach)
+        unreached = Unreached("the shard cannot be reached")
+        return {**failed, **{b.stream_id: unreached for b in batches if b.stream_id in down}}
+
+    monkeypatch.setattr(store, "commit", sharded)
+    return calls
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["refused", "acknowledgement-lost"])
+async def test_a_stream_on_an_unreachable_shard_does_not_hold_up_the_others(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch, lost: bool
+) -> None:
+    """Its batch is retried alone while the other streams' appends commit flush after
+    flush; once its shard is back it commits, then what queued behind it, in order and
+    once (with `lost`, its first attempt did commit: the retry's re-check finds it)."""
+    stuck, free = streams.script(deltas=6), streams.script(deltas=6)
+    stuck_id, free_id = rid_of(stuck), rid_of(free)
+    async with GroupCommitWriter(store, retry_for=30) as writer:
+        await queue_all(writer, stuck[:1], durable=True)
+        await queue_all(writer, free[:1], durable=True)
+        down: set[str] = {stuck_id}
+        calls = shard_down(store, monkeypatch, down, {stuck_id} if lost else set())
+        waiting = asyncio.create_task(queue_all(writer, stuck[1:2], durable=True, rid=stuck_id))
+        await asyncio.sleep(0.05)
+        behind = asyncio.create_task(queue_all(writer, stuck[2:], durable=True, rid=stuck_id))
+        for append in free[1:]:  # each commits promptly while the other's shard is away
+            assert await asyncio.wait_for(_timed(writer, free_id, append), 2) < 1
+        assert not waiting.done() and not behind.done()
+        tries = [(batches[stuck_id], recheck) for batches, recheck in calls if stuck_id in batches]
+        assert len(tries) >= 2 and all(recheck for _, recheck in tries[1:])  # retries re-check
+        # The same batch each time: never merged with what queued behind it.
+        assert {batch for batch, _ in tries} == {(stuck[1][0], stuck[1][0] + len(stuck[1][1]))}
+        down.clear()
+        async with asyncio.timeout(10):
+            await waiting
+            await behind
+    assert await store.read_events(stuck_id) == streams.events_of(stuck)
+    assert await store.read_events(free_id) == streams.events_of(free)
+
+
+async def test_a_creation_on_an_unreachable_shard_is_refused_within_its_short_budget(
+    store: SqlEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answered 503 after `create_retry_for`, not the whole retry window; the creation of
+    a stream on another shard meanwhile commits."""
+    doomed, fine = streams.script(deltas=1), streams.script(deltas=1)
+    shard_down(store, monkeypatch, {rid_of(doomed)}, set())
+    async with GroupCommitWriter(store, retry_for=30) as writer:
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await asyncio.wait_for(writer.create(rid_of(doomed), doomed[0][1]), 5)
+        assert time.monotonic() - began < 2
+        assert not writer.outage  # nothing else is refused
+        await queue_all(writer, fine, durable=True)
+    assert await store.read_events(rid_of(doomed)) == []
+    assert await store.read_events(rid_of(fine)) == streams.events_of(fine)

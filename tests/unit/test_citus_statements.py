@@ -9,6 +9,7 @@ import re
 import pytest
 
 from adapters.store import citus
+from adapters.store.tables import metadata
 
 UPDATES = {
     "CLAIM_MOVED": citus.CLAIM_MOVED,
@@ -43,3 +44,19 @@ def test_the_multi_row_statements_number_every_parameter_once(rows: int) -> None
 def test_the_widest_statement_stays_within_postgresql_s_parameters() -> None:
     assert 15 * (citus.MAX_ROWS // 15) < 65535 and 7 * (citus.MAX_ROWS // 7) < 65535
     assert citus.wanted()["api_keys"] == "n" and citus.wanted()["events"] == "h"
+
+
+def test_every_table_has_its_place_on_citus() -> None:
+    """A table a migration adds is distributed, a reference table or named as staying on
+    the coordinator (`citus.LOCAL`): else `migrate --citus` would leave it on the
+    coordinator unnoticed, where a flush's join with the log's shards would cross nodes."""
+    placed = citus.TABLES | set(citus.LOCAL)
+    assert set(metadata.tables) - {"alembic_version"} <= placed
+    assert set(metadata.tables) - set(citus.LOCAL) == citus.TABLES
+
+
+def test_what_is_distributed_keeps_its_primary_key_on_its_shard() -> None:
+    """Citus distributes a table only if its primary key holds the distribution column."""
+    for name, column, _ in citus.DISTRIBUTED:
+        key = {c.name for c in metadata.tables[name].primary_key.columns}
+        assert column in key, (name, column, key)

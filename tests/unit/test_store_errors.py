@@ -15,9 +15,13 @@ from domain.errors import Conflict, StoreError, StoreUnavailable
 
 
 class _PgError(Exception):
-    def __init__(self, sqlstate: str) -> None:
-        super().__init__(f"sqlstate {sqlstate}")
+    def __init__(self, sqlstate: str, message: str = "") -> None:
+        super().__init__(message or f"sqlstate {sqlstate}")
         self.sqlstate = sqlstate
+
+
+# A Citus coordinator whose connection to a worker, used earlier in the transaction, failed.
+_ESSENTIAL = "failure on connection marked as essential: 127.0.0.1:5433"
 
 
 def _wrapped(exc: Exception) -> sa_exc.DBAPIError:
@@ -47,6 +51,8 @@ def _wrapped(exc: Exception) -> sa_exc.DBAPIError:
         _wrapped(asyncpg.InternalClientError("cannot switch to state 15; another operation")),
         LostConnection("the connection was lost (cannot switch to state 12; ...)"),
         asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+        sa_exc.DBAPIError("UPDATE", {}, _PgError("XX000", _ESSENTIAL)),
+        asyncpg.InternalServerError(_ESSENTIAL),  # straight from asyncpg (the raw pool)
     ],
 )
 def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
@@ -65,6 +71,7 @@ def test_what_a_retry_may_cure_is_store_unavailable(raw: Exception) -> None:
         sqlite3.DatabaseError("file is not a database"),
         asyncpg.UniqueViolationError("duplicate key value violates unique constraint"),
         asyncpg.ProtocolError("unexpected message from the server"),
+        sa_exc.DBAPIError("SELECT", {}, _PgError("XX000", "could not find block containing")),
     ],
 )
 def test_what_it_cannot_is_a_store_error(raw: Exception) -> None:
