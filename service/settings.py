@@ -95,6 +95,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Host names `/metrics` and `/audit` answer to besides the loopback's and addresses
     # (adapters/http/hosts.py): the names a proxy or a browser reaches this server by.
     public_hosts: tuple[str, ...] = ()
+    # An HTTP connection idle between requests this long is closed: longer than the clients'
+    # own idle limits (the OpenAI SDKs' 5 s, a load balancer's 60 s), so that they close
+    # first; a server closing at their limit races their next request on it, which is then
+    # reset (adapters/cli/protocol.py).
+    keep_alive_s: int = 75
     # WebSocket mode: a connection with no message and no response streaming for this long
     # is closed (0: never); uvicorn pings every `ws_ping_interval_s` and drops a peer that
     # does not answer within `ws_ping_timeout_s` (0: no pings).

@@ -21,11 +21,27 @@ A response that must stop when its client goes away registers a callback in its 
 (`ON_GONE`), run when the connection is lost before the response is complete; without it
 such a response would need a task of its own waiting on `receive` for `http.disconnect`.
 Once the connection is lost the scope holds None there instead of a list.
+
+A keep-alive connection whose idle time runs out while a request waits unread on its socket
+is not closed (`timeout_keep_alive_handler`). Each turn of the loop runs its timers before it
+polls the sockets, so on a busy loop a client's next request can sit a whole turn in the
+socket's buffer after the idle time ran out; closing the socket then drops it, and the
+kernel answers the client with a reset (`httpx.ReadError`, "Connection reset by peer", for
+a create the client cannot simply send again). The request is read in that same turn's
+poll instead, and the idle timer is armed once more (should reading be paused, the
+connection still closes an idle time later). A request sent after the close began is still
+reset: no server can take it. So the idle time (`serve --keep-alive-s`, 75 s) is longer
+than the clients' own (the OpenAI SDKs', httpx's, reuse a connection idle up to 5 s, and
+uvicorn's own default is those same 5 s): an idle connection is then closed by its client,
+never under a request.
 """
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
+import termios
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -102,6 +118,17 @@ class _Coalesced:
         return getattr(self._transport, name)
 
 
+def _unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """The bytes waiting unread on the transport's socket (0 where that cannot be told)."""
+    sock = transport.get_extra_info("socket")
+    try:
+        count = array.array("i", [0])
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, count, True)
+    except (AttributeError, OSError, ValueError):  # no socket, or a closed one
+        return 0
+    return count[0]
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's protocol, bounded, with OpenAI-shaped refusals, and each response's writes
     of a turn coalesced (see the module's doc)."""
@@ -144,6 +171,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def timeout_keep_alive_handler(self) -> None:
         self._flush()
+        if _unread_bytes(self.transport) and not self.transport.is_closing():
+            # A request came as the idle time ran out: read it (see the module's doc).
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+            return
         super().timeout_keep_alive_handler()
 
     def _flush(self) -> None:

@@ -94,6 +94,17 @@ def migrate(database_url: str, lock_wait: float, citus: bool, shard_count: int |
     help="Serving processes sharing the port (PostgreSQL only): one per core to use.",
 )
 @click.option(
+    "--keep-alive-s",
+    envvar="RESPLOG_KEEP_ALIVE_S",
+    default=75,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Close an HTTP connection idle between requests for this long. Keep it above "
+    "the idle time of the clients and proxies in front (the OpenAI SDKs reuse a "
+    "connection idle up to 5 s, load balancers commonly up to 60 s): they then close "
+    "first, and never send a request on a connection the server is closing.",
+)
+@click.option(
     "--ws-idle-timeout-s",
     envvar="RESPLOG_WS_IDLE_TIMEOUT_S",
     default=600.0,
@@ -318,6 +329,7 @@ async def _serve(
                 # own would format a line per response for a level that drops it.
                 access_log=False,
                 timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+                timeout_keep_alive=settings.keep_alive_s,
                 **_websocket_options(settings),
             )
             freeze_startup_heap()
