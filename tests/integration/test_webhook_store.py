@@ -117,19 +117,23 @@ async def test_one_taker_a_lapsed_lease_is_taken_over_and_the_late_one_fenced(
     proc: Opener,
 ) -> None:
     first, second = await proc("p1"), await proc("p2")
+    # Long enough that a loaded machine (the suite's two workers) does not let it lapse
+    # between the claim and the check that it holds.
+    lease = 2.0
     endpoint = await add(first, "owner_a", "response.completed")
     rid = await write(first._store, streams.script(background=True, owner="owner_a"))
     taken = await asyncio.gather(
-        first.claim(endpoint, 5, 0.4, time.time()), second.claim(endpoint, 5, 0.4, time.time())
+        first.claim(endpoint, 5, lease, time.time()),
+        second.claim(endpoint, 5, lease, time.time()),
     )
     assert sorted(len(t) for t in taken) == [0, 1]  # of two takers, one
     holder, other = (first, second) if taken[0] else (second, first)
     claimed = (taken[0] or taken[1])[0]
     assert claimed.delivery.response_id == rid and claimed.delivery.attempts == 1
     assert len(claimed.secrets) == 1
-    assert await other.claim(endpoint, 5, 0.4, time.time()) == []  # leased
-    await asyncio.sleep(0.5)
-    again = await other.claim(endpoint, 5, 0.4, time.time())
+    assert await other.claim(endpoint, 5, lease, time.time()) == []  # leased
+    await asyncio.sleep(lease + 0.1)
+    again = await other.claim(endpoint, 5, lease, time.time())
     assert [c.delivery.attempts for c in again] == [2]
     # The process whose lease lapsed writes nothing; the taker's record stands.
     assert await holder.record(claimed, _attempt(claimed, holder.owner), None) is False
