@@ -19,12 +19,13 @@ built its statement and cache key again and ran three round trips (BEGIN, the UP
 COMMIT), about a third of what an idle server spent (docs/performance.md, "An idle
 server").
 
-Renewal on PostgreSQL runs statements built once per process, the ids bound as one array at
-each pass. Built anew each pass (a literal array of the ids, its types, the clock's
-expression), the statements left some 80 objects in reference cycles, freed only by the
-cyclic collector, whose young generation runs only once 50,000 more containers were
-allocated than freed (adapters/cli/memory.py): under a steady load that took minutes, and a
-server's memory crept up meanwhile (docs/performance.md, "Memory under a steady load").
+Renewal runs statements built once per process, the ids bound at each pass (as one array on
+PostgreSQL, a chunk at a time on SQLite). Built anew each pass (a literal array of the ids,
+its types, the clock's expression), the statements left some 80 objects in reference cycles,
+freed only by the cyclic collector, whose young generation runs only once 50,000 more
+containers were allocated than freed (adapters/cli/memory.py): under a steady load that took
+minutes, and a server's memory crept up meanwhile (docs/performance.md, "Memory under a
+steady load").
 """
 
 from __future__ import annotations
@@ -99,6 +100,16 @@ class SqlLeases:
             .returning(c.id, c.cancel_reason)
         )
         self._mine_pg = sa.select(c.id, c.cancel_reason).where(mine)
+        # SQLite's: the same, a chunk of ids at a time (its limit on bound variables), the
+        # lease's end on our clock.
+        mine_here = sa.and_(c.id.in_(sa.bindparam("ids", expanding=True)), c.lease_owner == owner)
+        self._renew_lite = (
+            sa.update(t)
+            .where(mine_here)
+            .values(lease_expires_at=sa.bindparam("until", type_=sa.Double))
+            .returning(c.id, c.cancel_reason)
+        )
+        self._mine_lite = sa.select(c.id, c.cancel_reason).where(mine_here)
 
     # --- Leases -------------------------------------------------------------------------
 
@@ -182,21 +193,13 @@ class SqlLeases:
             return Renewal(held=frozenset(held), cancel=cancel)
         async with self._store._begin_write() as conn:
             for chunk in _chunks(ids, _CHUNK):
-                mine = sa.and_(self._among(chunk), c.lease_owner == self.owner)
-                now = self._now()
-                stmt = (
-                    sa.update(t)
-                    .where(mine)
-                    .values(lease_expires_at=now + self.ttl)
-                    .returning(c.id, c.cancel_reason)
-                )
-                held.update({row.id: row for row in await conn.execute(stmt)})
+                until = time.time() + self.ttl
+                renewed = await conn.execute(self._renew_lite, {"ids": chunk, "until": until})
+                held.update({row.id: row for row in renewed})
                 skipped = [i for i in chunk if i not in held]
                 if skipped:  # gone meanwhile, or not ours: the row says which
-                    query = sa.select(c.id, c.cancel_reason).where(
-                        self._among(skipped), c.lease_owner == self.owner
-                    )
-                    held.update({row.id: row for row in await conn.execute(query)})
+                    found = await conn.execute(self._mine_lite, {"ids": skipped})
+                    held.update({row.id: row for row in found})
         cancel = {i: r for i, row in held.items() if (r := _reason(row.cancel_reason)) is not None}
         return Renewal(held=frozenset(held), cancel=cancel)
 
@@ -251,9 +254,6 @@ class SqlLeases:
         if self._pg:
             return _PG_NOW
         return sa.literal(time.time(), sa.Double)
-
-    def _among(self, ids: Sequence[str]) -> sa.ColumnElement[bool]:
-        return c.id.in_(list(ids))
 
 
 def _chunks(ids: list[str], size: int) -> list[list[str]]:

@@ -410,15 +410,11 @@ async def test_one_renewal_pass_is_one_update_for_every_lease_of_the_process(
     assert writes(sent) == ["UPDATE"]
 
 
-async def test_renewal_on_postgresql_leaves_nothing_for_the_cyclic_collector(
-    proc: Opener,
-) -> None:
+async def test_renewal_leaves_nothing_for_the_cyclic_collector(proc: Opener) -> None:
     """Renewal runs once a second for as long as a process holds leases: what it allocates
     must be freed by reference counts, not wait for a collection that a steady load puts
     off for minutes (adapters/store/leases.py)."""
     a = await proc("proc-a")
-    if a.dialect != "postgresql":
-        pytest.skip("SQLite's renewal builds its statements each pass")
     leases = SqlLeases(a)
     ids = [(await open_stream(a)).response.id for _ in range(30)]  # type: ignore[union-attr]
     await leases.renew(ids)  # the first pass fills SQLAlchemy's and the pool's caches
