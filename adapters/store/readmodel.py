@@ -127,17 +127,7 @@ class ReadModel:
                 await conn.execute(_CUSTOM_PLAN)
             rows = (await conn.execute(query)).all()
             found = await blobs.load(conn, {d for row in rows for d in blobs.references(row[4])})
-        return [
-            ChainLink(
-                response_id=rid,
-                status=status,
-                previous_response_id=previous,
-                snapshot=snapshot.encode(),
-                request_facts=None if facts is None else blobs.put_back(facts, found).encode(),
-                erased=bool(erased),
-            )
-            for rid, status, previous, snapshot, facts, erased in rows
-        ]
+        return [_link(row, found) for row in rows]
 
     @guarded
     async def chain_tip(self, response_id: str, owner: str) -> ChainTip:
@@ -147,83 +137,29 @@ class ReadModel:
         if getattr(self, "citus", False):
             links = await self._chain_by_turns(response_id, owner, 1)
             return ChainTip(link=links[0] if links else None, breaks=None)
-        r, e = t_responses.c, t_events.c
         breaks = sa.select(t_breaks.c.breaks).where(t_breaks.c.id == 1).scalar_subquery()
-        query = (
-            sa.select(
-                r.status,
-                r.previous_response_id,
-                r.snapshot,
-                e.facts,
-                e.content_digest.is_not(None),
-                breaks,
-            )
-            .outerjoin(
-                t_events,
-                sa.and_(
-                    e.stream_id == r.id,
-                    e.position == 0,
-                    partitions.same_partition(e.stream_id, response_id, self.dialect),
-                ),
-            )
-            .where(r.id == response_id, r.owner == owner, r.store.is_(True))
-            .where(r.deleted_at.is_(None))
-        )
+        query = _one_turn(response_id, owner, self.dialect).add_columns(breaks)
         async with self.statements.connect() as conn:
             row = (await conn.execute(query)).first()
             if row is None:
                 return ChainTip(link=None, breaks=None)
-            status, previous, snapshot, facts, erased, count = row
-            found = await blobs.load(conn, blobs.references(facts))
-        link = ChainLink(
-            response_id=response_id,
-            status=status,
-            previous_response_id=previous,
-            snapshot=snapshot.encode(),
-            request_facts=None if facts is None else blobs.put_back(facts, found).encode(),
-            erased=bool(erased),
-        )
-        return ChainTip(link=link, breaks=None if count is None else int(count))
+            found = await blobs.load(conn, blobs.references(row[4]))
+        count = row[6]
+        return ChainTip(link=_link(row, found), breaks=None if count is None else int(count))
 
     async def _chain_by_turns(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:
         """`chain` on Citus, which runs no recursive query over distributed tables: one
         read a turn, each on the turn's shard (its row joined to its first event, which
         are co-located)."""
-        r, e = t_responses.c, t_events.c
         links: list[ChainLink] = []
         at: str | None = response_id
         async with self.engine.connect() as conn:
             while at is not None and len(links) < limit:
-                query = (
-                    sa.select(r.id, r.status, r.previous_response_id, r.snapshot, e.facts)
-                    .outerjoin(
-                        t_events,
-                        sa.and_(
-                            e.stream_id == r.id,
-                            e.position == 0,
-                            partitions.same_partition(e.stream_id, at, self.dialect),
-                        ),
-                    )
-                    .where(r.id == at, r.owner == owner, r.store.is_(True))
-                    .where(r.deleted_at.is_(None))
-                )
-                row = (await conn.execute(query)).first()
+                row = (await conn.execute(_one_turn(at, owner, self.dialect))).first()
                 if row is None:
                     break
-                rid, status, previous, snapshot, facts = row
-                found = await blobs.load(conn, blobs.references(facts))
-                links.append(
-                    ChainLink(
-                        response_id=rid,
-                        status=status,
-                        previous_response_id=previous,
-                        snapshot=snapshot.encode(),
-                        request_facts=None
-                        if facts is None
-                        else blobs.put_back(facts, found).encode(),
-                    )
-                )
-                at = previous
+                links.append(_link(row, await blobs.load(conn, blobs.references(row[4]))))
+                at = links[-1].previous_response_id
         return links
 
     @guarded
@@ -342,6 +278,45 @@ class ReadModel:
         # filter by, walking every newer row first (a page deep in the history of 10 M
         # events took 35 ms that way, 0.2 ms this way: docs/performance.md).
         return sa.tuple_(c.created_at, c.id) < sa.tuple_(created, after)
+
+
+def _one_turn(response_id: str, owner: str, dialect: str) -> sa.Select[Any]:
+    """One response of a chain as `_link` takes it, if `owner` may continue it: its row
+    joined to its first event (co-located on Citus), whose facts are its request's."""
+    r, e = t_responses.c, t_events.c
+    return (
+        sa.select(
+            r.id,
+            r.status,
+            r.previous_response_id,
+            r.snapshot,
+            e.facts,
+            e.content_digest.is_not(None),
+        )
+        .outerjoin(
+            t_events,
+            sa.and_(
+                e.stream_id == r.id,
+                e.position == 0,
+                partitions.same_partition(e.stream_id, response_id, dialect),
+            ),
+        )
+        .where(r.id == response_id, r.owner == owner, r.store.is_(True), r.deleted_at.is_(None))
+    )
+
+
+def _link(row: Sequence[Any], found: dict[str, str]) -> ChainLink:
+    """A chain's turn from its (id, status, previous id, snapshot, first event's facts,
+    erased) and the blobs those facts refer to."""
+    rid, status, previous, snapshot, facts, erased = row[:6]
+    return ChainLink(
+        response_id=rid,
+        status=status,
+        previous_response_id=previous,
+        snapshot=snapshot.encode(),
+        request_facts=None if facts is None else blobs.put_back(facts, found).encode(),
+        erased=bool(erased),
+    )
 
 
 def ended_for(reason: str, dialect: str) -> sa.ColumnElement[bool]:
