@@ -293,7 +293,8 @@ def verify(
         reports.update(
             run(
                 _online(
-                    (database_url, replica_database_url),
+                    database_url,
+                    replica_database_url,
                     ids,
                     everything,
                     stale_after,
@@ -320,7 +321,8 @@ def verify(
 
 
 async def _online(
-    urls: tuple[str, str | None],
+    database_url: str,
+    replica_url: str | None,
     ids: tuple[str, ...],
     everything: bool,
     stale_after: float,
@@ -331,7 +333,6 @@ async def _online(
     progress: bool | None,
 ) -> dict[str, Report]:
     reports: dict[str, Report] = {}
-    database_url, replica_url = urls
     async with opened(database_url, replica_url=replica_url) as audit:
 
         async def parts(bar: Progress) -> Report:

@@ -149,7 +149,8 @@ class SqlConversations:
         )
 
         async def page(conn: AsyncConnection) -> tuple[list[Any], dict[str, str]] | None:
-            nonlocal query
+            # Built anew each time: a read the replica failed is run again on the primary.
+            wanted = query
             if after is not None:
                 mark = (
                     await conn.execute(
@@ -162,11 +163,11 @@ class SqlConversations:
                 if mark is None:
                     return None
                 row = sa.tuple_(*key)
-                query = query.where(row < tuple(mark) if newest_first else row > tuple(mark))
-            query = query.order_by(*(c.desc() if newest_first else c for c in key))
+                wanted = wanted.where(row < tuple(mark) if newest_first else row > tuple(mark))
+            wanted = wanted.order_by(*(c.desc() if newest_first else c for c in key))
             if limit is not None:
-                query = query.limit(limit + 1)
-            rows = [r[0] for r in await conn.execute(query)]
+                wanted = wanted.limit(limit + 1)
+            rows = [r[0] for r in await conn.execute(wanted)]
             return rows, await blobs.load(conn, {d for r in rows for d in blobs.references(r)})
 
         if listing:

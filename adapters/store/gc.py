@@ -12,7 +12,6 @@ import sqlalchemy as sa
 
 from adapters.store import blobs, partitions
 from adapters.store.sql import SqlEventStore
-from adapters.store.tables import BREAK
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
 from adapters.store.tables import events as t_events
@@ -154,8 +153,7 @@ async def collect(store: SqlEventStore, rule: GcRule, ids: Sequence[str]) -> tup
         if not gone:
             return 0, 0
         result = await conn.execute(sa.delete(t_events).where(t_events.c.stream_id.in_(list(gone))))
-        if not getattr(store, "citus", False):  # Citus caches no chain (readmodel.py)
-            await conn.execute(BREAK)  # a chain that holds one (retention) ends before it
+        await store.chains_broken(conn)  # a chain that holds one (retention) ends before it
     return len(gone), int(result.rowcount)
 
 
@@ -182,7 +180,7 @@ async def drop_day(store: SqlEventStore, day: int) -> Day | None:
     responses is still running (the day stays whole)."""
     async with store.engine.connect() as conn:
         # Citus caches no chain (readmodel.py): no count is kept there.
-        return await partitions.drop(conn, day, breaks=not getattr(store, "citus", False))
+        return await partitions.drop(conn, day, breaks=not store.citus)
 
 
 # --- conversations ------------------------------------------------------------------------------

@@ -109,7 +109,6 @@ class SqlLeases:
             .values(lease_expires_at=sa.bindparam("until", type_=sa.Double))
             .returning(c.id, c.cancel_reason)
         )
-        self._mine_lite = sa.select(c.id, c.cancel_reason).where(mine_here)
 
     # --- Leases -------------------------------------------------------------------------
 
@@ -194,12 +193,10 @@ class SqlLeases:
         async with self._store._begin_write() as conn:
             for chunk in _chunks(ids, _CHUNK):
                 until = time.time() + self.ttl
+                # No row is skipped here (SQLite locks the whole database for the write):
+                # what it does not return is gone, or not ours.
                 renewed = await conn.execute(self._renew_lite, {"ids": chunk, "until": until})
                 held.update({row.id: row for row in renewed})
-                skipped = [i for i in chunk if i not in held]
-                if skipped:  # gone meanwhile, or not ours: the row says which
-                    found = await conn.execute(self._mine_lite, {"ids": skipped})
-                    held.update({row.id: row for row in found})
         cancel = {i: r for i, row in held.items() if (r := _reason(row.cancel_reason)) is not None}
         return Renewal(held=frozenset(held), cancel=cancel)
 
@@ -243,7 +240,7 @@ class SqlLeases:
         return [Claim(row.id, _reason(row.cancel_reason)) for row in rows]
 
     def _citus(self) -> bool:
-        return bool(getattr(self._store, "citus", False))
+        return self._store.citus
 
     def _now(self) -> sa.ColumnElement[float]:
         """Now, in unix seconds: the database's clock on PostgreSQL, ours on SQLite (one

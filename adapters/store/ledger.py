@@ -11,7 +11,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from adapters.store import blobs
 from adapters.store.sql import SqlEventStore
-from adapters.store.tables import BREAK
 from adapters.store.tables import checkpoints as t_checkpoints
 from adapters.store.tables import conversation_items as t_items
 from adapters.store.tables import conversations as t_conversations
@@ -167,8 +166,7 @@ class SqlLedger:
                     stream_id=stream_id, erased_at=erasure.erased_at, reason=erasure.reason
                 )
             )
-            if not getattr(self.store, "citus", False):  # Citus caches no chain (readmodel.py)
-                await conn.execute(BREAK)  # a chain that holds it is no longer continued
+            await self.store.chains_broken(conn)  # a chain that holds it is no longer continued
             await blobs.sweep(conn, erasure.erased_at)
         if sqlite:
             # The write-ahead log still holds the pages as they were: fold it into the file

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from adapters.store.tables import BREAK
 from adapters.store.transient import sqlstate
 from domain.objects import TERMINAL_STATUSES
 from service.ports import Day
@@ -275,5 +276,5 @@ async def _drop(conn: AsyncConnection, day: int, breaks: bool) -> Day:
     # Takes all of `events` for a moment; the lock timeout bounds the wait.
     await conn.execute(sa.text(f"DROP TABLE events_p{day}"))
     if versions and breaks:  # a chain that held one ends before it (service/prompts/chains.py)
-        await conn.execute(sa.text("UPDATE chain_breaks SET breaks = breaks + 1"))
+        await conn.execute(BREAK)
     return Day(day=day, responses=len(versions), running=0, events=sum(v + 1 for v in versions))

@@ -39,6 +39,8 @@ class ReadModel:
     """Mixed into the stores, which supply the engine and their write transaction."""
 
     dialect: ClassVar[str]
+    # Whether the log is distributed on Citus: PostgresEventStore finds it out at start.
+    citus: bool = False
     engine: AsyncEngine
     statements: AsyncEngine
     bells: Bells
@@ -53,6 +55,13 @@ class ReadModel:
         (replica.py `read_caught_up`)."""
         async with self.engine.connect() as conn:
             return await read(conn)
+
+    async def chains_broken(self, conn: AsyncConnection) -> None:
+        """Raise the chain-break count in `conn`'s transaction, which removes or hides
+        responses: each process's cached chain histories are read again
+        (service/prompts/chains.py). Not on Citus, whose processes cache no chain."""
+        if not self.citus:
+            await conn.execute(BREAK)
 
     @guarded
     async def get(self, response_id: str) -> ResponseRow | None:
@@ -85,7 +94,7 @@ class ReadModel:
     async def chain(self, response_id: str, owner: str, limit: int) -> list[ChainLink]:
         """See `service.ports.ResponseIndex.chain`: one recursive query, whatever the length,
         so a continuation costs one round trip instead of two per earlier turn."""
-        if getattr(self, "citus", False):
+        if self.citus:
             return await self._chain_by_turns(response_id, owner, limit)
         r, e = t_responses.c, t_events.c
         seen = (r.owner == owner, r.store.is_(True), r.deleted_at.is_(None))
@@ -134,7 +143,7 @@ class ReadModel:
         """See `service.ports.ResponseIndex.chain_tip`: the link of `chain` with a limit of
         one, and the chain-break count, in one statement (no count on Citus, which caches
         no chain: its statements name one shard, the count's row is on none)."""
-        if getattr(self, "citus", False):
+        if self.citus:
             links = await self._chain_by_turns(response_id, owner, 1)
             return ChainTip(link=links[0] if links else None, breaks=None)
         breaks = sa.select(t_breaks.c.breaks).where(t_breaks.c.id == 1).scalar_subquery()
@@ -172,8 +181,8 @@ class ReadModel:
         )
         async with self._begin_write() as conn:
             deleted = (await conn.execute(stmt)).rowcount == 1
-            if deleted and not getattr(self, "citus", False):
-                await conn.execute(BREAK)  # the chains that hold it end before it now
+            if deleted:
+                await self.chains_broken(conn)  # the chains that hold it end before it now
         return deleted
 
     @guarded
@@ -211,11 +220,6 @@ class ReadModel:
         """Tell the lease owner (the embedded store: only this process can be it)."""
         if owner == self.bells.owner:
             self.bells.cancel([(response_id, reason)])
-
-    async def _flag(self, stmt: sa.Update) -> bool:
-        async with self._begin_write() as conn:
-            result = await conn.execute(stmt)
-        return result.rowcount == 1
 
     @guarded
     async def list(
@@ -259,9 +263,9 @@ class ReadModel:
             conds.append(ended_for(end_reason, self.dialect))
 
         async def rows_of(conn: AsyncConnection) -> Sequence[Any]:
-            if after is not None:
-                conds.append(await self._older_than(conn, after))
-            return (await conn.execute(query.where(*conds))).all()
+            # Built anew each time: a read the replica failed is run again on the primary.
+            older = [] if after is None else [await self._older_than(conn, after)]
+            return (await conn.execute(query.where(*conds, *older))).all()
 
         rows = await self.reading(rows_of)
         page = [row_of(r) for r in rows[:limit]]

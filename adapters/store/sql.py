@@ -536,8 +536,7 @@ class SqlEventStore(ReadModel):
         await blobs.store(conn, {k: v for b in mine for k, v in b.blobs.items()}, now)
         await self._insert_events(conn, mine)
         await self._join_conversations(conn, mine, now)
-        routed = bool(getattr(self, "citus", False))  # PostgresEventStore's, found at start
-        await outbox.enqueue(conn, mine, now, self.dialect, routed=routed)
+        await outbox.enqueue(conn, mine, now, self.dialect, routed=self.citus)
         return failed, done
 
     async def _join_conversations(

@@ -193,7 +193,7 @@ class SqlWebhooks:
     # --- deliveries -----------------------------------------------------------------------
 
     def _citus(self) -> bool:
-        return bool(getattr(self._store, "citus", False))  # known once the store started
+        return self._store.citus  # known once the store started
 
     def _now(self) -> sa.ColumnElement[float]:
         """Now, in unix seconds: the database's clock on PostgreSQL (so processes whose

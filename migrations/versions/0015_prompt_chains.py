@@ -7,7 +7,7 @@ a reader receives, the blobs put back, and the previous digest. The backfill rea
 the templates' streams, whose events no erasure rewrites, and is that revision's code.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-07
 """
 

@@ -94,7 +94,7 @@ def engine_prompt(prompt: Prompt) -> Prompt:
     if any_turn(history, "engine.linear", _has_special):
         history = [_linear(t) for t in history]
     items = _shown(prompt.input) if any(map(_special, prompt.input)) else prompt.input
-    if history == prompt.history and items is prompt.input:
+    if history is prompt.history and items is prompt.input:
         return prompt
     return msgspec.structs.replace(prompt, history=history, input=items)
 

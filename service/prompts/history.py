@@ -92,21 +92,23 @@ async def load_history(svc: Bundle, previous_id: str | None, owner: str) -> list
         )
         if earlier is not None:
             if len(earlier) >= MAX_CHAIN:
-                raise _too_long()
+                raise too_long()
             history = History(earlier, _turn(tip.link, previous_id))
             svc.chains.put(owner, previous_id, tip.breaks, history)
             return history
-    turns = await _walk(svc, previous_id, owner)
+    turns = await _walk(svc, tip.link, owner)
     history = History(turns[:-1], turns[-1])
     if tip.breaks is not None:  # read before the walk: a break meanwhile is a miss later
         svc.chains.put(owner, previous_id, tip.breaks, history)
     return history
 
 
-async def _walk(svc: Bundle, previous_id: str, owner: str) -> list[Turn]:
-    links = await svc.index.chain(previous_id, owner, MAX_CHAIN + 1)
+async def _walk(svc: Bundle, tip: ChainLink, owner: str) -> list[Turn]:
+    """The chain `tip` (already read) ends, walked from the response before it."""
+    previous_id, before = tip.response_id, tip.previous_response_id
+    links = [tip, *([] if before is None else await svc.index.chain(before, owner, MAX_CHAIN))]
     if len(links) > MAX_CHAIN:
-        raise _too_long()
+        raise too_long()
     # The walk stopped at a response this owner cannot see (the named one, or an earlier
     # turn that was deleted): the error names the id the client sent, as OpenAI's does.
     if not links or links[-1].previous_response_id is not None:
@@ -114,7 +116,8 @@ async def _walk(svc: Bundle, previous_id: str, owner: str) -> list[Turn]:
     return [_turn(link, previous_id) for link in reversed(links)]
 
 
-def _too_long() -> InvalidRequest:
+def too_long() -> InvalidRequest:
+    """The refusal of a continuation past `MAX_CHAIN` responses, in OpenAI's words."""
     return InvalidRequest(
         f"The conversation is longer than {MAX_CHAIN} responses.",
         param="previous_response_id",

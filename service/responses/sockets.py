@@ -26,7 +26,7 @@ from domain.generation import History, Turn
 from domain.state import ResponseState
 from service.bundle import Bundle
 from service.ports import Batches, StoredEvent
-from service.prompts.history import MAX_CHAIN, load_history
+from service.prompts.history import MAX_CHAIN, load_history, too_long
 from service.responses.modes import create_tailed, tail_new
 from service.tools.mcploop import passed_back
 from service.wire.create_request import CreateRequest
@@ -110,11 +110,7 @@ class SocketSession:
                 raise previous_not_found(previous_id) from exc
             return Remembered(previous_id, history, len(msgspec.json.encode(history)))
         if len(entry.history) >= MAX_CHAIN:
-            raise InvalidRequest(
-                f"The conversation is longer than {MAX_CHAIN} responses.",
-                param="previous_response_id",
-                code="invalid_value",
-            )
+            raise too_long()
         return entry
 
     async def _follow(
